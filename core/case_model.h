@@ -1,0 +1,92 @@
+// The case model every dump format maps onto (DESIGN §2): a case's configuration, the tensors
+// it holds, its attention dimensions, and its data in canonical layout.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/host_tensor.h"
+#include "core/result.h"
+#include "kernels/attn_params.h"
+
+namespace attnscope {
+
+// How q/k/v/o/dO/dq/dk/dv are laid out in the file. Canonical (in memory) is always BHSD.
+//   bhsd: [B, H, S, D]   bshd: [B, S, H, D] (FlashAttention)   hsd: [H, S, D]   sd: [S, D]
+enum class Layout : uint8_t { bhsd, bshd, hsd, sd };
+
+const char* layout_name(Layout layout);  // "BHSD", "BSHD", "HSD", "SD"
+std::optional<Layout> parse_layout(const std::string& text);
+
+// Canonical tensor names of schema 1 (aliases are resolved by the readers).
+inline constexpr const char* kTensorNames[] = {"q",  "k",   "v",  "do", "mask", "bias",
+                                               "o",  "lse", "dq", "dk", "dv"};
+
+// Group attributes of a case; all optional in the file.
+struct CaseConfig {
+  std::optional<double> scale;  // absent -> 1/sqrt(D)
+  bool causal = false;
+  CausalAlign causal_align = CausalAlign::top_left;
+  std::string dtype;  // precision of the original run ("float16", ...); empty when unknown
+  Layout layout = Layout::bhsd;
+  double softcap = 0;
+  std::optional<int64_t> step;
+  std::optional<int64_t> layer;
+  std::string name;
+  std::string description;
+
+  double effective_scale(int64_t head_dim) const;
+};
+
+// Attention sizes of a case, after layout normalisation.
+struct CaseDims {
+  int64_t batch = 0, heads = 0, kv_heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0,
+          head_dim_v = 0;
+};
+
+// One tensor as stored in the file.
+struct TensorInfo {
+  std::string name;     // canonical name ("do")
+  std::string dataset;  // name in the file ("dout")
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;  // as stored (file layout)
+};
+
+// What discovery learns about a case without reading any tensor data.
+struct CaseInfo {
+  std::string path;  // HDF5 group path, "/step_000120/layer_07"
+  CaseConfig config;
+  CaseDims dims;
+  std::vector<TensorInfo> tensors;  // present tensors, in kTensorNames order
+
+  const TensorInfo* find(const std::string& name) const;
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+};
+
+// A loaded case. Tensors are canonical: q [B,H,Sq,D], k [B,Hk,Sk,D], v [B,Hk,Sk,Dv],
+// do / o [B,H,Sq,Dv], dq [B,H,Sq,D], dk / dv like k / v, lse [B,H,Sq], mask / bias rank 4 and
+// broadcastable to [B,H,Sq,Sk] (missing leading dims become 1).
+struct CaseData {
+  CaseInfo info;
+  std::map<std::string, HostTensor> tensors;
+
+  const HostTensor* find(const std::string& name) const;
+  const HostTensor& q() const { return tensors.at("q"); }
+  const HostTensor& k() const { return tensors.at("k"); }
+  const HostTensor& v() const { return tensors.at("v"); }
+};
+
+// Checks that stored shapes agree (ranks for the layout, B/H/D matches, Hk divides H, mask and
+// bias broadcastable, recorded outputs shaped like the computation) and derives the dims.
+// `where` prefixes messages ("FILE: /case").
+Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout layout,
+                                 const std::string& where);
+
+// Converts a stored tensor to canonical layout (see CaseData) and back.
+HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout);
+HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout);
+
+}  // namespace attnscope

@@ -1,0 +1,147 @@
+// HostTensor element access and dtype conversions.
+#include "host_tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "kernels/precision.h"
+
+namespace attnscope {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::u8: return "uint8";
+    case DType::boolean: return "bool";
+  }
+  return "unknown";
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::u8:
+    case DType::boolean: return 1;
+  }
+  return 1;
+}
+
+bool dtype_is_float(DType t) {
+  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64;
+}
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string HostTensor::shape_string() const {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+double HostTensor::at(int64_t i) const {
+  const uint8_t* p = bytes.data() + static_cast<size_t>(i) * dtype_size(dtype);
+  switch (dtype) {
+    case DType::f16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return half_bits_to_float(h);
+    }
+    case DType::bf16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return bf16_bits_to_float(h);
+    }
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::f64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case DType::u8:
+    case DType::boolean: return *p;
+  }
+  return 0;
+}
+
+std::vector<double> HostTensor::to_double() const {
+  std::vector<double> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = at(static_cast<int64_t>(i));
+  return out;
+}
+
+std::vector<float> HostTensor::to_float() const {
+  std::vector<float> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(at(static_cast<int64_t>(i)));
+  return out;
+}
+
+std::vector<uint8_t> HostTensor::to_mask() const {
+  std::vector<uint8_t> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = at(static_cast<int64_t>(i)) != 0 ? 1 : 0;
+  return out;
+}
+
+namespace {
+
+template <typename Source>
+HostTensor convert(DType dtype, std::vector<int64_t> shape, const std::vector<Source>& values) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.bytes.resize(values.size() * dtype_size(dtype));
+  uint8_t* out = t.bytes.data();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double x = static_cast<double>(values[i]);
+    switch (dtype) {
+      case DType::f16: {
+        const uint16_t h = float_to_half_bits(static_cast<float>(x));
+        std::memcpy(out + 2 * i, &h, 2);
+        break;
+      }
+      case DType::bf16: {
+        const uint16_t h = float_to_bf16_bits(static_cast<float>(x));
+        std::memcpy(out + 2 * i, &h, 2);
+        break;
+      }
+      case DType::f32: {
+        const float f = static_cast<float>(x);
+        std::memcpy(out + 4 * i, &f, 4);
+        break;
+      }
+      case DType::f64: std::memcpy(out + 8 * i, &x, 8); break;
+      case DType::u8:
+      case DType::boolean: out[i] = x != 0 ? 1 : 0; break;
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+HostTensor HostTensor::from_double(DType dtype, std::vector<int64_t> shape,
+                                   const std::vector<double>& values) {
+  return convert(dtype, std::move(shape), values);
+}
+
+HostTensor HostTensor::from_float(DType dtype, std::vector<int64_t> shape,
+                                  const std::vector<float>& values) {
+  return convert(dtype, std::move(shape), values);
+}
+
+}  // namespace attnscope

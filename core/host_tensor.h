@@ -1,0 +1,37 @@
+// HostTensor: a dense row-major tensor in host memory that keeps the element type it was
+// recorded in (the original values are exact in it), with conversions to fp32 / fp64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnscope {
+
+enum class DType : uint8_t { f16, bf16, f32, f64, u8, boolean };
+
+const char* dtype_name(DType t);  // "float16", "bfloat16", "float32", "float64", "uint8", "bool"
+size_t dtype_size(DType t);
+bool dtype_is_float(DType t);
+
+struct HostTensor {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;  // numel() * dtype_size(dtype) bytes, row-major
+
+  int64_t numel() const;
+  std::string shape_string() const;  // "[2, 8, 1024, 64]"
+
+  double at(int64_t flat_index) const;  // element as fp64 (exact for every dtype)
+  std::vector<double> to_double() const;
+  std::vector<float> to_float() const;
+  std::vector<uint8_t> to_mask() const;  // nonzero -> 1
+
+  // Rounds each value to `dtype` (round-to-nearest-even, overflow to +-inf).
+  static HostTensor from_double(DType dtype, std::vector<int64_t> shape,
+                                const std::vector<double>& values);
+  static HostTensor from_float(DType dtype, std::vector<int64_t> shape,
+                               const std::vector<float>& values);
+};
+
+}  // namespace attnscope

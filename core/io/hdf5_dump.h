@@ -1,0 +1,73 @@
+// Reading and writing schema-1 attention dumps in HDF5 (DESIGN §2). Files are opened
+// read-only for reading and never modified; every failure is a Result naming the file, the
+// dataset, the problem and a hint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/case_model.h"
+#include "core/result.h"
+
+namespace attnscope {
+
+struct OpenOptions {
+  bool allow_external = false;  // follow external links / external raw storage / virtual datasets
+  int64_t max_tensor_bytes = int64_t{8} << 30;  // refuse any single dataset larger than this
+};
+
+// An open dump. Discovery reads only metadata (group names, attributes, dataset shapes and
+// types); tensor data is read by load().
+class DumpReader {
+ public:
+  static Result<DumpReader> open(const std::string& path, const OpenOptions& options = {});
+  DumpReader(DumpReader&&) noexcept;
+  DumpReader& operator=(DumpReader&&) noexcept;
+  ~DumpReader();
+
+  const std::string& path() const;
+  // Cases ordered by (step, layer) attributes, else by the numbers in their group paths.
+  const std::vector<CaseInfo>& cases() const;
+  // Groups that looked like cases but were rejected (bad shapes, ...), with the reason.
+  const std::vector<Error>& rejected() const;
+
+  // Reads one case (by group path) into canonical layout.
+  Result<CaseData> load(const std::string& case_path) const;
+
+ private:
+  struct State;
+  explicit DumpReader(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// How bfloat16 tensors are stored: uint16 with attribute dtype="bfloat16", or a 2-byte
+// opaque type whose tag is "bfloat16".
+enum class Bf16Storage { uint16_with_attribute, opaque };
+
+struct WriteOptions {
+  Bf16Storage bf16 = Bf16Storage::uint16_with_attribute;
+  int deflate_level = 4;  // 0 = no compression (chunked + shuffle + deflate otherwise)
+};
+
+// Writes cases into a new file (truncating an existing one of the same path on create()).
+class DumpWriter {
+ public:
+  static Result<DumpWriter> create(const std::string& path, const WriteOptions& options = {});
+  DumpWriter(DumpWriter&&) noexcept;
+  DumpWriter& operator=(DumpWriter&&) noexcept;
+  ~DumpWriter();
+
+  // Writes `data` (canonical tensors) under `group_path` (intermediate groups created), in the
+  // layout of data.info.config.layout, with every set attribute of data.info.config.
+  Status write_case(const std::string& group_path, const CaseData& data);
+  Status close();
+
+ private:
+  struct State;
+  explicit DumpWriter(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace attnscope

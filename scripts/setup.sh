@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs what attnscope needs (idempotent), then configures and builds it.
+#   Debian packages: compilers, CMake, Ninja, Qt 6, QCustomPlot, HDF5, GoogleTest, Xvfb.
+#   Python venv ($ATTNSCOPE_VENV): pinned torch (its LibTorch is what C++ links), h5py, numpy.
+#   Build dir: $ATTNSCOPE_BUILD (default ./build).
+# Source it or run it; the README's commands call it.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TORCH_VERSION="2.11.0"
+export ATTNSCOPE_VENV="${ATTNSCOPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/attnscope/venv}"
+export ATTNSCOPE_BUILD="${ATTNSCOPE_BUILD:-$ROOT/build}"
+
+log() { echo "[attnscope setup] $*" >&2; }
+
+install_debian_packages() {
+  local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
+    libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth)
+  local missing=()
+  for pkg in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+install_python_packages() {
+  if [[ ! -x "$ATTNSCOPE_VENV/bin/python" ]]; then
+    log "creating Python venv $ATTNSCOPE_VENV"
+    mkdir -p "$(dirname "$ATTNSCOPE_VENV")"
+    python3 -m venv "$ATTNSCOPE_VENV"
+  fi
+  if ! "$ATTNSCOPE_VENV/bin/python" - "$TORCH_VERSION" <<'PY' 2>/dev/null; then
+import sys, torch, h5py, numpy
+sys.exit(0 if torch.__version__.split("+")[0] == sys.argv[1] else 1)
+PY
+    log "installing torch==$TORCH_VERSION, h5py, numpy into $ATTNSCOPE_VENV (large download)"
+    "$ATTNSCOPE_VENV/bin/pip" install -q --disable-pip-version-check \
+      "torch==$TORCH_VERSION" h5py numpy
+  fi
+}
+
+configure_and_build() {
+  local prefix
+  prefix="$("$ATTNSCOPE_VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  if [[ ! -f "$ATTNSCOPE_BUILD/build.ninja" ]]; then
+    log "configuring $ATTNSCOPE_BUILD"
+    cmake -S "$ROOT" -B "$ATTNSCOPE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_PREFIX_PATH="$prefix" -DPython3_EXECUTABLE="$ATTNSCOPE_VENV/bin/python" \
+      "${ATTNSCOPE_CMAKE_ARGS[@]}" >/dev/null
+  fi
+  log "building ($(nproc) jobs)"
+  cmake --build "$ATTNSCOPE_BUILD" -j "$(nproc)"
+}
+
+ATTNSCOPE_CMAKE_ARGS=(${ATTNSCOPE_CMAKE_ARGS:-})
+install_debian_packages
+install_python_packages
+configure_and_build
