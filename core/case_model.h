@@ -22,8 +22,19 @@ const char* layout_name(Layout layout);  // "BHSD", "BSHD", "HSD", "SD"
 std::optional<Layout> parse_layout(const std::string& text);
 
 // Canonical tensor names of schema 1 (aliases are resolved by the readers).
-inline constexpr const char* kTensorNames[] = {"q",  "k",   "v",  "do", "mask", "bias",
-                                               "o",  "lse", "dq", "dk", "dv"};
+inline constexpr const char* kTensorNames[] = {"q", "k",   "v",  "do", "mask", "bias",
+                                               "o", "lse", "dq", "dk", "dv"};
+
+// Canonical name of a dataset name ("dout" / "grad_out" -> "do", "attn_bias" -> "bias",
+// "q" -> "q"); nullptr for names that are not schema-1 tensors.
+const char* canonical_tensor_name(const std::string& dataset);
+
+// True for tensors laid out like q/k/v (q, k, v, do, o, dq, dk, dv); false for mask, bias, lse.
+bool is_sequence_tensor(const std::string& name);
+
+// The layout tensors of rank `rank` are in: 3 -> hsd, 2 -> sd whatever was declared; 4 -> the
+// declared bhsd / bshd (bhsd when the declaration names a 3-D / 2-D layout).
+Layout layout_for_rank(size_t rank, Layout declared);
 
 // Group attributes of a case; all optional in the file.
 struct CaseConfig {
@@ -80,13 +91,21 @@ struct CaseData {
 };
 
 // Checks that stored shapes agree (ranks for the layout, B/H/D matches, Hk divides H, mask and
-// bias broadcastable, recorded outputs shaped like the computation) and derives the dims.
-// `where` prefixes messages ("FILE: /case").
+// bias broadcastable, recorded outputs shaped like the computation, float tensors float and
+// the mask bool / uint8) and derives the dims. `layout` is resolved by layout_for_rank(q rank).
+// `where` prefixes messages ("FILE: /case"); messages name the dataset and both shapes.
 Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout layout,
                                  const std::string& where);
 
 // Converts a stored tensor to canonical layout (see CaseData) and back.
 HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout);
+// from_canonical to hsd / sd needs the dropped leading dims to be 1; mask / bias stay rank 4.
 HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout);
+
+// Case order (DESIGN §2): by step then layer attribute (cases carrying them first), then by the
+// group path compared segment by segment with numbers compared numerically
+// ("/step_2/layer_9" < "/step_2/layer_10"), then by the path bytes.
+bool case_order_less(const CaseInfo& a, const CaseInfo& b);
+void sort_cases(std::vector<CaseInfo>& cases);
 
 }  // namespace attnscope

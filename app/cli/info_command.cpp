@@ -1,0 +1,181 @@
+// `attnscope-cli info FILE`: lists the cases of a dump (path, shapes, dtypes, attributes,
+// recorded outputs) as a table or, with --json, as one JSON document.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli_common.h"
+#include "core/io/hdf5_dump.h"
+#include "json_writer.h"
+#include "text_table.h"
+
+namespace attnscope {
+namespace {
+
+constexpr const char* kRecordedNames[] = {"o", "lse", "dq", "dk", "dv"};
+
+std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+std::string dims_text(const CaseDims& d) {
+  std::ostringstream out;
+  out << "B=" << d.batch << " H=" << d.heads;
+  if (d.kv_heads != d.heads) out << " Hk=" << d.kv_heads;
+  out << " Sq=" << d.seqlen_q;
+  if (d.seqlen_k != d.seqlen_q) out << " Sk=" << d.seqlen_k;
+  out << " D=" << d.head_dim;
+  if (d.head_dim_v != d.head_dim) out << " Dv=" << d.head_dim_v;
+  return out.str();
+}
+
+// Distinct stored dtypes of q/k/v, e.g. "float16" or "float16/float32".
+std::string input_dtypes(const CaseInfo& c) {
+  std::string out;
+  for (const char* name : {"q", "k", "v"}) {
+    const TensorInfo* t = c.find(name);
+    if (t == nullptr) continue;
+    const std::string dt = dtype_name(t->dtype);
+    if (out.find(dt) == std::string::npos) out += (out.empty() ? "" : "/") + dt;
+  }
+  return out;
+}
+
+std::string recorded_text(const CaseInfo& c) {
+  std::string out;
+  for (const char* name : kRecordedNames) {
+    if (c.has(name)) out += (out.empty() ? "" : ",") + std::string(name);
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string extras_text(const CaseInfo& c) {
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
+  if (c.has("do")) add("do");
+  if (c.has("mask")) add("mask");
+  if (c.has("bias")) add("bias");
+  const CaseConfig& cfg = c.config;
+  if (cfg.causal) {
+    add(cfg.causal_align == CausalAlign::bottom_right ? "causal(bottom_right)" : "causal");
+  }
+  if (cfg.softcap != 0) add("softcap=" + format_number(cfg.softcap));
+  return out.empty() ? "-" : out;
+}
+
+void print_table(const DumpReader& dump) {
+  std::cout << dump.path() << ": " << dump.cases().size() << " case"
+            << (dump.cases().size() == 1 ? "" : "s") << "\n\n";
+  TextTable table({"path", "name", "shape", "stored", "run dtype", "layout", "scale", "inputs",
+                   "recorded"});
+  for (const CaseInfo& c : dump.cases()) {
+    const CaseConfig& cfg = c.config;
+    const std::string scale = format_number(cfg.effective_scale(c.dims.head_dim)) +
+                              (cfg.scale ? "" : " (default)");
+    table.add_row({c.path, cfg.name.empty() ? "-" : cfg.name, dims_text(c.dims), input_dtypes(c),
+                   cfg.dtype.empty() ? "-" : cfg.dtype, layout_name(cfg.layout), scale,
+                   extras_text(c), recorded_text(c)});
+  }
+  table.print(std::cout);
+  for (const CaseInfo& c : dump.cases()) {
+    if (!c.config.description.empty()) {
+      std::cout << "\n" << c.path << ": " << c.config.description;
+    }
+  }
+  if (!dump.cases().empty()) std::cout << "\n";
+  if (!dump.rejected().empty()) {
+    std::cout << "\nrejected groups:\n";
+    for (const Error& e : dump.rejected()) std::cout << "  " << e.describe() << "\n";
+  }
+}
+
+void write_config(JsonWriter& json, const CaseInfo& c) {
+  const CaseConfig& cfg = c.config;
+  json.key("config").begin_object();
+  json.field("scale", cfg.effective_scale(c.dims.head_dim));
+  json.field("scale_from_file", cfg.scale.has_value());
+  json.field("causal", cfg.causal);
+  json.field("causal_align",
+             cfg.causal_align == CausalAlign::bottom_right ? "bottom_right" : "top_left");
+  json.key("dtype");
+  if (cfg.dtype.empty()) json.null(); else json.value(cfg.dtype);
+  json.field("layout", layout_name(cfg.layout));
+  json.field("softcap", cfg.softcap);
+  json.key("step");
+  if (cfg.step) json.value(*cfg.step); else json.null();
+  json.key("layer");
+  if (cfg.layer) json.value(*cfg.layer); else json.null();
+  json.end_object();
+}
+
+void write_json(const DumpReader& dump) {
+  JsonWriter json(std::cout);
+  json.begin_object();
+  json.field("file", dump.path());
+  json.key("cases").begin_array();
+  for (const CaseInfo& c : dump.cases()) {
+    json.begin_object();
+    json.field("path", c.path);
+    json.field("name", c.config.name);
+    json.field("description", c.config.description);
+    const CaseDims& d = c.dims;
+    json.key("shape").begin_object();
+    json.field("batch", d.batch).field("heads", d.heads).field("kv_heads", d.kv_heads);
+    json.field("seqlen_q", d.seqlen_q).field("seqlen_k", d.seqlen_k);
+    json.field("head_dim", d.head_dim).field("head_dim_v", d.head_dim_v);
+    json.end_object();
+    write_config(json, c);
+    json.key("tensors").begin_object();
+    for (const TensorInfo& t : c.tensors) {
+      json.key(t.name).begin_object();
+      json.field("dataset", t.dataset).field("dtype", dtype_name(t.dtype));
+      json.field("shape", t.shape);
+      json.end_object();
+    }
+    json.end_object();
+    json.key("recorded").begin_array();
+    for (const char* name : kRecordedNames) {
+      if (c.has(name)) json.value(name);
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+  json.key("rejected").begin_array();
+  for (const Error& e : dump.rejected()) {
+    json.begin_object();
+    json.field("code", error_code_name(e.code)).field("message", e.message);
+    json.field("hint", e.hint);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+}
+
+}  // namespace
+
+int run_info(const CommandArgs& args) {
+  if (args.positional.size() != 1) {
+    std::cerr << "attnscope-cli info: expected exactly one FILE (got " << args.positional.size()
+              << ")\n";
+    return kExitUnreadable;
+  }
+  OpenOptions options;
+  options.allow_external = args.allow_external;
+  Result<DumpReader> dump = DumpReader::open(args.positional[0], options);
+  if (!dump) {
+    std::cerr << "attnscope-cli info: " << dump.error().message << "\n";
+    if (!dump.error().hint.empty()) std::cerr << "  hint: " << dump.error().hint << "\n";
+    return kExitUnreadable;
+  }
+  if (args.json) {
+    write_json(*dump);
+  } else {
+    print_table(*dump);
+  }
+  return dump->rejected().empty() ? kExitOk : kExitFindings;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,36 @@
+// attnscope-make-samples OUT.h5: writes the bundled sample dump deterministically (regenerating
+// gives the same bytes with the same HDF5 version).
+#include <iostream>
+
+#include "core/io/hdf5_dump.h"
+#include "sample_cases.h"
+
+int main(int argc, char** argv) {
+  using namespace attnscope;
+  if (argc != 2) {
+    std::cerr << "usage: attnscope-make-samples OUT.h5\n";
+    return 2;
+  }
+  Result<DumpWriter> writer = DumpWriter::create(argv[1]);
+  if (!writer) {
+    std::cerr << "attnscope-make-samples: " << writer.error().describe() << "\n";
+    return 2;
+  }
+  std::vector<SampleCase> cases = {make_fp16_score_overflow(), make_padding_mask_fp16(),
+                                   make_exploding_grad(), make_healthy()};
+  for (SampleCase& c : make_training_series()) cases.push_back(std::move(c));
+  for (const SampleCase& c : cases) {
+    const Status written = writer->write_case(c.group_path, c.data);
+    if (!written) {
+      std::cerr << "attnscope-make-samples: " << written.error().describe() << "\n";
+      return 2;
+    }
+  }
+  const Status closed = writer->close();
+  if (!closed) {
+    std::cerr << "attnscope-make-samples: " << closed.error().describe() << "\n";
+    return 2;
+  }
+  std::cout << "wrote " << cases.size() << " cases to " << argv[1] << "\n";
+  return 0;
+}
