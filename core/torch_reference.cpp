@@ -3,6 +3,7 @@
 #include "core/torch_reference.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <cstdint>
 #include <limits>
@@ -74,15 +75,19 @@ TorchReference torch_reference_attention(const AttnParams& params, const double*
   at::Tensor s_pre = at::matmul(tq, k_rep.transpose(-2, -1)) * params.scale;
   if (params.softcap > 0) s_pre = at::tanh(s_pre / params.softcap) * params.softcap;
 
-  // s = s_pre + bias where visible, the fill value where masked. Written as
-  // s_pre * keep + where(keep, bias, fill) so that the gradient reaching a masked entry is
-  // ds * 0: zero, but NaN stays NaN, as through PyTorch's additive -inf mask.
+  // s = s_pre + bias where visible, the fill value where masked (the fill replaces the score,
+  // so a NaN q.k of a masked key does not reach s). Written as
+  //   where(keep or isfinite(s_pre), s_pre, 0) * keep + where(keep, bias, fill)
+  // so that the gradient reaching a masked entry is ds * 0: zero, but NaN stays NaN, as through
+  // PyTorch's additive -inf mask and as in the reference kernel.
   const at::Tensor keep = visible_keys(params);
   const double fill = mask_fill_value(params.mask_fill, params.precision);
   const at::Tensor bias =
       params.bias != nullptr ? broadcast_view(params.bias, params, params.bias_strides, at::kDouble)
                              : at::zeros({}, f64());
-  const at::Tensor s = s_pre * keep.to(at::kDouble) + at::where(keep, bias, fill);
+  const at::Tensor finite_or_kept = at::logical_or(keep, at::isfinite(s_pre.detach()));
+  const at::Tensor s =
+      at::where(finite_or_kept, s_pre, 0.0) * keep.to(at::kDouble) + at::where(keep, bias, fill);
 
   // p = softmax(s). Under MaskFill::safe a row whose scores are all -inf gives p = 0 and no
   // gradient (PyTorch's _safe_softmax): the row is zeroed before the softmax too, so its

@@ -31,12 +31,27 @@ struct HeadView {
   double* dq;        // [Sq, D]
   double* dk;        // [Sk, D]   shared by the query heads of one kv group
   double* dv;        // [Sk, Dv]  shared by the query heads of one kv group
+  // q, k, v and dO of this head are all finite, so a zero weight (p = 0 or g = 0) adds exactly
+  // nothing and its axpy can be skipped; with a NaN / Inf input 0 * x must still run.
+  bool skip_zero_weights;
 };
 
+bool all_finite(const double* x, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    if (!std::isfinite(x[t])) return false;
+  }
+  return true;
+}
+
+// a . b with four partial sums (lets the compiler vectorise without reassociation flags).
 double dot(const double* a, const double* b, int64_t n) {
-  double acc = 0;
-  for (int64_t t = 0; t < n; ++t) acc += a[t] * b[t];
-  return acc;
+  double acc[4] = {0, 0, 0, 0};
+  int64_t t = 0;
+  for (; t + 4 <= n; t += 4) {
+    for (int u = 0; u < 4; ++u) acc[u] += a[t + u] * b[t + u];
+  }
+  for (; t < n; ++t) acc[0] += a[t] * b[t];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 // y[0:n] += alpha * x[0:n]
@@ -49,7 +64,8 @@ void axpy(double alpha, const double* x, double* y, int64_t n) {
 //        = cap * tanh(scale * q_i.k_j / cap) + bias_ij   with softcap (cap > 0)
 //        = scale * q_i.k_j + bias_ij                     otherwise
 //   m_i = max_j s_ij,  l_i = sum_j exp(s_ij - m_i),  lse_i = m_i + log l_i
-//   p_ij = exp(s_ij - lse_i),  o_i = sum_j p_ij v_j
+//   p_ij = exp(s_ij - m_i) / l_i  (= exp(s_ij - lse_i), but exact when |m_i| is huge, e.g. a
+//   row filled with -1e9 where m_i + log l_i would round away log l_i),  o_i = sum_j p_ij v_j
 // grad_factor_ij = d s_ij / d (scale * q_i.k_j): 0 when masked (the fill is a constant),
 // else the softcap derivative 1 - tanh^2(s0 / cap) (1 without softcap).
 void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x,
@@ -61,6 +77,7 @@ void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x
     double* g_row = grad_factor.data() + i * x.sk;
     const double* q_i = x.q + i * x.dim;
     double m = -kInf;
+    bool nan_score = false;
     for (int64_t j = 0; j < x.sk; ++j) {
       if (is_masked(prm, b, h, i, j)) {
         s_row[j] = fill;
@@ -76,7 +93,9 @@ void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x
         s_row[j] = s + bias_at(prm, b, h, i, j);
       }
       if (s_row[j] > m) m = s_row[j];
+      nan_score = nan_score || std::isnan(s_row[j]);
     }
+    if (nan_score) m = std::numeric_limits<double>::quiet_NaN();  // max propagates NaN
     // A row whose every score is -inf (fully masked, or -inf bias everywhere): under `safe` it
     // attends to nothing (l = 0, LSE = -inf, P = 0, O = 0); otherwise exp(-inf - -inf) = NaN
     // flows through l, LSE, P and O exactly as in PyTorch's eager softmax.
@@ -90,13 +109,15 @@ void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x
       continue;
     }
     double l = 0;
-    for (int64_t j = 0; j < x.sk; ++j) l += std::exp(s_row[j] - m);
-    const double lse = m + std::log(l);
-    x.l[i] = l;
-    x.lse[i] = lse;
     for (int64_t j = 0; j < x.sk; ++j) {
-      p_row[j] = std::exp(s_row[j] - lse);
-      axpy(p_row[j], x.v + j * x.dim_v, o_i, x.dim_v);
+      p_row[j] = std::exp(s_row[j] - m);
+      l += p_row[j];
+    }
+    x.l[i] = l;
+    x.lse[i] = m + std::log(l);
+    for (int64_t j = 0; j < x.sk; ++j) {
+      p_row[j] /= l;
+      if (p_row[j] != 0 || !x.skip_zero_weights) axpy(p_row[j], x.v + j * x.dim_v, o_i, x.dim_v);
     }
   }
 }
@@ -126,12 +147,14 @@ void backward_head(const AttnParams& prm, const HeadView& x,
 
     x.d[i] = dot(dO_i, x.o + i * x.dim_v, x.dim_v);
     for (int64_t j = 0; j < x.sk; ++j) {
-      axpy(p_row[j], dO_i, x.dv + j * x.dim_v, x.dim_v);
+      if (p_row[j] != 0 || !x.skip_zero_weights) axpy(p_row[j], dO_i, x.dv + j * x.dim_v, x.dim_v);
       dp_row[j] = dot(dO_i, x.v + j * x.dim_v, x.dim_v);
       ds_row[j] = p_row[j] * (dp_row[j] - x.d[i]);
       const double g = prm.scale * (ds_row[j] * g_row[j]);
-      axpy(g, x.k + j * x.dim, dq_i, x.dim);
-      axpy(g, q_i, x.dk + j * x.dim, x.dim);
+      if (g != 0 || !x.skip_zero_weights) {
+        axpy(g, x.k + j * x.dim, dq_i, x.dim);
+        axpy(g, q_i, x.dk + j * x.dim, x.dim);
+      }
     }
   }
 }
@@ -185,6 +208,9 @@ ReferenceTrace reference_attention(const AttnParams& params, const double* q, co
       x.dq = t.dq.data() + bh * Sq * D;
       x.dk = t.dk.data() + bkv * Sk * D;
       x.dv = t.dv.data() + bkv * Sk * Dv;
+      x.skip_zero_weights = all_finite(x.q, Sq * D) && all_finite(x.k, Sk * D) &&
+                            all_finite(x.v, Sk * Dv) &&
+                            (x.dO == nullptr || all_finite(x.dO, Sq * Dv));
       forward_head(params, b, h, x, grad_factor);
       backward_head(params, x, grad_factor);
     }
