@@ -1,5 +1,6 @@
 // `attnscope-cli info FILE`: lists the cases of a dump (path, shapes, dtypes, attributes,
 // recorded outputs) as a table or, with --json, as one JSON document.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -65,6 +66,29 @@ std::string extras_text(const CaseInfo& c) {
   return out.empty() ? "-" : out;
 }
 
+// Each distinct description once: "PATH: text" or "PATH (+N more): text" for a series.
+void print_descriptions(const std::vector<CaseInfo>& cases) {
+  std::vector<std::pair<const CaseInfo*, int>> distinct;
+  for (const CaseInfo& c : cases) {
+    if (c.config.description.empty()) continue;
+    auto same = [&](const auto& entry) {
+      return entry.first->config.description == c.config.description;
+    };
+    auto found = std::find_if(distinct.begin(), distinct.end(), same);
+    if (found == distinct.end()) {
+      distinct.push_back({&c, 0});
+    } else {
+      ++found->second;
+    }
+  }
+  if (!distinct.empty()) std::cout << "\n";
+  for (const auto& [c, more] : distinct) {
+    std::cout << c->path;
+    if (more > 0) std::cout << " (+" << more << " more)";
+    std::cout << ": " << c->config.description << "\n";
+  }
+}
+
 void print_table(const DumpReader& dump) {
   std::cout << dump.path() << ": " << dump.cases().size() << " case"
             << (dump.cases().size() == 1 ? "" : "s") << "\n\n";
@@ -79,12 +103,7 @@ void print_table(const DumpReader& dump) {
                    extras_text(c), recorded_text(c)});
   }
   table.print(std::cout);
-  for (const CaseInfo& c : dump.cases()) {
-    if (!c.config.description.empty()) {
-      std::cout << "\n" << c.path << ": " << c.config.description;
-    }
-  }
-  if (!dump.cases().empty()) std::cout << "\n";
+  print_descriptions(dump.cases());
   if (!dump.rejected().empty()) {
     std::cout << "\nrejected groups:\n";
     for (const Error& e : dump.rejected()) std::cout << "  " << e.describe() << "\n";

@@ -22,6 +22,8 @@ struct OpenOptions {
 // types); tensor data is read by load().
 class DumpReader {
  public:
+  // Fails (format / unsupported / too_large / io) when the file cannot be read or holds no
+  // valid case; the error is then the first rejected group's, or "no case ... found".
   static Result<DumpReader> open(const std::string& path, const OpenOptions& options = {});
   DumpReader(DumpReader&&) noexcept;
   DumpReader& operator=(DumpReader&&) noexcept;
@@ -33,7 +35,8 @@ class DumpReader {
   // Groups that looked like cases but were rejected (bad shapes, ...), with the reason.
   const std::vector<Error>& rejected() const;
 
-  // Reads one case (by group path) into canonical layout.
+  // Reads one case (by group path, "/step_1/layer_0"; the leading '/' may be omitted) into
+  // canonical layout. Safe to call from several threads (HDF5 calls are serialised).
   Result<CaseData> load(const std::string& case_path) const;
 
  private:

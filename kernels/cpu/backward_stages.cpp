@@ -1,0 +1,71 @@
+// The backward stages of the tiled CPU attention kernel (see backward_stages.h).
+#include "kernels/cpu/backward_stages.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/cpu/tile_math.h"
+#include "kernels/precision.h"
+
+namespace attnscope::cpu {
+
+void backward_preprocess(int64_t rows, int64_t dim_v, const float* o, const float* dout, float* d) {
+  for (int64_t r = 0; r < rows; ++r) d[r] = dot_f32(dout + r * dim_v, o + r * dim_v, dim_v);
+}
+
+void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
+                 const float* l, float* p) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* p_r = p + r * t.ld;
+    if (m[r] == kNegInf && x.safe) {
+      std::fill(p_r, p_r + t.cols, 0.0f);
+    } else {
+      exp_shifted_scaled(s + r * t.ld, m[r], 1.0f / l[r], p_r, t.cols);
+    }
+  }
+}
+
+void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
+                   const float* dout, float* dv_acc) {
+  const float* p_mm = p;  // fp32 P is its own rounding at f32
+  if (x.precision != Precision::f32) {
+    for (int64_t r = 0; r < t.rows; ++r)
+      round_copy(x.precision, p + r * t.ld, p_lo + r * t.ld, t.cols);
+    p_mm = p_lo;
+  }
+  gemm_tile(t.cols, x.dim_v, t.rows, p_mm, 1, t.ld, dout, x.dim_v, dv_acc, x.dim_v, 1.0f, true);
+}
+
+void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
+                int64_t ldvt, float* dp) {
+  gemm_tile(t.rows, t.cols, x.dim_v, dout, x.dim_v, 1, vt, ldvt, dp, t.ld, 1.0f, false);
+}
+
+void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
+                const float* d, const float* gf, float* ds) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const float* p_r = p + r * t.ld;
+    const float* dp_r = dp + r * t.ld;
+    const float* gf_r = gf + r * t.ld;
+    float* ds_r = ds + r * t.ld;
+    for (int64_t c = 0; c < t.cols; ++c) ds_r[c] = p_r[c] * (dp_r[c] - d[r]) * gf_r[c];
+    round_copy(x.precision, ds_r, ds_r, t.cols);
+  }
+}
+
+void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,
+                   float* dq_acc) {
+  gemm_tile(t.rows, x.dim, t.cols, ds, t.ld, 1, k, x.dim, dq_acc, x.dim, x.scale, true);
+}
+
+void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, const float* q,
+                   float* dk_acc) {
+  gemm_tile(t.cols, x.dim, t.rows, ds, 1, t.ld, q, x.dim, dk_acc, x.dim, x.scale, true);
+}
+
+void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out) {
+  round_copy(x.precision, acc, out, n);
+}
+
+}  // namespace attnscope::cpu

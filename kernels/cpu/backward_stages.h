@@ -1,0 +1,54 @@
+// Stages of the FlashAttention-2 backward, named as in the algorithm so a stepper can walk
+// them 1:1: backward_preprocess (D) per head; then for each kv tile j (outer) and q tile i
+// (inner): score_tile + mask_tile (forward_stages.h) -> recompute_p -> accumulate_dv ->
+// compute_dp -> compute_ds -> accumulate_dq -> accumulate_dk; then backward_postprocess.
+//
+// Forward differentiated, per row i: s_ij = f(scale * q_i.k_j) (softcap, bias, mask),
+// p_ij = softmax_j(s_ij), o_i = sum_j p_ij v_j, loss = sum_i dO_i . o_i. Hence
+//   dv_j = sum_i p_ij dO_i,  dp_ij = dO_i . v_j,  D_i = sum_j p_ij dp_ij = dO_i . o_i,
+//   ds_ij = p_ij (dp_ij - D_i) f'_ij,  dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/forward_stages.h"
+
+namespace attnscope::cpu {
+
+// D_r = sum_c dO[r, c] * O[r, c] in fp32 for rows r < rows; o, dout [rows x Dv].
+void backward_preprocess(int64_t rows, int64_t dim_v, const float* o, const float* dout, float* d);
+
+// P = exp(S - m) / l per row, the forward's probabilities in fp32 (m, l indexed by tile row).
+// Uses m and l rather than LSE = m + log l: the same value, but exact when |m| is so large that
+// fp32 LSE absorbs log l (a fully masked row under the -1e9 fill). A row with m = -inf is 0
+// under MaskFill::safe and NaN otherwise (l is NaN), as in the forward.
+void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
+                 const float* l, float* p);
+
+// dV_j += round(P)^T dO_i: p_lo receives round(P) (same layout as p; untouched at f32), dout
+// holds rows t.i0.. of dO [rows x Dv], dv_acc [cols x Dv] in fp32.
+void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
+                   const float* dout, float* dv_acc);
+
+// dP = dO_i V_j^T in fp32: dout [rows x Dv] (row stride Dv), vt column t.j0 of V^T
+// [Dv x cols] (row stride ldvt), dp like the score tile.
+void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
+                int64_t ldvt, float* dp);
+
+// dS = round(P * (dP - D) * gf) with fp32 P, dP and D (d indexed by tile row); gf is the
+// softcap derivative, 0 at masked scores. dS is the low-precision operand of both matmuls.
+void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
+                const float* d, const float* gf, float* ds);
+
+// dQ_i += scale * dS K_j in fp32: k holds rows t.j0.. of K [cols x D], dq_acc [rows x D].
+void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,
+                   float* dq_acc);
+
+// dK_j += scale * dS^T Q_i in fp32: q holds rows t.i0.. of Q [rows x D], dk_acc [cols x D].
+void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, const float* q,
+                   float* dk_acc);
+
+// Stores an fp32 accumulator of n elements rounded once to the precision: out = round(acc).
+void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out);
+
+}  // namespace attnscope::cpu

@@ -1,0 +1,141 @@
+// The forward stages of the tiled CPU attention kernel (see forward_stages.h).
+#include "kernels/cpu/forward_stages.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/tile_math.h"
+#include "kernels/precision.h"
+
+namespace attnscope::cpu {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+int64_t causal_shift(const AttnParams& p) {
+  return p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+}
+
+}  // namespace
+
+Precision emulated_precision(Precision p) {
+  return p == Precision::f64 ? Precision::f32 : p;
+}
+
+HeadContext make_head_context(const AttnParams& params, Mode mode, int64_t b, int64_t h) {
+  HeadContext x;
+  x.params = &params;
+  x.b = b;
+  x.h = h;
+  x.dim = params.head_dim;
+  x.dim_v = params.head_dim_v;
+  x.precision = emulated_precision(params.precision);
+  x.scale = static_cast<float>(params.scale);
+  x.softcap = static_cast<float>(params.softcap);
+  const float fill = static_cast<float>(mask_fill_value(params.mask_fill, x.precision));
+  x.fill = mode == Mode::unfused ? round_to(x.precision, fill) : fill;
+  x.safe = params.mask_fill == MaskFill::safe;
+  return x;
+}
+
+bool causally_hidden(const AttnParams& params, const ScoreTile& t) {
+  return params.causal && t.j0 > t.i0 + t.rows - 1 + causal_shift(params);
+}
+
+bool fill_is_neg_inf(const HeadContext& x) {
+  return x.fill == -kInf;
+}
+
+void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
+                int64_t ldkt, float* s, float* gf) {
+  gemm_tile(t.rows, t.cols, x.dim, q, x.dim, 1, kt, ldkt, s, t.ld, x.scale, false);
+  const AttnParams& p = *x.params;
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* s_r = s + r * t.ld;
+    float* gf_r = gf != nullptr ? gf + r * t.ld : nullptr;
+    if (x.softcap > 0) {
+      for (int64_t c = 0; c < t.cols; ++c) {
+        const float th = std::tanh(s_r[c] / x.softcap);
+        s_r[c] = x.softcap * th;
+        if (gf_r != nullptr) gf_r[c] = 1 - th * th;
+      }
+    } else if (gf_r != nullptr) {
+      std::fill(gf_r, gf_r + t.cols, 1.0f);
+    }
+    if (p.bias != nullptr) {
+      const BroadcastStrides& st = p.bias_strides;
+      const double* b_r = p.bias + x.b * st.b + x.h * st.h + (t.i0 + r) * st.q + t.j0 * st.k;
+      for (int64_t c = 0; c < t.cols; ++c) {
+        s_r[c] += round_to(x.precision, static_cast<float>(b_r[c * st.k]));
+      }
+    }
+  }
+}
+
+void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf) {
+  const AttnParams& p = *x.params;
+  if (!p.causal && p.mask == nullptr) return;
+  const int64_t shift = causal_shift(p);
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* s_r = s + r * t.ld;
+    float* gf_r = gf != nullptr ? gf + r * t.ld : nullptr;
+    const auto hide = [&](int64_t c) {
+      s_r[c] = x.fill;
+      if (gf_r != nullptr) gf_r[c] = 0;
+    };
+    if (p.mask != nullptr) {
+      const BroadcastStrides& st = p.mask_strides;
+      const uint8_t* m_r = p.mask + x.b * st.b + x.h * st.h + (t.i0 + r) * st.q + t.j0 * st.k;
+      for (int64_t c = 0; c < t.cols; ++c) {
+        if (m_r[c * st.k] == 0) hide(c);
+      }
+    }
+    if (p.causal) {
+      // Key j is hidden from query i iff j > i + shift.
+      const int64_t first_hidden = std::max<int64_t>(0, t.i0 + r + shift + 1 - t.j0);
+      for (int64_t c = first_hidden; c < t.cols; ++c) hide(c);
+    }
+  }
+}
+
+void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
+                           float* acc, int64_t dim_v) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const float m_new = max_propagating_nan(m[r], max_propagating_nan(s + r * t.ld, t.cols));
+    const float base = m_new == -kInf ? 0.0f : m_new;
+    const float alpha = exp_f32(m[r] - base);
+    l[r] = alpha * l[r] + exp_shifted_sum(s + r * t.ld, base, p + r * t.ld, t.cols);
+    if (alpha != 1.0f) scale_in_place(acc + r * dim_v, alpha, dim_v);
+    m[r] = m_new;
+  }
+}
+
+void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc) {
+  for (int64_t r = 0; r < t.rows; ++r) round_copy(x.precision, p + r * t.ld, p + r * t.ld, t.cols);
+  gemm_tile(t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true);
+}
+
+void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,
+                      const float* acc, float* o, float* lse, float* m_out, float* l_out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o_r = o + r * x.dim_v;
+    m_out[r] = m[r];
+    if (m[r] == -kInf) {
+      const float value = x.safe ? 0.0f : kNaN;
+      std::fill(o_r, o_r + x.dim_v, value);
+      l_out[r] = value;
+      lse[r] = x.safe ? -kInf : kNaN;
+      continue;
+    }
+    const float inv_l = 1.0f / l[r];
+    const float* acc_r = acc + r * x.dim_v;
+    for (int64_t c = 0; c < x.dim_v; ++c) o_r[c] = acc_r[c] * inv_l;
+    round_copy(x.precision, o_r, o_r, x.dim_v);
+    l_out[r] = l[r];
+    lse[r] = m[r] + std::log(l[r]);
+  }
+}
+
+}  // namespace attnscope::cpu

@@ -1,0 +1,73 @@
+// Stages of the FlashAttention-2 forward on one (batch, head, q-tile), named as in the
+// algorithm so a stepper can walk them 1:1: score_tile -> mask_tile -> online_softmax_update
+// -> accumulate_pv for every kv tile, then forward_epilogue. score_tile and mask_tile also
+// serve the backward's recomputation and the unfused kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attn_params.h"
+#include "kernels/cpu/fused_attention.h"
+
+namespace attnscope::cpu {
+
+// What every stage needs to know about one (batch b, query head h).
+struct HeadContext {
+  const AttnParams* params = nullptr;
+  int64_t b = 0, h = 0;
+  int64_t dim = 0, dim_v = 0;            // D, Dv
+  Precision precision = Precision::f32;  // values are rounded to this; f32 = no rounding
+  float scale = 1, softcap = 0;
+  float fill = 0;     // masked score value: fp32 in fused, rounded to precision in unfused
+  bool safe = false;  // MaskFill::safe: a row with every score -inf yields O = 0
+};
+
+// f64 is emulated as f32: the CPU kernels compute in fp32.
+Precision emulated_precision(Precision p);
+
+HeadContext make_head_context(const AttnParams& params, Mode mode, int64_t b, int64_t h);
+
+// A block of a score-shaped [Sq, Sk] matrix: element (r, c) is query t.i0 + r, key t.j0 + c,
+// stored at data[r * ld + c]; r < rows, c < cols.
+struct ScoreTile {
+  int64_t i0 = 0, j0 = 0, rows = 0, cols = 0, ld = 0;
+};
+
+// True when causality hides every key of the tile from every query of it.
+bool causally_hidden(const AttnParams& params, const ScoreTile& t);
+
+// True when a masked score contributes exactly 0 to softmax sums (the fill is -inf), so fully
+// masked tiles may be skipped if no NaN/Inf input could leak through them.
+bool fill_is_neg_inf(const HeadContext& x);
+
+// S = scale * Q K^T in fp32, then softcap (s = cap * tanh(s / cap)), then + bias (rounded to
+// the precision). q: rows t.i0.. of Q [rows x D] (row stride D); kt: column t.j0 of K^T
+// [D x cols] (row stride ldkt). gf (nullable, same layout as s): d s / d(scale q.k), i.e.
+// 1 - tanh^2 with softcap, else 1.
+void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
+                int64_t ldkt, float* s, float* gf);
+
+// Sets masked scores (bool mask 0 or causally hidden) to x.fill and their gf to 0 (the fill is
+// a constant: no gradient flows to q or k, yet 0 * NaN stays NaN as in the reference).
+void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf);
+
+// Online softmax over one more kv tile, per row r (all fp32):
+//   m_new = max(m, rowmax S)        (NaN if a score is NaN, as torch.max: the row is NaN)
+//   alpha = exp(m - m_new);  P = exp(S - m_new);  l = alpha * l + rowsum P;  acc *= alpha
+// With m_new = -inf (nothing visible yet) the exponent base is 0, so P = 0 and alpha = 0.
+// Invariant after kv tile j: m = max of the scores of keys < (j + 1) Bc, l = sum over those
+// keys of exp(s - m), acc = sum of exp(s - m) v (acc [rows x Dv], row stride dim_v).
+void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
+                           float* acc, int64_t dim_v);
+
+// acc += round(P) V: P is rounded in place (it is the low-precision matmul operand), v holds
+// rows t.j0.. of V [cols x Dv] (row stride Dv), acc [rows x Dv].
+void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc);
+
+// Final per-row outputs: O = round(acc / l), LSE = m + log l, m and l as accumulated. A row
+// with m = -inf (every score -inf) gives O = 0, l = 0, LSE = -inf under MaskFill::safe and
+// O = l = LSE = NaN otherwise (exp(-inf - -inf) in the reference). o [rows x Dv].
+void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,
+                      const float* acc, float* o, float* lse, float* m_out, float* l_out);
+
+}  // namespace attnscope::cpu

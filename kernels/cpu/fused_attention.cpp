@@ -1,0 +1,142 @@
+// Public entry points of the CPU attention kernels: validation, rounding of the inputs to the
+// emulated precision, and dispatch to the fused or unfused driver.
+#include "kernels/cpu/fused_attention.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/forward_stages.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tile_math.h"
+
+namespace attnscope {
+namespace cpu {
+namespace {
+
+size_t count(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
+// Rounds n values of src into copy (in parallel chunks) unless the precision is f32.
+const float* rounded(Precision precision, const float* src, int64_t n, std::vector<float>& copy,
+                     int threads) {
+  if (precision == Precision::f32) return src;
+  copy.resize(count(n));
+  constexpr int64_t kChunk = 1 << 16;
+  parallel_for(tile_count(n, kChunk), threads, [&](int64_t chunk, int) {
+    const int64_t begin = chunk * kChunk;
+    const int64_t len = std::min(kChunk, n - begin);
+    round_copy(precision, src + begin, copy.data() + begin, len);
+  });
+  return copy.data();
+}
+
+}  // namespace
+
+void validate(const AttnParams& p, const CpuAttnInputs& in) {
+  const auto fail = [](const std::string& what) {
+    throw std::invalid_argument("cpu_attention: " + what);
+  };
+  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
+      p.head_dim < 1 || p.head_dim_v < 1) {
+    fail("every size in AttnParams must be >= 1");
+  }
+  if (p.heads % p.kv_heads != 0) fail("kv_heads must divide heads (GQA)");
+  if (in.q == nullptr || in.k == nullptr || in.v == nullptr) fail("q, k and v are required");
+}
+
+PreparedInputs prepare_inputs(const AttnParams& p, const CpuAttnInputs& in, bool backward,
+                              int threads) {
+  const Precision precision = emulated_precision(p.precision);
+  const int64_t q_rows = p.batch * p.heads * p.seqlen_q;
+  const int64_t kv_rows = p.batch * p.kv_heads * p.seqlen_k;
+  PreparedInputs x;
+  x.q = rounded(precision, in.q, q_rows * p.head_dim, x.q_copy, threads);
+  x.k = rounded(precision, in.k, kv_rows * p.head_dim, x.k_copy, threads);
+  x.v = rounded(precision, in.v, kv_rows * p.head_dim_v, x.v_copy, threads);
+  if (backward) {
+    if (in.dout == nullptr) {
+      x.dout_copy.assign(count(q_rows * p.head_dim_v), 1.0f);
+      x.dout = x.dout_copy.data();
+    } else {
+      x.dout = rounded(precision, in.dout, q_rows * p.head_dim_v, x.dout_copy, threads);
+    }
+  }
+  return x;
+}
+
+std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
+                                      int threads) {
+  const int64_t n_kv = tile_count(sk, kTileCols), block = dim * kTileCols;
+  std::vector<float> t(count(heads * n_kv * block), 0.0f);
+  parallel_for(heads * n_kv, threads, [&](int64_t item, int) {
+    const int64_t j0 = (item % n_kv) * kTileCols;
+    const float* src = x + ((item / n_kv) * sk + j0) * dim;
+    transpose(std::min(kTileCols, sk - j0), dim, src, dim, t.data() + item * block, kTileCols);
+  });
+  return t;
+}
+
+std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& in, int threads) {
+  const int64_t n_kv = tile_count(p.seqlen_k, kTileCols);
+  std::vector<uint8_t> finite(count(p.batch * p.kv_heads * n_kv));
+  parallel_for(p.batch * p.kv_heads * n_kv, threads, [&](int64_t item, int) {
+    const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, p.seqlen_k - j0);
+    const int64_t row = (item / n_kv) * p.seqlen_k + j0;
+    finite[count(item)] = all_finite(in.k + row * p.head_dim, cols * p.head_dim) &&
+                          all_finite(in.v + row * p.head_dim_v, cols * p.head_dim_v);
+  });
+  return finite;
+}
+
+}  // namespace cpu
+
+void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
+                           const CpuAttnInputs& inputs, const CpuForwardOutputs& out) {
+  cpu::validate(params, inputs);
+  const int threads = cpu::resolve_threads(options.threads);
+  const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, false, threads);
+  if (options.mode == Mode::fused) {
+    cpu::fused_forward(params, in, threads, out);
+  } else {
+    cpu::unfused_forward(params, in, threads, out);
+  }
+}
+
+void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs, const CpuForwardView& fwd,
+                            const CpuBackwardOutputs& out) {
+  cpu::validate(params, inputs);
+  const int threads = cpu::resolve_threads(options.threads);
+  const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, true, threads);
+  if (options.mode == Mode::fused) {
+    cpu::fused_backward(params, in, fwd, threads, out);
+  } else {
+    cpu::unfused_backward(params, in, threads, out);
+  }
+}
+
+CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs) {
+  const auto n = [](int64_t c) { return static_cast<size_t>(c); };
+  const int64_t q_rows = params.batch * params.heads * params.seqlen_q;
+  const int64_t kv_rows = params.batch * params.kv_heads * params.seqlen_k;
+  CpuAttnResult r;
+  r.o.resize(n(q_rows * params.head_dim_v));
+  r.lse.resize(n(q_rows));
+  r.m.resize(n(q_rows));
+  r.l.resize(n(q_rows));
+  r.d.resize(n(q_rows));
+  r.dq.resize(n(q_rows * params.head_dim));
+  r.dk.resize(n(kv_rows * params.head_dim));
+  r.dv.resize(n(kv_rows * params.head_dim_v));
+  cpu_attention_forward(params, options, inputs,
+                        {r.o.data(), r.lse.data(), r.m.data(), r.l.data()});
+  cpu_attention_backward(params, options, inputs, {r.o.data(), r.m.data(), r.l.data()},
+                         {r.d.data(), r.dq.data(), r.dk.data(), r.dv.data()});
+  return r;
+}
+
+}  // namespace attnscope

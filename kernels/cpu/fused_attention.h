@@ -1,0 +1,84 @@
+// CPU attention forward and backward with precision emulation (DESIGN §3): the tiled
+// FlashAttention-2 kernel ("fused") and the op-by-op eager one ("unfused"), on raw fp32 arrays
+// plus the shared AttnParams.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attn_params.h"
+
+namespace attnscope {
+
+// Which kernel the CPU emulates at params.precision (f32, f16, bf16; f64 runs as f32):
+//   fused:   FlashAttention-2. Q, K, V, dO (and bias) rounded to the precision; matmuls, the
+//            online softmax, m, l, LSE and D in fp32; P rounded before P V and P^T dO; dS
+//            rounded before dS K and dS^T Q; dQ accumulated in fp32; O, dQ, dK, dV rounded
+//            once when stored. The mask fill value stays fp32 (-1e9 stays finite).
+//   unfused: eager math attention. Every op's output rounded: Q K^T, the scaling, softcap,
+//            bias add, the fill value, softmax (computed in fp32 from rounded scores), P V,
+//            LSE, and in the backward dV, dP, dS, the softcap and scale multiplies, dQ, dK.
+enum class Mode : uint8_t { fused, unfused };
+
+struct CpuAttnOptions {
+  Mode mode = Mode::fused;
+  int threads = 0;  // worker threads; 0 = std::thread::hardware_concurrency()
+};
+
+// Inputs as fp32 values; f16 / bf16 runs round them to the precision first (a no-op when the
+// caller converted them from that precision). The bias is AttnParams::bias.
+struct CpuAttnInputs {
+  const float* q = nullptr;     // [B, H, Sq, D]
+  const float* k = nullptr;     // [B, Hk, Sk, D]
+  const float* v = nullptr;     // [B, Hk, Sk, Dv]
+  const float* dout = nullptr;  // [B, H, Sq, Dv]; nullptr = all ones (backward only)
+};
+
+// Caller-allocated forward outputs. o holds values exactly representable in the precision.
+struct CpuForwardOutputs {
+  float* o = nullptr;    // [B, H, Sq, Dv]
+  float* lse = nullptr;  // [B, H, Sq]  m + log l (fp32; rounded to the precision in unfused)
+  float* m = nullptr;    // [B, H, Sq]  row max of the final scores
+  float* l = nullptr;    // [B, H, Sq]  sum_j exp(s_ij - m_i)
+};
+
+// Forward results the fused backward reads (the unfused backward recomputes everything).
+struct CpuForwardView {
+  const float* o = nullptr;  // [B, H, Sq, Dv]
+  const float* m = nullptr;  // [B, H, Sq]
+  const float* l = nullptr;  // [B, H, Sq]
+};
+
+// Caller-allocated backward outputs; dq, dk, dv hold values exact in the precision.
+struct CpuBackwardOutputs {
+  float* d = nullptr;   // [B, H, Sq]      rowsum(dO * O) (unfused: rowsum(dP * P)), fp32
+  float* dq = nullptr;  // [B, H, Sq, D]
+  float* dk = nullptr;  // [B, Hk, Sk, D]  summed over the query heads of each kv group
+  float* dv = nullptr;  // [B, Hk, Sk, Dv] summed over the query heads of each kv group
+};
+
+// Fully masked rows (every score -inf: bool mask, causal, or -inf bias) follow the reference
+// (kernels/reference): MaskFill::safe gives O = 0, l = 0, LSE = -inf and zero gradients;
+// neg_inf gives NaN in O, l, LSE and the gradients that row touches, as PyTorch eager does;
+// the finite fills (-1e9, finfo.min) give a uniform row. Real FlashAttention returns 0 for
+// such a row; pick MaskFill::safe to see that behaviour.
+void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
+                           const CpuAttnInputs& inputs, const CpuForwardOutputs& out);
+
+// Backward of sum(O * dO). `fwd` must hold the fused forward's outputs for the same inputs
+// (ignored in unfused mode).
+void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs, const CpuForwardView& fwd,
+                            const CpuBackwardOutputs& out);
+
+// Owning results of cpu_attention; shapes as in CpuForwardOutputs / CpuBackwardOutputs.
+struct CpuAttnResult {
+  std::vector<float> o, lse, m, l;
+  std::vector<float> d, dq, dk, dv;
+};
+
+// Forward then backward, allocating every output.
+CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs);
+
+}  // namespace attnscope

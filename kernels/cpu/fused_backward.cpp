@@ -1,0 +1,177 @@
+// Driver of the tiled FlashAttention-2 backward on CPU. Work items are (batch, kv head, chunk
+// of kv tiles): a chunk owns dK_j and dV_j of its tiles outright (summed over the query heads
+// of the group) and adds dQ into its own fp32 partial; the partials are then summed in chunk
+// order. The chunking depends only on the shape, so results are bit-identical for any number
+// of threads.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/backward_stages.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tile_math.h"
+
+namespace attnscope::cpu {
+namespace {
+
+size_t count(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
+// Per-worker tile buffers.
+struct BackwardScratch {
+  std::vector<float> kt, vt;                  // [D, Bc], [Dv, Bc]: K_j^T, V_j^T
+  std::vector<float> s, gf, p, p_lo, dp, ds;  // [Br, Bc]
+  std::vector<float> dk, dv;                  // [Bc, D], [Bc, Dv] fp32 accumulators of tile j
+
+  BackwardScratch(int64_t dim, int64_t dim_v)
+      : kt(count(dim * kTileCols)),
+        vt(count(dim_v * kTileCols)),
+        dk(count(kTileCols * dim)),
+        dv(count(kTileCols * dim_v)) {
+    for (std::vector<float>* buf : {&s, &gf, &p, &p_lo, &dp, &ds}) {
+      buf->resize(count(kTileRows * kTileCols));
+    }
+  }
+};
+
+// Chunks of kv tiles per (batch, kv head): enough items for up to 16 workers, at most the
+// number of kv tiles, and at most 512 MiB of extra dQ partials. Chunk c holds kv tiles c,
+// c + chunks, ... (round robin, which balances causal masking).
+int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements) {
+  constexpr int64_t kTargetItems = 16;
+  constexpr int64_t kPartialBudget = int64_t{512} << 20;
+  const int64_t by_items = tile_count(kTargetItems, kv_groups);
+  const int64_t by_memory = 1 + kPartialBudget / (dq_elements * int64_t{sizeof(float)});
+  return std::max<int64_t>(1, std::min({by_items, n_kv, by_memory}));
+}
+
+class FusedBackward {
+ public:
+  FusedBackward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
+                int threads, const CpuBackwardOutputs& out)
+      : prm_(prm),
+        in_(in),
+        fwd_(fwd),
+        out_(out),
+        threads_(threads),
+        x0_(make_head_context(prm, Mode::fused, 0, 0)) {}
+
+  void run() {
+    preprocess();
+    kv_clean_ = finite_kv_tiles(prm_, in_, threads_);
+    const int64_t dq_elements = prm_.batch * prm_.heads * prm_.seqlen_q * prm_.head_dim;
+    chunks_ = kv_chunks(prm_.batch * prm_.kv_heads, n_kv_, dq_elements);
+    // Chunk 0 accumulates straight into out.dq; chunks 1.. into dq_extra_.
+    std::fill(out_.dq, out_.dq + dq_elements, 0.0f);
+    dq_extra_.assign(count((chunks_ - 1) * dq_elements), 0.0f);
+    std::vector<BackwardScratch> scratch(count(threads_), {prm_.head_dim, prm_.head_dim_v});
+    parallel_for(prm_.batch * prm_.kv_heads * chunks_, threads_, [&](int64_t item, int worker) {
+      const int64_t bkv = item / chunks_, chunk = item % chunks_;
+      float* dq_acc = chunk == 0 ? out_.dq : dq_extra_.data() + (chunk - 1) * dq_elements;
+      for (int64_t jt = chunk; jt < n_kv_; jt += chunks_) {
+        kv_tile(bkv, jt, dq_acc, scratch[count(worker)]);
+      }
+    });
+    reduce_dq(dq_elements);
+  }
+
+ private:
+  // D = rowsum(dO * O) per q tile, and whether the tile is clean: a causally hidden tile may
+  // be skipped only when skipping changes nothing, i.e. every row's P there is exactly 0
+  // (finite m and l, or a safe empty row) and no NaN/Inf in q, dO or D could turn 0 products
+  // into NaN.
+  void preprocess() {
+    const int64_t Sq = prm_.seqlen_q, D = prm_.head_dim, Dv = prm_.head_dim_v;
+    q_clean_.assign(count(prm_.batch * prm_.heads * n_q_), 0);
+    parallel_for(prm_.batch * prm_.heads * n_q_, threads_, [&](int64_t item, int) {
+      const int64_t i0 = (item % n_q_) * kTileRows, rows = std::min(kTileRows, Sq - i0);
+      const int64_t row = (item / n_q_) * Sq + i0;
+      backward_preprocess(rows, Dv, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
+      bool clean = all_finite(in_.q + row * D, rows * D) &&
+                   all_finite(in_.dout + row * Dv, rows * Dv) && all_finite(out_.d + row, rows);
+      for (int64_t r = row; r < row + rows; ++r) {
+        const bool safe_empty = x0_.safe && fwd_.m[r] == -std::numeric_limits<float>::infinity();
+        clean &= safe_empty || (std::isfinite(fwd_.m[r]) && std::isfinite(fwd_.l[r]));
+      }
+      q_clean_[count(item)] = clean;
+    });
+  }
+
+  // Main loop body for kv tile jt of (batch, kv head) bkv: every q tile of every query head of
+  // the group, then dK_j and dV_j stored once.
+  void kv_tile(int64_t bkv, int64_t jt, float* dq_acc, BackwardScratch& w) const {
+    const int64_t Sq = prm_.seqlen_q, Sk = prm_.seqlen_k, D = prm_.head_dim, Dv = prm_.head_dim_v;
+    const int64_t G = prm_.group_size(), b = bkv / prm_.kv_heads, kvh = bkv % prm_.kv_heads;
+    const int64_t j0 = jt * kTileCols, cols = std::min(kTileCols, Sk - j0);
+    const float* k_tile = in_.k + (bkv * Sk + j0) * D;
+    transpose(cols, D, k_tile, D, w.kt.data(), kTileCols);
+    transpose(cols, Dv, in_.v + (bkv * Sk + j0) * Dv, Dv, w.vt.data(), kTileCols);
+    std::fill(w.dk.begin(), w.dk.end(), 0.0f);
+    std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+    const bool kv_clean = kv_clean_[count(bkv * n_kv_ + jt)];
+    for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+      const int64_t bh = b * prm_.heads + h;
+      const HeadContext x = make_head_context(prm_, Mode::fused, b, h);
+      for (int64_t qt = 0; qt < n_q_; ++qt) {
+        const int64_t i0 = qt * kTileRows, row = bh * Sq + i0;
+        const ScoreTile t{i0, j0, std::min(kTileRows, Sq - i0), cols, kTileCols};
+        if (causally_hidden(prm_, t) && fill_is_neg_inf(x) && kv_clean &&
+            q_clean_[count(bh * n_q_ + qt)]) {
+          continue;
+        }
+        const float* q_tile = in_.q + row * D;
+        const float* do_tile = in_.dout + row * Dv;
+        score_tile(x, t, q_tile, w.kt.data(), kTileCols, w.s.data(), w.gf.data());
+        mask_tile(x, t, w.s.data(), w.gf.data());
+        recompute_p(x, t, w.s.data(), fwd_.m + row, fwd_.l + row, w.p.data());
+        accumulate_dv(x, t, w.p.data(), w.p_lo.data(), do_tile, w.dv.data());
+        compute_dp(x, t, do_tile, w.vt.data(), kTileCols, w.dp.data());
+        compute_ds(x, t, w.p.data(), w.dp.data(), out_.d + row, w.gf.data(), w.ds.data());
+        accumulate_dq(x, t, w.ds.data(), k_tile, dq_acc + row * D);
+        accumulate_dk(x, t, w.ds.data(), q_tile, w.dk.data());
+      }
+    }
+    backward_postprocess(x0_, w.dk.data(), cols * D, out_.dk + (bkv * Sk + j0) * D);
+    backward_postprocess(x0_, w.dv.data(), cols * Dv, out_.dv + (bkv * Sk + j0) * Dv);
+  }
+
+  // dQ = round(partial_0 + partial_1 + ...), summed in chunk order, per q tile.
+  void reduce_dq(int64_t dq_elements) {
+    const int64_t D = prm_.head_dim, Sq = prm_.seqlen_q;
+    parallel_for(prm_.batch * prm_.heads * n_q_, threads_, [&](int64_t item, int) {
+      const int64_t i0 = (item % n_q_) * kTileRows;
+      const int64_t begin = ((item / n_q_) * Sq + i0) * D;
+      const int64_t n = std::min(kTileRows, Sq - i0) * D;
+      float* acc = out_.dq + begin;
+      for (int64_t c = 1; c < chunks_; ++c) {
+        const float* part = dq_extra_.data() + (c - 1) * dq_elements + begin;
+        for (int64_t e = 0; e < n; ++e) acc[e] += part[e];
+      }
+      backward_postprocess(x0_, acc, n, acc);
+    });
+  }
+
+  const AttnParams& prm_;
+  const PreparedInputs& in_;
+  const CpuForwardView& fwd_;
+  const CpuBackwardOutputs& out_;
+  const int threads_;
+  const HeadContext x0_;  // precision and fill policy (shared by every head)
+  const int64_t n_q_ = tile_count(prm_.seqlen_q, kTileRows);
+  const int64_t n_kv_ = tile_count(prm_.seqlen_k, kTileCols);
+  int64_t chunks_ = 1;
+  std::vector<uint8_t> q_clean_, kv_clean_;  // [B * H][n_q], [B * Hk][n_kv]
+  std::vector<float> dq_extra_;              // [chunks - 1][B, H, Sq, D]
+};
+
+}  // namespace
+
+void fused_backward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
+                    int threads, const CpuBackwardOutputs& out) {
+  FusedBackward(prm, in, fwd, threads, out).run();
+}
+
+}  // namespace attnscope::cpu

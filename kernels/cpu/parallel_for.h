@@ -1,0 +1,21 @@
+// A minimal fork-join loop over independent work items on std::thread, used by the CPU
+// attention kernels. Which worker runs an item never changes the item's result.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace attnscope::cpu {
+
+// Number of workers for a requested count: `requested` when > 0, else the hardware
+// concurrency (at least 1).
+int resolve_threads(int requested);
+
+// Calls fn(item, worker) once for every item in [0, n_items), spread over up to `threads`
+// workers (worker in [0, threads)); items are handed out in increasing order as workers free
+// up. The calling thread is worker 0. The first exception thrown by fn is rethrown after all
+// workers have joined.
+void parallel_for(int64_t n_items, int threads,
+                  const std::function<void(int64_t item, int worker)>& fn);
+
+}  // namespace attnscope::cpu

@@ -1,0 +1,59 @@
+// Dense fp32 building blocks of the CPU attention kernels: a register-blocked tile matmul,
+// transposes, a vectorised exp, row reductions and rounding to an emulated precision.
+// Every function sums in a fixed order, so results never depend on the calling thread.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attn_params.h"
+
+namespace attnscope::cpu {
+
+// Tile sizes of the fused kernels: Br query rows by Bc keys.
+constexpr int64_t kTileRows = 64;  // Br
+constexpr int64_t kTileCols = 64;  // Bc
+
+// C = (accumulate ? C : 0) + alpha * (A B) with A [m x k], B [k x n], C [m x n]:
+//   A(r, t) = a[r * a_rs + t * a_cs]   (any strides: pass a_rs = 1, a_cs = ld for A^T)
+//   B(t, x) = b[t * ldb + x]           (rows contiguous)
+//   C(r, x) = c[r * ldc + x]
+// Each product is summed in fp32 over t = 0..k-1 in order, then scaled and added to C.
+void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+               const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate);
+
+// dst(x, r) = src(r, x): src [rows x cols] with row stride ld_src, dst [cols x rows] with row
+// stride ld_dst.
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst,
+               int64_t ld_dst);
+
+// exp in fp32, within 2 ulp of the true value; exp(-inf) = 0, exp(+inf) = inf, NaN stays
+// NaN, results below e^-86.5 (~2.6e-38, about the fp32 normal minimum) flush to 0.
+float exp_f32(float x);
+
+// p[x] = exp(s[x] - base) for x < n; returns the fp32 sum of p.
+float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
+
+// p[x] = exp(s[x] - base) * factor for x < n.
+void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n);
+
+// Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.
+float max_propagating_nan(const float* x, int64_t n);
+
+// max(a, b), NaN if either is NaN.
+inline float max_propagating_nan(float a, float b) {
+  return (b > a || b != b) && a == a ? b : a;
+}
+
+// sum_x a[x] * b[x] in fp32.
+float dot_f32(const float* a, const float* b, int64_t n);
+
+// x[0:n] *= alpha.
+void scale_in_place(float* x, float alpha, int64_t n);
+
+// dst[0:n] = round_to(precision, src[0:n]); dst may equal src. f32 / f64 only copy.
+void round_copy(Precision precision, const float* src, float* dst, int64_t n);
+
+// True when every x[0:n] is finite.
+bool all_finite(const float* x, int64_t n);
+
+}  // namespace attnscope::cpu

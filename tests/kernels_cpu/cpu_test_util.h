@@ -1,0 +1,64 @@
+// Shared helpers of the CPU kernel tests: random attention cases, running the CPU kernels and
+// the fp64 reference on the same (rounded) inputs, and error / NaN-pattern measures.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/attn_params.h"
+#include "kernels/cpu/fused_attention.h"
+#include "kernels/reference/reference_attention.h"
+
+namespace attnscope::test {
+
+enum class MaskKind { none, full, broadcast, key_padding };
+
+struct CaseConfig {
+  std::string name;
+  int64_t batch = 1, heads = 1, kv_heads = 1;
+  int64_t sq = 17, sk = 17, d = 16, dv = 0;  // dv = 0: same as d
+  bool causal = false;
+  CausalAlign align = CausalAlign::top_left;
+  MaskKind mask =
+      MaskKind::none;         // full [B,H,Sq,Sk], broadcast [1,1,Sq,Sk], key_padding [B,1,1,Sk]
+  bool bias = false;          // bias [1, H, Sq, Sk] broadcast over the batch
+  bool bias_neg_inf = false;  // ~10 % of the bias entries are -inf
+  double softcap = 0;
+  MaskFill fill = MaskFill::neg_inf;
+  Precision precision = Precision::f32;
+  uint32_t seed = 1;
+};
+
+// gtest prints a case by its name.
+inline void PrintTo(const CaseConfig& c, std::ostream* os) {
+  *os << c.name;
+}
+
+// Inputs rounded to config.precision (bias too); the reference sees exactly these values.
+struct TestCase {
+  CaseConfig config;
+  std::vector<float> q, k, v, dout;
+  std::vector<double> bias;
+  std::vector<uint8_t> mask;
+  BroadcastStrides mask_strides, bias_strides;
+};
+
+TestCase make_case(const CaseConfig& config);
+
+// AttnParams of a case, pointing into its mask / bias storage.
+AttnParams params_of(const TestCase& c);
+
+ReferenceTrace run_reference(const TestCase& c);
+CpuAttnResult run_cpu(const TestCase& c, Mode mode, int threads = 2);
+
+// Largest |got - ref| over the positions where both are finite.
+double max_abs_diff(const std::vector<float>& got, const std::vector<double>& ref);
+// Largest |ref| over the finite positions.
+double max_abs(const std::vector<double>& ref);
+// Number of positions whose class (finite, NaN, +inf, -inf) differs between got and ref.
+int64_t nonfinite_mismatches(const std::vector<float>& got, const std::vector<double>& ref);
+int64_t count_nonfinite(const std::vector<float>& x);
+
+}  // namespace attnscope::test

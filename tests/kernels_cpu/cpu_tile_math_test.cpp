@@ -1,0 +1,121 @@
+// The CPU kernels' building blocks: vectorised rounding bit-identical to kernels/precision.h,
+// exp within 2 ulp with IEEE special cases, NaN-propagating row max, and the tile matmul
+// against a naive loop on odd shapes and strides.
+#include "kernels/cpu/tile_math.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/precision.h"
+
+namespace attnscope::cpu {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+TEST(TileMath, round_copy_matches_round_to_bit_for_bit_f16_bf16) {
+  std::mt19937 gen(7);
+  std::vector<float> src(1 << 20);
+  for (float& x : src) {
+    const uint32_t u = static_cast<uint32_t>(gen());
+    std::memcpy(&x, &u, sizeof x);
+  }
+  const float specials[] = {0.0f,      -0.0f,    kInf,     -kInf,  kNaN,       65504.0f, 65520.0f,
+                            65519.99f, 5.96e-8f, 2.98e-8f, 1e-45f, 3.3895e38f, 3.4e38f,  -1e9f};
+  std::copy(std::begin(specials), std::end(specials), src.begin());
+  for (Precision p : {Precision::f16, Precision::bf16}) {
+    std::vector<float> dst(src.size() + 3);
+    round_copy(p, src.data(), dst.data(), static_cast<int64_t>(src.size()) - 3);  // odd tail
+    int64_t mismatches = 0;
+    for (size_t i = 0; i + 3 < src.size(); ++i)
+      mismatches += bits(dst[i]) != bits(round_to(p, src[i]));
+    EXPECT_EQ(mismatches, 0) << (p == Precision::f16 ? "f16" : "bf16");
+  }
+}
+
+TEST(TileMath, exp_within_2_ulp_and_ieee_special_cases) {
+  double worst = 0;
+  for (float x = -86.4f; x < 88.7f; x += 0.0137f) {
+    const double ref = std::exp(static_cast<double>(x));
+    const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
+    worst = std::max(worst, std::abs(exp_f32(x) - ref) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(exp_f32(-kInf), 0.0f);
+  EXPECT_EQ(exp_f32(kInf), kInf);
+  EXPECT_EQ(exp_f32(89.0f), kInf);
+  EXPECT_TRUE(std::isfinite(exp_f32(88.72f)));
+  EXPECT_TRUE(std::isnan(exp_f32(kNaN)));
+  EXPECT_EQ(exp_f32(-1e9f), 0.0f);
+}
+
+TEST(TileMath, exp_shifted_sum_of_minus_inf_minus_minus_inf_is_nan) {
+  const float s[3] = {-kInf, -kInf, -kInf};
+  float p[3];
+  EXPECT_TRUE(std::isnan(exp_shifted_sum(s, -kInf, p, 3)));
+  EXPECT_EQ(exp_shifted_sum(s, 0.0f, p, 3), 0.0f);
+}
+
+TEST(TileMath, row_max_propagates_nan_and_is_minus_inf_when_empty) {
+  std::vector<float> x(19, 1.0f);
+  x[11] = 5.0f;
+  EXPECT_EQ(max_propagating_nan(x.data(), 19), 5.0f);
+  x[17] = kNaN;  // in the scalar tail
+  EXPECT_TRUE(std::isnan(max_propagating_nan(x.data(), 19)));
+  x[17] = 1.0f;
+  x[2] = kNaN;  // in a vector lane
+  EXPECT_TRUE(std::isnan(max_propagating_nan(x.data(), 19)));
+  EXPECT_EQ(max_propagating_nan(x.data(), 0), -kInf);
+  EXPECT_TRUE(std::isnan(max_propagating_nan(kNaN, 1.0f)));
+  EXPECT_TRUE(std::isnan(max_propagating_nan(1.0f, kNaN)));
+}
+
+TEST(TileMath, gemm_tile_matches_naive_on_odd_shapes_strides_alpha_accumulate) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{1, 1, 1},
+                                {7, 13, 5},
+                                {64, 59, 111},
+                                {13, 64, 64},
+                                {6, 16, 3},
+                                {5, 23, 17}}) {
+    for (const bool transposed_a : {false, true}) {
+      std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * (n + 3)));
+      std::vector<float> c(static_cast<size_t>(m * (n + 2)));
+      for (float& e : a) e = u(gen);
+      for (float& e : b) e = u(gen);
+      for (float& e : c) e = u(gen);
+      const std::vector<float> c0 = c;
+      const int64_t a_rs = transposed_a ? 1 : k, a_cs = transposed_a ? m : 1;
+      gemm_tile(m, n, k, a.data(), a_rs, a_cs, b.data(), n + 3, c.data(), n + 2, 0.5f, true);
+      double worst = 0;
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t x = 0; x < n; ++x) {
+          double ref = 0;
+          for (int64_t t = 0; t < k; ++t)
+            ref += double{a[r * a_rs + t * a_cs]} * b[t * (n + 3) + x];
+          ref = c0[r * (n + 2) + x] + 0.5 * ref;
+          worst = std::max(worst, std::abs(ref - c[r * (n + 2) + x]));
+        }
+      }
+      EXPECT_LE(worst, 1e-5) << m << "x" << n << "x" << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnscope::cpu
