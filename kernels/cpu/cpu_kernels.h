@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "kernels/attn_params.h"
+#include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope::cpu {
+
+class TraceRecorder;
 
 // Inputs rounded to the emulated precision: views of the caller's arrays (f32) or of the
 // owned copies. dout is never null once prepared for a backward (ones when absent).
@@ -42,13 +45,70 @@ std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk,
 std::vector<uint8_t> finite_kv_tiles(const AttnParams& params, const PreparedInputs& in,
                                      int threads);
 
+// Chunks of kv tiles per (batch, kv head) in the fused backward: chunk c accumulates dQ of kv
+// tiles c, c + chunks, ... into its own fp32 partial; the partials are summed in chunk order.
+// Depends only on the shape (dq_elements = B * H * Sq * D).
+int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements);
+
+// Operands of one (batch, query head) for the fused forward: q [Sq x D] of the head, kt the
+// K^T tiles of its kv head (transpose_kv_tiles layout: n_kv blocks [D x Bc]), v [Sk x Dv] of
+// the kv head, kv_finite [n_kv] (finite_kv_tiles of the kv head).
+struct FusedHeadOperands {
+  const float* q = nullptr;
+  const float* kt = nullptr;
+  const float* v = nullptr;
+  const uint8_t* kv_finite = nullptr;
+};
+
+// Per-worker buffers of the fused forward.
+struct ForwardScratch {
+  std::vector<float> s, p;  // [Br, Bc]
+  std::vector<float> m, l;  // [Br]
+  std::vector<float> acc;   // [Br, Dv]
+  explicit ForwardScratch(int64_t dim_v);
+};
+
+// The fused forward of q tile qt of head (x.b, x.h) over every kv tile (causally hidden tiles
+// with a -inf fill and finite K / V are skipped). o [rows x Dv], lse, m, l [rows] point at the
+// tile's first row. rec (nullable) records each tile.
+void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOperands& op,
+                          ForwardScratch& w, float* o, float* lse, float* m, float* l,
+                          TraceRecorder* rec);
+
+// Tile buffers of the fused backward, [Br x Bc] each (row stride Bc).
+struct BackwardTileBuffers {
+  std::vector<float> s, gf, p, p_lo, dp, ds;
+  BackwardTileBuffers();
+};
+
+// The score-shaped intermediates in stage order; `last` names the last one a caller needs.
+enum class TileStage : uint8_t { s, p, dp, ds };
+
+// The fused backward's intermediates of tile t in stage order, up to `last`: score_tile +
+// mask_tile (s, gf), recompute_p (p), compute_dp (dp), compute_ds (ds). q_tile [rows x D], kt the
+// tile's K^T [D x Bc] and vt its V^T [Dv x Bc] (row stride Bc), do_tile [rows x Dv]; m, l, d
+// at the tile's rows (read from the stage that needs them on).
+void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, const float* q_tile,
+                                  const float* kt, const float* do_tile, const float* vt,
+                                  const float* m, const float* l, const float* d,
+                                  BackwardTileBuffers& w, TileStage last = TileStage::ds);
+
+// Whether the rows of a q tile are clean for the backward: q, dO and D finite and every row's
+// P exactly 0 wherever masked (finite m and l, or a safe empty row). rows x D / Dv operands.
+bool q_tile_clean(const HeadContext& x, int64_t rows, const float* q, const float* dout,
+                  const float* d, const float* m, const float* l);
+
+// The fused backward skips tile t when skipping changes nothing: causally hidden, -inf fill,
+// clean kv tile (finite K, V) and clean q tile.
+bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, bool q_clean);
+
 void fused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
-                   const CpuForwardOutputs& out);
+                   const CpuForwardOutputs& out, TraceRecorder* rec);
 void fused_backward(const AttnParams& params, const PreparedInputs& in, const CpuForwardView& fwd,
-                    int threads, const CpuBackwardOutputs& out);
+                    int threads, const CpuBackwardOutputs& out, TraceRecorder* rec);
 void unfused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
-                     const CpuForwardOutputs& out);
+                     const CpuForwardOutputs& out, TraceRecorder* rec);
 void unfused_backward(const AttnParams& params, const PreparedInputs& in, int threads,
-                      const CpuBackwardOutputs& out);
+                      const CpuBackwardOutputs& out, TraceRecorder* rec);
 
 }  // namespace attnscope::cpu

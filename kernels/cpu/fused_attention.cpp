@@ -3,6 +3,7 @@
 #include "kernels/cpu/fused_attention.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tile_math.h"
+#include "kernels/cpu/trace_recorder.h"
 
 namespace attnscope {
 namespace cpu {
@@ -98,11 +100,16 @@ void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& optio
   cpu::validate(params, inputs);
   const int threads = cpu::resolve_threads(options.threads);
   const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, false, threads);
+  std::optional<cpu::TraceRecorder> rec;
+  if (options.trace != nullptr)
+    rec.emplace(params, options.mode, in, false, threads, *options.trace);
+  cpu::TraceRecorder* r = rec ? &*rec : nullptr;
   if (options.mode == Mode::fused) {
-    cpu::fused_forward(params, in, threads, out);
+    cpu::fused_forward(params, in, threads, out, r);
   } else {
-    cpu::unfused_forward(params, in, threads, out);
+    cpu::unfused_forward(params, in, threads, out, r);
   }
+  if (r != nullptr) r->finish_forward(out);
 }
 
 void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& options,
@@ -111,11 +118,16 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
   cpu::validate(params, inputs);
   const int threads = cpu::resolve_threads(options.threads);
   const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, true, threads);
+  std::optional<cpu::TraceRecorder> rec;
+  if (options.trace != nullptr)
+    rec.emplace(params, options.mode, in, true, threads, *options.trace);
+  cpu::TraceRecorder* r = rec ? &*rec : nullptr;
   if (options.mode == Mode::fused) {
-    cpu::fused_backward(params, in, fwd, threads, out);
+    cpu::fused_backward(params, in, fwd, threads, out, r);
   } else {
-    cpu::unfused_backward(params, in, threads, out);
+    cpu::unfused_backward(params, in, threads, out, r);
   }
+  if (r != nullptr) r->finish_backward(out);
 }
 
 CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,

@@ -1,12 +1,14 @@
 // CPU attention forward and backward with precision emulation (DESIGN §3): the tiled
 // FlashAttention-2 kernel ("fused") and the op-by-op eager one ("unfused"), on raw fp32 arrays
-// plus the shared AttnParams.
+// plus the shared AttnParams. Instrumentation: attn_trace.h; per-head S, P, dP, dS (full or
+// pooled): head_matrices.h; the backward step by step: backward_stepper.h.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/attn_params.h"
+#include "kernels/cpu/attn_trace.h"
 
 namespace attnscope {
 
@@ -23,6 +25,9 @@ enum class Mode : uint8_t { fused, unfused };
 struct CpuAttnOptions {
   Mode mode = Mode::fused;
   int threads = 0;  // worker threads; 0 = std::thread::hardware_concurrency()
+  // Instrumentation (kernels/cpu/attn_trace.h): when set, a forward fills trace->forward and a
+  // backward trace->backward. Outputs are bit-identical with and without it.
+  CpuTrace* trace = nullptr;
 };
 
 // Inputs as fp32 values; f16 / bf16 runs round them to the precision first (a no-op when the

@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tile_math.h"
+#include "kernels/cpu/trace_recorder.h"
 
 namespace attnscope::cpu {
 namespace {
@@ -20,43 +21,29 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Per-worker tile buffers.
+// Per-worker buffers: the tile intermediates plus K_j^T, V_j^T and the fp32 dK_j, dV_j.
 struct BackwardScratch {
-  std::vector<float> kt, vt;                  // [D, Bc], [Dv, Bc]: K_j^T, V_j^T
-  std::vector<float> s, gf, p, p_lo, dp, ds;  // [Br, Bc]
-  std::vector<float> dk, dv;                  // [Bc, D], [Bc, Dv] fp32 accumulators of tile j
+  BackwardTileBuffers tile;
+  std::vector<float> kt, vt;  // [D, Bc], [Dv, Bc]
+  std::vector<float> dk, dv;  // [Bc, D], [Bc, Dv]
 
   BackwardScratch(int64_t dim, int64_t dim_v)
       : kt(count(dim * kTileCols)),
         vt(count(dim_v * kTileCols)),
         dk(count(kTileCols * dim)),
-        dv(count(kTileCols * dim_v)) {
-    for (std::vector<float>* buf : {&s, &gf, &p, &p_lo, &dp, &ds}) {
-      buf->resize(count(kTileRows * kTileCols));
-    }
-  }
+        dv(count(kTileCols * dim_v)) {}
 };
-
-// Chunks of kv tiles per (batch, kv head): enough items for up to 16 workers, at most the
-// number of kv tiles, and at most 512 MiB of extra dQ partials. Chunk c holds kv tiles c,
-// c + chunks, ... (round robin, which balances causal masking).
-int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements) {
-  constexpr int64_t kTargetItems = 16;
-  constexpr int64_t kPartialBudget = int64_t{512} << 20;
-  const int64_t by_items = tile_count(kTargetItems, kv_groups);
-  const int64_t by_memory = 1 + kPartialBudget / (dq_elements * int64_t{sizeof(float)});
-  return std::max<int64_t>(1, std::min({by_items, n_kv, by_memory}));
-}
 
 class FusedBackward {
  public:
   FusedBackward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
-                int threads, const CpuBackwardOutputs& out)
+                int threads, const CpuBackwardOutputs& out, TraceRecorder* rec)
       : prm_(prm),
         in_(in),
         fwd_(fwd),
         out_(out),
         threads_(threads),
+        rec_(rec),
         x0_(make_head_context(prm, Mode::fused, 0, 0)) {}
 
   void run() {
@@ -79,10 +66,7 @@ class FusedBackward {
   }
 
  private:
-  // D = rowsum(dO * O) per q tile, and whether the tile is clean: a causally hidden tile may
-  // be skipped only when skipping changes nothing, i.e. every row's P there is exactly 0
-  // (finite m and l, or a safe empty row) and no NaN/Inf in q, dO or D could turn 0 products
-  // into NaN.
+  // D = rowsum(dO * O) per q tile, and whether the tile is clean (q_tile_clean).
   void preprocess() {
     const int64_t Sq = prm_.seqlen_q, D = prm_.head_dim, Dv = prm_.head_dim_v;
     q_clean_.assign(count(prm_.batch * prm_.heads * n_q_), 0);
@@ -90,13 +74,11 @@ class FusedBackward {
       const int64_t i0 = (item % n_q_) * kTileRows, rows = std::min(kTileRows, Sq - i0);
       const int64_t row = (item / n_q_) * Sq + i0;
       backward_preprocess(rows, Dv, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
-      bool clean = all_finite(in_.q + row * D, rows * D) &&
-                   all_finite(in_.dout + row * Dv, rows * Dv) && all_finite(out_.d + row, rows);
-      for (int64_t r = row; r < row + rows; ++r) {
-        const bool safe_empty = x0_.safe && fwd_.m[r] == -std::numeric_limits<float>::infinity();
-        clean &= safe_empty || (std::isfinite(fwd_.m[r]) && std::isfinite(fwd_.l[r]));
+      q_clean_[count(item)] = q_tile_clean(x0_, rows, in_.q + row * D, in_.dout + row * Dv,
+                                           out_.d + row, fwd_.m + row, fwd_.l + row);
+      if (rec_ != nullptr) {
+        rec_->rows_ready(item / n_q_, i0, rows, fwd_.m + row, fwd_.l + row, out_.d + row);
       }
-      q_clean_[count(item)] = clean;
     });
   }
 
@@ -112,26 +94,29 @@ class FusedBackward {
     std::fill(w.dk.begin(), w.dk.end(), 0.0f);
     std::fill(w.dv.begin(), w.dv.end(), 0.0f);
     const bool kv_clean = kv_clean_[count(bkv * n_kv_ + jt)];
+    BackwardTileBuffers& tb = w.tile;
     for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
       const int64_t bh = b * prm_.heads + h;
       const HeadContext x = make_head_context(prm_, Mode::fused, b, h);
       for (int64_t qt = 0; qt < n_q_; ++qt) {
         const int64_t i0 = qt * kTileRows, row = bh * Sq + i0;
         const ScoreTile t{i0, j0, std::min(kTileRows, Sq - i0), cols, kTileCols};
-        if (causally_hidden(prm_, t) && fill_is_neg_inf(x) && kv_clean &&
-            q_clean_[count(bh * n_q_ + qt)]) {
+        if (backward_skips(x, t, kv_clean, q_clean_[count(bh * n_q_ + qt)])) {
+          if (rec_ != nullptr) rec_->skipped_tile(x, t);
           continue;
         }
         const float* q_tile = in_.q + row * D;
         const float* do_tile = in_.dout + row * Dv;
-        score_tile(x, t, q_tile, w.kt.data(), kTileCols, w.s.data(), w.gf.data());
-        mask_tile(x, t, w.s.data(), w.gf.data());
-        recompute_p(x, t, w.s.data(), fwd_.m + row, fwd_.l + row, w.p.data());
-        accumulate_dv(x, t, w.p.data(), w.p_lo.data(), do_tile, w.dv.data());
-        compute_dp(x, t, do_tile, w.vt.data(), kTileCols, w.dp.data());
-        compute_ds(x, t, w.p.data(), w.dp.data(), out_.d + row, w.gf.data(), w.ds.data());
-        accumulate_dq(x, t, w.ds.data(), k_tile, dq_acc + row * D);
-        accumulate_dk(x, t, w.ds.data(), q_tile, w.dk.data());
+        fused_backward_intermediates(x, t, q_tile, w.kt.data(), do_tile, w.vt.data(), fwd_.m + row,
+                                     fwd_.l + row, out_.d + row, tb);
+        accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data());
+        accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + row * D);
+        accumulate_dk(x, t, tb.ds.data(), q_tile, w.dk.data());
+        if (rec_ != nullptr) {
+          rec_->backward_tile(x, t,
+                              {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row,
+                               fwd_.l + row, dq_acc + row * D, w.dk.data(), w.dv.data()});
+        }
       }
     }
     backward_postprocess(x0_, w.dk.data(), cols * D, out_.dk + (bkv * Sk + j0) * D);
@@ -159,6 +144,7 @@ class FusedBackward {
   const CpuForwardView& fwd_;
   const CpuBackwardOutputs& out_;
   const int threads_;
+  TraceRecorder* const rec_;
   const HeadContext x0_;  // precision and fill policy (shared by every head)
   const int64_t n_q_ = tile_count(prm_.seqlen_q, kTileRows);
   const int64_t n_kv_ = tile_count(prm_.seqlen_k, kTileCols);
@@ -169,9 +155,54 @@ class FusedBackward {
 
 }  // namespace
 
+// Enough items for up to 16 workers, at most the number of kv tiles, and at most 512 MiB of
+// extra dQ partials. Chunk c holds kv tiles c, c + chunks, ... (round robin, which balances
+// causal masking).
+int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements) {
+  constexpr int64_t kTargetItems = 16;
+  constexpr int64_t kPartialBudget = int64_t{512} << 20;
+  const int64_t by_items = tile_count(kTargetItems, kv_groups);
+  const int64_t by_memory = 1 + kPartialBudget / (dq_elements * int64_t{sizeof(float)});
+  return std::max<int64_t>(1, std::min({by_items, n_kv, by_memory}));
+}
+
+BackwardTileBuffers::BackwardTileBuffers() {
+  for (std::vector<float>* buf : {&s, &gf, &p, &p_lo, &dp, &ds}) {
+    buf->resize(count(kTileRows * kTileCols));
+  }
+}
+
+void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, const float* q_tile,
+                                  const float* kt, const float* do_tile, const float* vt,
+                                  const float* m, const float* l, const float* d,
+                                  BackwardTileBuffers& w, TileStage last) {
+  score_tile(x, t, q_tile, kt, kTileCols, w.s.data(), w.gf.data());
+  mask_tile(x, t, w.s.data(), w.gf.data());
+  if (last >= TileStage::p) recompute_p(x, t, w.s.data(), m, l, w.p.data());
+  if (last >= TileStage::dp) compute_dp(x, t, do_tile, vt, kTileCols, w.dp.data());
+  if (last >= TileStage::ds) compute_ds(x, t, w.p.data(), w.dp.data(), d, w.gf.data(), w.ds.data());
+}
+
+// A causally hidden tile may be skipped only when every row's P there is exactly 0 (finite m
+// and l, or a safe empty row) and no NaN/Inf in q, dO, D, K or V could turn 0 products into NaN.
+bool q_tile_clean(const HeadContext& x, int64_t rows, const float* q, const float* dout,
+                  const float* d, const float* m, const float* l) {
+  bool clean =
+      all_finite(q, rows * x.dim) && all_finite(dout, rows * x.dim_v) && all_finite(d, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool safe_empty = x.safe && m[r] == -std::numeric_limits<float>::infinity();
+    clean &= safe_empty || (std::isfinite(m[r]) && std::isfinite(l[r]));
+  }
+  return clean;
+}
+
+bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, bool q_clean) {
+  return causally_hidden(*x.params, t) && fill_is_neg_inf(x) && kv_clean && q_clean;
+}
+
 void fused_backward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
-                    int threads, const CpuBackwardOutputs& out) {
-  FusedBackward(prm, in, fwd, threads, out).run();
+                    int threads, const CpuBackwardOutputs& out, TraceRecorder* rec) {
+  FusedBackward(prm, in, fwd, threads, out, rec).run();
 }
 
 }  // namespace attnscope::cpu

@@ -2,6 +2,7 @@
 // when built with -mavx2 -mfma; plain SSE or scalar code elsewhere).
 #include "kernels/cpu/tile_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -255,10 +256,78 @@ void round_copy(Precision precision, const float* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
 }
 
+// x * 0 is 0 for finite x and NaN otherwise, so a sum of such products is NaN iff some entry
+// is non-finite (it never overflows). Eight accumulators hide the add latency.
 bool all_finite(const float* x, int64_t n) {
-  bool finite = true;
-  for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(x[i]);
-  return finite;
+  constexpr int kAcc = 8;
+  v8f acc[kAcc] = {};
+  int64_t i = 0;
+  for (; i + kAcc * kLanes <= n; i += kAcc * kLanes) {
+    for (int a = 0; a < kAcc; ++a) acc[a] += load8(x + i + a * kLanes) * 0.0f;
+  }
+  for (; i + kLanes <= n; i += kLanes) acc[0] += load8(x + i) * 0.0f;
+  for (int a = 1; a < kAcc; ++a) acc[0] += acc[a];
+  float sum = hsum(acc[0]);
+  for (; i < n; ++i) sum += x[i] * 0.0f;
+  return sum == sum;
+}
+
+// An fp32 is finite iff its magnitude bits are at most those of FLT_MAX.
+constexpr uint32_t kAbsMask = 0x7fffffffu, kMaxFiniteBits = 0x7f7fffffu;
+
+int64_t count_nonfinite(const float* x, int64_t n) {
+  if (all_finite(x, n)) return 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += (float_bits(x[i]) & kAbsMask) > kMaxFiniteBits;
+  return count;
+}
+
+int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max) {
+  float best_abs = 0, best = -std::numeric_limits<float>::infinity();
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) {
+      ++count;
+      continue;
+    }
+    best_abs = std::max(best_abs, std::fabs(x[i]));
+    best = std::max(best, x[i]);
+  }
+  *max_abs = best_abs;
+  *max = best;
+  return count;
+}
+
+bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
+                      float* max_shifted, float* max_abs) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  v8f mabs{}, mx = splat(-kInf), sentinel{};
+  float tail_abs = 0, tail_mx = -kInf, tail_sentinel = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x_r = x + r * ld;
+    const v8f sh = splat(shift[r]);
+    int64_t i = 0;
+    for (; i + kLanes <= cols; i += kLanes) {
+      const v8f v = load8(x_r + i);
+      const v8f a = reinterpret_bits<v8f>(reinterpret_bits<v8u>(v) & kAbsMask);
+      const v8f d = v - sh;
+      mabs = a > mabs ? a : mabs;
+      mx = d > mx ? d : mx;
+      sentinel += v * 0.0f;
+    }
+    for (; i < cols; ++i) {
+      tail_abs = std::max(tail_abs, std::fabs(x_r[i]));
+      tail_mx = std::max(tail_mx, x_r[i] - shift[r]);
+      tail_sentinel += x_r[i] * 0.0f;
+    }
+  }
+  for (int lane = 0; lane < kLanes; ++lane) {
+    tail_abs = std::max(tail_abs, mabs[lane]);
+    tail_mx = std::max(tail_mx, mx[lane]);
+  }
+  *max_abs = tail_abs;
+  *max_shifted = tail_mx;
+  return hsum(sentinel) + tail_sentinel == 0.0f;
 }
 
 }  // namespace attnscope::cpu

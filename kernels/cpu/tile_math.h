@@ -56,4 +56,17 @@ void round_copy(Precision precision, const float* src, float* dst, int64_t n);
 // True when every x[0:n] is finite.
 bool all_finite(const float* x, int64_t n);
 
+// Number of non-finite (NaN or +-inf) entries of x[0:n].
+int64_t count_nonfinite(const float* x, int64_t n);
+
+// Over the finite entries of x[0:n]: *max_abs = largest |x| (0 when none), *max = largest x
+// (-inf when none). Returns the number of non-finite entries.
+int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max);
+
+// Fast pass over a block x [rows x cols] (row stride ld) expected to be all finite:
+// *max_abs = largest |x|, *max_shifted = largest x[r][c] - shift[r]. Returns false when some
+// entry is NaN or inf (the outputs are then meaningless).
+bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
+                      float* max_shifted, float* max_abs);
+
 }  // namespace attnscope::cpu

@@ -13,28 +13,7 @@
 namespace attnscope::test {
 namespace {
 
-constexpr int64_t kRow = 3;  // the fully masked query row of (batch 0, head 0)
-
-// Sq = 17, Sk = 97, D = 32 with a full bool mask: row kRow attends to nothing, every other
-// row to at least one key.
-TestCase masked_row_case(MaskFill fill, Precision precision) {
-  CaseConfig c;
-  c.sq = 17;
-  c.sk = 97;
-  c.d = 32;
-  c.mask = MaskKind::full;
-  c.fill = fill;
-  c.precision = precision;
-  TestCase t = make_case(c);
-  for (int64_t i = 0; i < c.sq; ++i) {
-    for (int64_t j = 0; j < c.sk; ++j) {
-      uint8_t& m = t.mask[static_cast<size_t>(i * c.sk + j)];
-      if (i == kRow) m = 0;
-      if (i != kRow && j == i) m = 1;
-    }
-  }
-  return t;
-}
+constexpr int64_t kRow = kMaskedRow;
 
 void expect_same_nonfinite(const CpuAttnResult& got, const ReferenceTrace& ref) {
   EXPECT_EQ(nonfinite_mismatches(got.o, ref.o), 0) << "o";
@@ -66,7 +45,7 @@ void expect_uniform_row(const TestCase& t, const CpuAttnResult& r, double tol) {
 
 TEST(FullyMaskedRow, neg_inf_fill_gives_nan_row_and_nan_grads_like_reference_f32_f16) {
   for (Precision p : {Precision::f32, Precision::f16}) {
-    const TestCase t = masked_row_case(MaskFill::neg_inf, p);
+    const TestCase t = fully_masked_row_case(MaskFill::neg_inf, p);
     const ReferenceTrace ref = run_reference(t);
     for (Mode mode : {Mode::fused, Mode::unfused}) {
       const CpuAttnResult r = run_cpu(t, mode);
@@ -81,7 +60,7 @@ TEST(FullyMaskedRow, neg_inf_fill_gives_nan_row_and_nan_grads_like_reference_f32
 }
 
 TEST(FullyMaskedRow, neg_1e9_fill_gives_uniform_row_matching_reference_f32) {
-  const TestCase t = masked_row_case(MaskFill::neg_1e9, Precision::f32);
+  const TestCase t = fully_masked_row_case(MaskFill::neg_1e9, Precision::f32);
   const ReferenceTrace ref = run_reference(t);
   for (Mode mode : {Mode::fused, Mode::unfused}) {
     const CpuAttnResult r = run_cpu(t, mode);
@@ -94,7 +73,7 @@ TEST(FullyMaskedRow, neg_1e9_fill_gives_uniform_row_matching_reference_f32) {
 }
 
 TEST(FullyMaskedRow, finfo_min_fill_is_minus_65504_and_uniform_in_f16_fused_and_unfused) {
-  const TestCase t = masked_row_case(MaskFill::finfo_min, Precision::f16);
+  const TestCase t = fully_masked_row_case(MaskFill::finfo_min, Precision::f16);
   const ReferenceTrace ref = run_reference(t);
   EXPECT_EQ(ref.m[kRow], -65504.0);
   for (Mode mode : {Mode::fused, Mode::unfused}) {
@@ -108,7 +87,7 @@ TEST(FullyMaskedRow, finfo_min_fill_is_minus_65504_and_uniform_in_f16_fused_and_
 
 TEST(FullyMaskedRow, safe_fill_gives_zero_output_lse_neg_inf_and_zero_grads_f32_bf16) {
   for (Precision p : {Precision::f32, Precision::bf16}) {
-    const TestCase t = masked_row_case(MaskFill::safe, p);
+    const TestCase t = fully_masked_row_case(MaskFill::safe, p);
     const ReferenceTrace ref = run_reference(t);
     for (Mode mode : {Mode::fused, Mode::unfused}) {
       const CpuAttnResult r = run_cpu(t, mode);
@@ -145,7 +124,7 @@ TEST(FullyMaskedRow, all_neg_inf_bias_row_behaves_as_a_masked_row) {
 }
 
 TEST(MaskFillOverflow, neg_1e9_becomes_neg_inf_in_unfused_f16_nan_row_finite_in_fused_f16) {
-  const TestCase t = masked_row_case(MaskFill::neg_1e9, Precision::f16);
+  const TestCase t = fully_masked_row_case(MaskFill::neg_1e9, Precision::f16);
   const CpuAttnResult unfused = run_cpu(t, Mode::unfused);
   for (float x : o_row(unfused, t.config.dv, kRow)) EXPECT_TRUE(std::isnan(x));
   EXPECT_EQ(unfused.m[kRow], -std::numeric_limits<float>::infinity());
@@ -160,29 +139,14 @@ TEST(MaskFillOverflow, neg_1e9_becomes_neg_inf_in_unfused_f16_nan_row_finite_in_
 }
 
 TEST(MaskFillOverflow, neg_1e9_stays_finite_in_unfused_bf16) {
-  const TestCase t = masked_row_case(MaskFill::neg_1e9, Precision::bf16);
+  const TestCase t = fully_masked_row_case(MaskFill::neg_1e9, Precision::bf16);
   const CpuAttnResult unfused = run_cpu(t, Mode::unfused);
   EXPECT_EQ(count_nonfinite(unfused.o) + count_nonfinite(unfused.dk), 0);
   expect_uniform_row(t, unfused, 2e-2);
 }
 
-// q_0 = k_0 = 40 in all 64 dims: q_0 . k_0 = 102400 > 65504, scaled score 12800.
-TestCase overflow_case(Precision precision) {
-  CaseConfig c;
-  c.sq = 4;
-  c.sk = 8;
-  c.d = 64;
-  c.precision = precision;
-  TestCase t = make_case(c);
-  for (int64_t e = 0; e < c.d; ++e) {
-    t.q[static_cast<size_t>(e)] = 40;
-    t.k[static_cast<size_t>(e)] = 40;
-  }
-  return t;
-}
-
 TEST(ScoreOverflow, qk_above_65504_is_inf_then_nan_in_unfused_f16_finite_in_fused_f16) {
-  const TestCase t = overflow_case(Precision::f16);
+  const TestCase t = qk_overflow_case(Precision::f16);
   const CpuAttnResult unfused = run_cpu(t, Mode::unfused);
   EXPECT_EQ(unfused.m[0], std::numeric_limits<float>::infinity());
   for (float x : o_row(unfused, t.config.dv, 0)) EXPECT_TRUE(std::isnan(x));
@@ -198,7 +162,7 @@ TEST(ScoreOverflow, qk_above_65504_is_inf_then_nan_in_unfused_f16_finite_in_fuse
 }
 
 TEST(ScoreOverflow, qk_above_65504_stays_finite_in_unfused_bf16) {
-  const TestCase t = overflow_case(Precision::bf16);
+  const TestCase t = qk_overflow_case(Precision::bf16);
   const CpuAttnResult unfused = run_cpu(t, Mode::unfused);
   EXPECT_EQ(unfused.m[0], 12800.0f);
   EXPECT_EQ(count_nonfinite(unfused.o) + count_nonfinite(unfused.dq) + count_nonfinite(unfused.dk) +

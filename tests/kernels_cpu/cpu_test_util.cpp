@@ -108,10 +108,52 @@ ReferenceTrace run_reference(const TestCase& c) {
 }
 
 CpuAttnResult run_cpu(const TestCase& c, Mode mode, int threads) {
+  return run_cpu_traced(c, mode, nullptr, threads);
+}
+
+CpuAttnResult run_cpu_traced(const TestCase& c, Mode mode, CpuTrace* trace, int threads) {
   CpuAttnOptions options;
   options.mode = mode;
   options.threads = threads;
-  return cpu_attention(params_of(c), options, {c.q.data(), c.k.data(), c.v.data(), c.dout.data()});
+  options.trace = trace;
+  return cpu_attention(params_of(c), options, inputs_of(c));
+}
+
+CpuAttnInputs inputs_of(const TestCase& c) {
+  return {c.q.data(), c.k.data(), c.v.data(), c.dout.data()};
+}
+
+TestCase fully_masked_row_case(MaskFill fill, Precision precision) {
+  CaseConfig c;
+  c.sq = 17;
+  c.sk = 97;
+  c.d = 32;
+  c.mask = MaskKind::full;
+  c.fill = fill;
+  c.precision = precision;
+  TestCase t = make_case(c);
+  for (int64_t i = 0; i < c.sq; ++i) {
+    for (int64_t j = 0; j < c.sk; ++j) {
+      uint8_t& m = t.mask[static_cast<size_t>(i * c.sk + j)];
+      if (i == kMaskedRow) m = 0;
+      if (i != kMaskedRow && j == i) m = 1;
+    }
+  }
+  return t;
+}
+
+TestCase qk_overflow_case(Precision precision) {
+  CaseConfig c;
+  c.sq = 4;
+  c.sk = 8;
+  c.d = 64;
+  c.precision = precision;
+  TestCase t = make_case(c);
+  for (int64_t e = 0; e < c.d; ++e) {
+    t.q[static_cast<size_t>(e)] = 40;
+    t.k[static_cast<size_t>(e)] = 40;
+  }
+  return t;
 }
 
 double max_abs_diff(const std::vector<float>& got, const std::vector<double>& ref) {

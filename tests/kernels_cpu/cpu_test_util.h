@@ -52,6 +52,18 @@ AttnParams params_of(const TestCase& c);
 
 ReferenceTrace run_reference(const TestCase& c);
 CpuAttnResult run_cpu(const TestCase& c, Mode mode, int threads = 2);
+// The same with CpuAttnOptions::trace pointing at *trace.
+CpuAttnResult run_cpu_traced(const TestCase& c, Mode mode, CpuTrace* trace, int threads = 2);
+// The inputs of a case as the CPU kernels take them.
+CpuAttnInputs inputs_of(const TestCase& c);
+
+// Crafted pathologies. Sq = 17, Sk = 97, D = 32 with a full bool mask: row kMaskedRow of
+// (batch 0, head 0) attends to nothing, every other row to at least one key.
+constexpr int64_t kMaskedRow = 3;
+TestCase fully_masked_row_case(MaskFill fill, Precision precision);
+// Sq = 4, Sk = 8, D = 64; q_0 = k_0 = 40 in all dims: q_0 . k_0 = 102400 > 65504, scaled
+// score 12800.
+TestCase qk_overflow_case(Precision precision);
 
 // Largest |got - ref| over the positions where both are finite.
 double max_abs_diff(const std::vector<float>& got, const std::vector<double>& ref);

@@ -1,6 +1,6 @@
 // The CPU kernels' building blocks: vectorised rounding bit-identical to kernels/precision.h,
-// exp within 2 ulp with IEEE special cases, NaN-propagating row max, and the tile matmul
-// against a naive loop on odd shapes and strides.
+// exp within 2 ulp with IEEE special cases, NaN-propagating row max, the tile matmul against
+// a naive loop on odd shapes and strides, and the finite-value scans of the instrumentation.
 #include "kernels/cpu/tile_math.h"
 
 #include <gtest/gtest.h>
@@ -113,6 +113,54 @@ TEST(TileMath, gemm_tile_matches_naive_on_odd_shapes_strides_alpha_accumulate) {
         }
       }
       EXPECT_LE(worst, 1e-5) << m << "x" << n << "x" << k;
+    }
+  }
+}
+
+TEST(TileMath, count_nonfinite_finite_max_and_block_max_against_scalar_loops_odd_sizes) {
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> u(-1e30f, 1e30f);
+  const float specials[] = {kNaN, kInf, -kInf, 3.4e38f, -3.4e38f};
+  for (int64_t rows : {1, 3}) {
+    for (int64_t cols : {1, 7, 8, 9, 64, 67}) {
+      const int64_t ld = cols + 5;
+      std::vector<float> x(static_cast<size_t>(rows * ld)), shift(static_cast<size_t>(rows));
+      for (float& v : x) v = u(gen);
+      for (float& v : shift) v = u(gen);
+      float want_abs = 0, want_arg = -kInf;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = x[static_cast<size_t>(r * ld + c)];
+          want_abs = std::max(want_abs, std::abs(v));
+          want_arg = std::max(want_arg, v - shift[static_cast<size_t>(r)]);
+        }
+      }
+      float got_abs = 0, got_arg = 0;
+      ASSERT_TRUE(finite_block_max(x.data(), rows, cols, ld, shift.data(), &got_arg, &got_abs));
+      EXPECT_EQ(got_abs, want_abs) << rows << "x" << cols;
+      EXPECT_EQ(got_arg, want_arg) << rows << "x" << cols;
+
+      x[static_cast<size_t>((rows - 1) * ld + cols / 2)] = specials[gen() % 3];
+      EXPECT_FALSE(finite_block_max(x.data(), rows, cols, ld, shift.data(), &got_arg, &got_abs));
+      for (float& v : x) v = gen() % 9 == 0 ? specials[gen() % 5] : v;
+      const float* row = x.data() + (rows - 1) * ld;
+      int64_t want_bad = 0;
+      float want_max = -kInf;
+      want_abs = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        if (!std::isfinite(row[c])) {
+          ++want_bad;
+          continue;
+        }
+        want_abs = std::max(want_abs, std::abs(row[c]));
+        want_max = std::max(want_max, row[c]);
+      }
+      float got_max = 0;
+      EXPECT_EQ(count_nonfinite(row, cols), want_bad);
+      EXPECT_EQ(all_finite(row, cols), want_bad == 0);
+      EXPECT_EQ(finite_max(row, cols, &got_abs, &got_max), want_bad);
+      EXPECT_EQ(got_abs, want_abs);
+      EXPECT_EQ(got_max, want_max);
     }
   }
 }

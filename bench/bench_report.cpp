@@ -1,0 +1,195 @@
+// JSON and table rendering of attnscope-bench results, with the ratios and DESIGN §7 targets.
+#include "bench_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace attnscope::bench {
+namespace {
+
+enum class Phase { fwd, bwd, fwd_bwd };
+constexpr Phase kPhases[] = {Phase::fwd, Phase::bwd, Phase::fwd_bwd};
+
+const char* phase_name(Phase ph) {
+  return ph == Phase::fwd ? "fwd" : ph == Phase::bwd ? "bwd" : "fwd_bwd";
+}
+
+double ms_of(const VariantTiming& t, Phase ph) {
+  return ph == Phase::fwd ? t.time.fwd_ms : ph == Phase::bwd ? t.time.bwd_ms : t.time.fwd_bwd_ms;
+}
+
+double flops_of(const BenchPoint& p, Phase ph) {
+  return ph == Phase::fwd   ? fwd_flops(p)
+         : ph == Phase::bwd ? bwd_flops(p)
+                            : fwd_flops(p) + bwd_flops(p);
+}
+
+double gflops(const BenchPoint& p, const VariantTiming& t, Phase ph) {
+  return flops_of(p, ph) / (ms_of(t, ph) * 1e6);
+}
+
+const VariantTiming* find(const PointResult& r, const std::string& label) {
+  for (const VariantTiming& t : r.timings) {
+    if (t.label == label && t.ok) return &t;
+  }
+  return nullptr;
+}
+
+// Speed of `own` relative to `other` (other's time / own's time); NaN when either is missing.
+double speedup(const PointResult& r, const char* own, const char* other, Phase ph) {
+  const VariantTiming* a = find(r, own);
+  const VariantTiming* b = find(r, other);
+  return a && b ? ms_of(*b, ph) / ms_of(*a, ph) : NAN;
+}
+
+// Extra time of the instrumented run: t(instr) / t(plain) - 1.
+double overhead(const PointResult& r, Phase ph) {
+  const double s = speedup(r, kOwn, kOwnInstr, ph);
+  return std::isnan(s) ? NAN : s - 1;
+}
+
+std::string num(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+struct Target {
+  const char* name;
+  double value, limit;
+  bool at_least;  // value >= limit (else value <= limit)
+};
+
+std::vector<Target> targets(const PointResult& r) {
+  return {{"own_instr_fwd_bwd_vs_torch_math", speedup(r, kOwnInstr, kTorchMath, Phase::fwd_bwd),
+           1.5, true},
+          {"own_instr_fwd_bwd_vs_torch_flash", speedup(r, kOwnInstr, kTorchFlash, Phase::fwd_bwd),
+           1.0, true},
+          {"instrumentation_overhead_fwd_bwd", overhead(r, Phase::fwd_bwd), 0.10, false}};
+}
+
+bool met(const Target& t) {
+  return t.at_least ? t.value >= t.limit : t.value <= t.limit;
+}
+
+void ratio_json(std::ostream& os, const char* name, const PointResult& r, const char* own,
+                const char* other) {
+  os << "\"" << name << "\": {";
+  for (Phase ph : kPhases) {
+    os << (ph == Phase::fwd ? "" : ", ") << "\"" << phase_name(ph)
+       << "\": " << num(speedup(r, own, other, ph));
+  }
+  os << "}";
+}
+
+void point_json(std::ostream& os, const PointResult& r) {
+  const BenchPoint& p = r.point;
+  os << "    {\"batch\": " << p.batch << ", \"heads\": " << p.heads << ", \"seqlen\": " << p.seqlen
+     << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
+     << ", \"precision\": \"" << precision_name(p.precision)
+     << "\",\n     \"gflop\": {\"fwd\": " << num(fwd_flops(p) / 1e9)
+     << ", \"bwd\": " << num(bwd_flops(p) / 1e9) << "},\n";
+  os << "     \"variants\": [\n";
+  for (size_t i = 0; i < r.timings.size(); ++i) {
+    const VariantTiming& t = r.timings[i];
+    os << "       {\"label\": " << quoted(t.label) << ", \"variant\": " << quoted(t.variant)
+       << ", \"instrumented\": " << (t.instrumented ? "true" : "false")
+       << ", \"ok\": " << (t.ok ? "true" : "false");
+    if (t.ok) {
+      os << ", \"reps\": " << t.reps;
+      for (Phase ph : kPhases) os << ", \"" << phase_name(ph) << "_ms\": " << num(ms_of(t, ph));
+      for (Phase ph : kPhases) {
+        os << ", \"" << phase_name(ph) << "_gflops\": " << num(gflops(p, t, ph));
+      }
+    } else {
+      os << ", \"reason\": " << quoted(t.reason);
+    }
+    os << "}" << (i + 1 < r.timings.size() ? "," : "") << "\n";
+  }
+  os << "     ],\n     \"ratios\": {";
+  ratio_json(os, "own_vs_torch_math", r, kOwn, kTorchMath);
+  os << ", ";
+  ratio_json(os, "own_vs_torch_flash", r, kOwn, kTorchFlash);
+  os << ",\n                ";
+  ratio_json(os, "own_instr_vs_torch_math", r, kOwnInstr, kTorchMath);
+  os << ", ";
+  ratio_json(os, "own_instr_vs_torch_flash", r, kOwnInstr, kTorchFlash);
+  os << ",\n                \"instrumentation_overhead\": {";
+  for (Phase ph : kPhases) {
+    os << (ph == Phase::fwd ? "" : ", ") << "\"" << phase_name(ph)
+       << "\": " << num(overhead(r, ph));
+  }
+  os << "}},\n     \"targets\": {";
+  const std::vector<Target> ts = targets(r);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << num(ts[i].value) << ", \""
+       << (ts[i].at_least ? "min" : "max") << "\": " << num(ts[i].limit)
+       << ", \"met\": " << (met(ts[i]) ? "true" : "false") << "}";
+  }
+  os << "}}";
+}
+
+}  // namespace
+
+void write_json(std::ostream& os, const BenchReport& report) {
+  const BenchSettings& s = report.settings;
+  os << "{\n  \"bench\": \"attnscope-bench\",\n  \"threads\": " << s.threads
+     << ", \"reps\": " << s.reps << ", \"warmup\": " << s.warmup
+     << ", \"phase_budget_s\": " << num(s.phase_budget_s)
+     << ",\n  \"timing\": \"median wall time per phase over reps (fewer, >= 3, once a phase took "
+        "phase_budget_s); bwd timed after an untimed fwd\""
+     << ",\n  \"flops\": \"fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
+     << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster)\""
+     << ",\n  \"points\": [\n";
+  for (size_t i = 0; i < report.points.size(); ++i) {
+    point_json(os, report.points[i]);
+    os << (i + 1 < report.points.size() ? ",\n" : "\n");
+  }
+  os << "  ]\n}\n";
+}
+
+void write_table(std::ostream& os, const BenchReport& report) {
+  char line[256];
+  os << "attnscope-bench: " << report.settings.threads << " threads, median of up to "
+     << report.settings.reps << " reps (GFLOP/s: fwd 4*B*H*S*S*D, bwd 2.5x, halved if causal)\n";
+  for (const PointResult& r : report.points) {
+    const BenchPoint& p = r.point;
+    std::snprintf(line, sizeof line, "\nB=%lld H=%lld S=%lld D=%lld %s %s\n",
+                  static_cast<long long>(p.batch), static_cast<long long>(p.heads),
+                  static_cast<long long>(p.seqlen), static_cast<long long>(p.head_dim),
+                  precision_name(p.precision), p.causal ? "causal" : "non-causal");
+    os << line;
+    std::snprintf(line, sizeof line, "  %-18s %10s %8s %10s %8s %10s %8s %5s\n", "variant",
+                  "fwd ms", "GF/s", "bwd ms", "GF/s", "f+b ms", "GF/s", "reps");
+    os << line;
+    for (const VariantTiming& t : r.timings) {
+      if (!t.ok) {
+        os << "  " << t.label << ": not run: " << t.reason << "\n";
+        continue;
+      }
+      std::snprintf(line, sizeof line, "  %-18s %10.2f %8.1f %10.2f %8.1f %10.2f %8.1f %5d\n",
+                    t.label.c_str(), t.time.fwd_ms, gflops(p, t, Phase::fwd), t.time.bwd_ms,
+                    gflops(p, t, Phase::bwd), t.time.fwd_bwd_ms, gflops(p, t, Phase::fwd_bwd),
+                    t.reps);
+      os << line;
+    }
+    for (const Target& t : targets(r)) {
+      std::snprintf(line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, num(t.value).c_str(),
+                    t.at_least ? ">=" : "<=", num(t.limit).c_str(), met(t) ? "met" : "MISSED");
+      os << line;
+    }
+  }
+}
+
+}  // namespace attnscope::bench

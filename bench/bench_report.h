@@ -1,0 +1,33 @@
+// attnscope-bench output: per point the timings of every variant, GFLOP/s, the ratios of our
+// CPU fused kernel (instrumentation off and on) to LibTorch math and PyTorch CPU flash, and the
+// DESIGN §7 targets; as JSON (--json) or as a readable table.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "bench_timing.h"
+
+namespace attnscope::bench {
+
+struct PointResult {
+  BenchPoint point;
+  std::vector<VariantTiming> timings;
+};
+
+struct BenchReport {
+  BenchSettings settings;
+  std::vector<PointResult> points;
+};
+
+// Labels of the variants each point times, in order.
+inline constexpr const char* kOwn = "cpu-fused";
+inline constexpr const char* kOwnInstr = "cpu-fused+instr";
+inline constexpr const char* kTorchMath = "torch-math";
+inline constexpr const char* kTorchFlash = "torch-flash-cpu";
+
+void write_json(std::ostream& os, const BenchReport& report);
+void write_table(std::ostream& os, const BenchReport& report);
+
+}  // namespace attnscope::bench

@@ -1,0 +1,70 @@
+// Timing of registry variants at one bench point (DESIGN §7): warm-up, then the median of N
+// repetitions of forward, backward and forward + backward, plus the FLOP counts behind GFLOP/s.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kernel_registry.h"
+
+namespace attnscope::bench {
+
+// One shape of the grid: self-attention, Sq = Sk = seqlen, D = Dv = head_dim.
+struct BenchPoint {
+  int64_t batch = 1, heads = 8, seqlen = 2048, head_dim = 64;
+  bool causal = false;
+  Precision precision = Precision::f32;
+};
+
+struct BenchSettings {
+  int threads = 2;  // for our kernels and LibTorch alike
+  int reps = 5;     // timed repetitions per phase; the median is reported
+  int warmup = 1;   // untimed forward + backward runs first
+  // A phase stops early, after at least 3 repetitions, once its runs took this long (LibTorch
+  // bf16 math attention takes seconds per pass on CPUs without native bf16 matmul).
+  double phase_budget_s = 10;
+};
+
+// Median wall times in milliseconds.
+struct Timing {
+  double fwd_ms = 0, bwd_ms = 0, fwd_bwd_ms = 0;
+};
+
+struct VariantTiming {
+  std::string label;    // "cpu-fused", "cpu-fused+instr", "torch-math", "torch-flash-cpu"
+  std::string variant;  // registry name
+  bool instrumented = false;
+  bool ok = false;
+  std::string reason;  // why it did not run (unsupported, or the error)
+  Timing time;
+  int reps = 0;  // fewest repetitions any phase ran (see BenchSettings::phase_budget_s)
+};
+
+// fwd: 4 * B * H * Sq * Sk * D, halved if causal; bwd: 2.5x the forward.
+double fwd_flops(const BenchPoint& p);
+double bwd_flops(const BenchPoint& p);
+
+AttnParams params_of(const BenchPoint& p);
+
+// Random inputs of a point in [-1, 1), rounded to its precision.
+struct BenchInputs {
+  std::vector<double> q, k, v, dout;
+  VariantInputs view() const { return {q.data(), k.data(), v.data(), dout.data()}; }
+};
+BenchInputs make_bench_inputs(const BenchPoint& p);
+
+// What to time at a point: a registry variant, with or without instrumentation.
+struct TimingPlan {
+  const KernelVariant* variant = nullptr;
+  bool instrument = false;
+};
+
+// Prepares every planned variant once and warms it up, then times the phases with the
+// variants interleaved (repetition r of each variant before repetition r + 1 of any), so that
+// load changes on a shared machine hit all of them alike. Unsupported combinations and errors
+// come back with ok = false and the reason.
+std::vector<VariantTiming> time_point(const std::vector<TimingPlan>& plan, const BenchPoint& point,
+                                      const BenchSettings& settings, const BenchInputs& inputs);
+
+}  // namespace attnscope::bench

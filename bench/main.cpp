@@ -1,0 +1,127 @@
+// attnscope-bench: times our CPU fused attention (instrumentation off and on) against LibTorch
+// math attention with autograd and PyTorch's CPU flash SDPA kernel, in one process and one run,
+// through the kernel-variant registry (DESIGN §7). Exit codes: 0 ran, 2 bad usage.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bench_report.h"
+#include "bench_timing.h"
+#include "core/kernel_registry.h"
+
+namespace {
+
+using attnscope::Precision;
+using namespace attnscope::bench;
+
+constexpr const char* kUsage =
+    "usage: attnscope-bench [--json] [--grid default|full] [--reps N] [--warmup N] "
+    "[--threads N] [--heads N] [--seqlen N] [--head-dim N]\n"
+    "  default grid: S=2048, D=64, B*H=8, causal off, fp32 and bf16 (--seqlen / --head-dim\n"
+    "                change S / D there)\n"
+    "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n";
+
+struct Options {
+  bool json = false;
+  bool full_grid = false;
+  int heads = 8;
+  int seqlen = 2048, head_dim = 64;  // of the default grid
+  BenchSettings settings;
+};
+
+// Parses an integer option value in [lo, 2^20]; false on garbage.
+bool integer(const char* text, int lo, int& out) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < lo || v > 1 << 20) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool parse(int argc, char** argv, Options& o, std::string& error) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "--grid" && has_value) {
+      const std::string g = argv[++i];
+      if (g != "full" && g != "default") return error = "--grid takes default or full", false;
+      o.full_grid = g == "full";
+    } else if (a == "--warmup" && has_value) {
+      if (!integer(argv[++i], 0, o.settings.warmup)) return error = a + " takes N >= 0", false;
+    } else if ((a == "--reps" || a == "--threads" || a == "--heads" || a == "--seqlen" ||
+                a == "--head-dim") &&
+               has_value) {
+      int& target = a == "--reps"      ? o.settings.reps
+                    : a == "--threads" ? o.settings.threads
+                    : a == "--heads"   ? o.heads
+                    : a == "--seqlen"  ? o.seqlen
+                                       : o.head_dim;
+      if (!integer(argv[++i], 1, target)) return error = a + " takes a positive integer", false;
+    } else if (a == "--help" || a == "-h") {
+      return error = "", false;
+    } else {
+      return error = "unknown or incomplete argument '" + a + "'", false;
+    }
+  }
+  return true;
+}
+
+std::vector<BenchPoint> grid(const Options& o) {
+  std::vector<BenchPoint> points;
+  const std::vector<int64_t> seqlens =
+      o.full_grid ? std::vector<int64_t>{512, 1024, 2048, 4096} : std::vector<int64_t>{o.seqlen};
+  const std::vector<int64_t> dims =
+      o.full_grid ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{o.head_dim};
+  const std::vector<bool> causal =
+      o.full_grid ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    for (int64_t s : seqlens) {
+      for (int64_t d : dims) {
+        for (bool c : causal) points.push_back({1, o.heads, s, d, c, p});
+      }
+    }
+  }
+  return points;
+}
+
+PointResult run_point(const BenchPoint& point, const BenchSettings& settings) {
+  std::fprintf(stderr, "attnscope-bench: B=%lld H=%lld S=%lld D=%lld %s %s\n",
+               static_cast<long long>(point.batch), static_cast<long long>(point.heads),
+               static_cast<long long>(point.seqlen), static_cast<long long>(point.head_dim),
+               attnscope::precision_name(point.precision), point.causal ? "causal" : "full");
+  const std::vector<TimingPlan> plan = {{attnscope::find_variant(kOwn), false},
+                                        {attnscope::find_variant(kOwn), true},
+                                        {attnscope::find_variant(kTorchMath), false},
+                                        {attnscope::find_variant(kTorchFlash), false}};
+  return {point, time_point(plan, point, settings, make_bench_inputs(point))};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  std::string error;
+  if (!parse(argc, argv, options, error)) {
+    if (error.empty()) {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << "attnscope-bench: " << error << "\n" << kUsage;
+    return 2;
+  }
+  BenchReport report;
+  report.settings = options.settings;
+  for (const BenchPoint& point : grid(options)) {
+    report.points.push_back(run_point(point, options.settings));
+  }
+  if (options.json) {
+    write_json(std::cout, report);
+  } else {
+    write_table(std::cout, report);
+  }
+  return 0;
+}

@@ -1,0 +1,115 @@
+// Conversion of canonical case tensors into kernel inputs, with broadcast strides for the
+// mask and the bias.
+#include "core/case_inputs.h"
+
+#include <cmath>
+
+namespace attnscope {
+namespace {
+
+std::vector<float> to_f32(const std::vector<double>& x) {
+  return std::vector<float>(x.begin(), x.end());
+}
+
+// Strides of a rank-4 canonical tensor broadcast to [B, H, Sq, Sk] (0 on size-1 dims).
+std::optional<BroadcastStrides> broadcast_strides(const std::vector<int64_t>& shape,
+                                                  const int64_t (&full)[4]) {
+  if (shape.size() != 4) return std::nullopt;
+  int64_t stride[4];
+  int64_t running = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (shape[d] != 1 && shape[d] != full[d]) return std::nullopt;
+    stride[d] = shape[d] == 1 ? 0 : running;
+    running *= shape[d];
+  }
+  return BroadcastStrides{stride[0], stride[1], stride[2], stride[3]};
+}
+
+}  // namespace
+
+std::optional<Precision> precision_from_dtype(const std::string& dtype) {
+  if (dtype == "float16" || dtype == "half" || dtype == "fp16") return Precision::f16;
+  if (dtype == "bfloat16" || dtype == "bf16") return Precision::bf16;
+  if (dtype == "float32" || dtype == "float" || dtype == "fp32") return Precision::f32;
+  if (dtype == "float64" || dtype == "double" || dtype == "fp64") return Precision::f64;
+  return std::nullopt;
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::f64: return "fp64";
+    case Precision::f32: return "fp32";
+    case Precision::f16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "unknown";
+}
+
+std::vector<float> CaseInputs::q_f32() const { return to_f32(q); }
+std::vector<float> CaseInputs::k_f32() const { return to_f32(k); }
+std::vector<float> CaseInputs::v_f32() const { return to_f32(v); }
+std::vector<float> CaseInputs::dout_f32() const { return to_f32(dout); }
+
+Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings) {
+  const CaseDims& d = data.info.dims;
+  const CaseConfig& cfg = data.info.config;
+  const std::string where = data.info.path;
+  CaseInputs in;
+  AttnParams& p = in.params;
+  p.batch = d.batch;
+  p.heads = d.heads;
+  p.kv_heads = d.kv_heads;
+  p.seqlen_q = d.seqlen_q;
+  p.seqlen_k = d.seqlen_k;
+  p.head_dim = d.head_dim;
+  p.head_dim_v = d.head_dim_v;
+  p.scale = settings.scale ? *settings.scale : cfg.effective_scale(d.head_dim);
+  if (!std::isfinite(p.scale) || p.scale <= 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      where + ": softmax scale " + std::to_string(p.scale) +
+                          " is not a positive finite number",
+                      "set a scale > 0 (default 1/sqrt(D))");
+  }
+  p.softcap = cfg.softcap;
+  p.causal = cfg.causal;
+  p.causal_align = cfg.causal_align;
+  p.mask_fill = settings.mask_fill;
+  p.precision = settings.precision ? *settings.precision
+                                   : precision_from_dtype(cfg.dtype).value_or(Precision::f32);
+
+  in.q = data.q().to_double();
+  in.k = data.k().to_double();
+  in.v = data.v().to_double();
+  if (const HostTensor* dout = data.find("do")) {
+    in.dout = dout->to_double();
+    in.has_dout = true;
+  }
+  const int64_t full[4] = {d.batch, d.heads, d.seqlen_q, d.seqlen_k};
+  if (const HostTensor* mask = data.find("mask")) {
+    const auto strides = broadcast_strides(mask->shape, full);
+    if (!strides) {
+      return make_error(ErrorCode::format,
+                        where + "/mask: shape " + mask->shape_string() +
+                            " is not broadcastable to [B, H, Sq, Sk]",
+                        "store the mask as [B|1, H|1, Sq|1, Sk]");
+    }
+    in.mask = mask->to_mask();
+    p.mask = in.mask.data();
+    p.mask_strides = *strides;
+  }
+  if (const HostTensor* bias = data.find("bias")) {
+    const auto strides = broadcast_strides(bias->shape, full);
+    if (!strides) {
+      return make_error(ErrorCode::format,
+                        where + "/bias: shape " + bias->shape_string() +
+                            " is not broadcastable to [B, H, Sq, Sk]",
+                        "store the bias as [B|1, H|1, Sq|1, Sk|1]");
+    }
+    in.bias = bias->to_double();
+    p.bias = in.bias.data();
+    p.bias_strides = *strides;
+  }
+  return in;
+}
+
+}  // namespace attnscope

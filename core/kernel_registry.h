@@ -1,0 +1,99 @@
+// The kernel-variant registry (DESIGN §1): every attention implementation attnscope can run,
+// with its backend, precision and mode support, a support check that says why not, and a runner
+// over plain fp64 vectors. The GUI's backend picker, the CLI, the test harness and
+// attnscope-bench all read this one table.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/case_inputs.h"
+#include "core/result.h"
+#include "kernels/attn_params.h"
+#include "kernels/cpu/fused_attention.h"
+
+namespace attnscope {
+
+// Inputs of a run as fp64 values; layouts as in AttnParams (mask and bias come through
+// AttnParams and must outlive any VariantRun prepared from them). For an exact comparison the
+// caller passes values representable in the run's precision; otherwise the variant rounds them.
+struct VariantInputs {
+  const double* q = nullptr;     // [B, H, Sq, D]
+  const double* k = nullptr;     // [B, Hk, Sk, D]
+  const double* v = nullptr;     // [B, Hk, Sk, Dv]
+  const double* dout = nullptr;  // [B, H, Sq, Dv]; nullptr = all ones (gradient of sum(O))
+};
+
+// Outputs of every variant as fp64 copies of what it stored:
+//   o [B, H, Sq, Dv]   lse [B, H, Sq]   dq [B, H, Sq, D]   dk [B, Hk, Sk, D]   dv [B, Hk, Sk, Dv]
+struct VariantOutputs {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+struct RunConfig {
+  Precision precision = Precision::f32;
+  Mode mode = Mode::fused;
+  int threads = 0;  // worker threads of the CPU kernels and of LibTorch; 0 = their default
+  // cpu-* variants: record the instrumentation (kernels/cpu/attn_trace.h) on every run; the
+  // outputs stay bit-identical. Other variants have none and ignore it.
+  bool instrument = false;
+};
+
+// Verdict of a support check: supported, or the reason it is not (shown in the GUI and by
+// skipped tests).
+struct Support {
+  bool ok = true;
+  std::string reason;
+
+  explicit operator bool() const { return ok; }
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+};
+
+// One prepared run: the inputs are converted once to the variant's types, so forward() and
+// backward() can be called (and timed) repeatedly. backward() needs a forward() first;
+// outputs() converts the latest results to fp64. Methods may throw std::exception.
+class VariantRun {
+ public:
+  virtual ~VariantRun() = default;
+  virtual void forward() = 0;
+  virtual void backward() = 0;
+  virtual VariantOutputs outputs() const = 0;
+};
+
+using PrepareFn = std::function<std::unique_ptr<VariantRun>(const AttnParams&, const RunConfig&,
+                                                            const VariantInputs&)>;
+
+struct KernelVariant {
+  std::string name;         // "cpu-fused": what the backend picker and the CLI show
+  std::string backend;      // "reference", "cpu", "torch" (later "cuda")
+  std::string description;  // one line for tooltips and --help
+  std::vector<Precision> precisions;
+  // The kernel semantics (DESIGN §3) the variant implements; empty = any mode (the fp64
+  // reference, where fused and unfused coincide).
+  std::vector<Mode> modes;
+  // Shape and option limits beyond precision and mode (nullptr: none).
+  std::function<Support(const AttnParams&)> check_params;
+  PrepareFn prepare;
+
+  // Sizes valid, precision and mode listed, then check_params.
+  Support supports(const AttnParams& params, Precision precision, Mode mode) const;
+};
+
+// Every registered variant, in display order.
+const std::vector<KernelVariant>& kernel_variants();
+std::vector<std::string> variant_names();
+// nullptr when no variant has that name.
+const KernelVariant* find_variant(const std::string& name);
+
+// supports(), then prepare, forward, backward and outputs. Unsupported combinations, invalid
+// sizes and exceptions from the kernels or LibTorch come back as errors.
+Result<VariantOutputs> run_variant(const KernelVariant& variant, const AttnParams& params,
+                                   const RunConfig& config, const VariantInputs& inputs);
+
+// precision_name(Precision) comes with core/case_inputs.h.
+const char* mode_name(Mode m);  // "fused", "unfused"
+
+}  // namespace attnscope

@@ -1,0 +1,144 @@
+// Instrumentation of one CPU attention run (DESIGN §4): per-row statistics, per-tile stats of
+// the forward and backward, gradient norms, and a provenance code for every non-finite output
+// element. Filled when CpuAttnOptions::trace points at a CpuTrace; outputs stay bit-identical.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace attnscope {
+
+// Earliest stage where a non-finite output element appeared (DESIGN §4), one code per element
+// of O, LSE, dQ, dK, dV (finite elements: `finite`). Resolved from flags the stages leave per
+// query row and per kv tile:
+// - Row-indexed outputs O_i, LSE_i, dQ_i take the cause found on query row i, earliest first:
+//   `input` (q_i non-finite; any v_j, since 0 * NaN poisons; a visible k_j or bias entry that
+//   made a score non-finite; for dQ_i also dO_i and any k_j), `score_overflow`, then for a row
+//   whose max m is -inf `mask_fill` (the fill overflowed to -inf) or `fully_masked_row`, then
+//   `exp_overflow`, then `grad_overflow` (dP / dS of the row born non-finite). Without a cause
+//   O falls back to `propagated`, LSE to `lse`, dQ to `grad_overflow` (an accumulator or its
+//   store overflowed).
+// - Column-indexed dK_j, dV_j: `input` when k_j or v_j is non-finite, else `propagated` when a
+//   poisoned query row (NaN q or dO, a fully masked row, an overflowed score, ...) reached
+//   their kv tile through P or dS, else `grad_overflow` (born in their own stages or sums).
+enum class Provenance : uint8_t {
+  finite = 0,        // the element is finite
+  input,             // a q / k / v / dO / bias element it reads is NaN or Inf
+  score_overflow,    // a visible score left the precision's range from finite inputs
+  mask_fill,         // the mask fill value became -inf (not representable) and emptied the row
+  fully_masked_row,  // every score of the row is -inf by masking: m = -inf, l = 0
+  exp_overflow,      // an exp argument exceeded log(FLT_MAX) = 88.72
+  lse,               // only the LSE is non-finite (e.g. m + log l rounded past fp16's range)
+  grad_overflow,     // dP / dS / a gradient accumulator left the range when computed or stored
+  propagated,        // came from another non-finite element
+};
+
+inline const char* provenance_name(Provenance p) {
+  switch (p) {
+    case Provenance::finite:
+      return "finite";
+    case Provenance::input:
+      return "input";
+    case Provenance::score_overflow:
+      return "score_overflow";
+    case Provenance::mask_fill:
+      return "mask_fill";
+    case Provenance::fully_masked_row:
+      return "fully_masked_row";
+    case Provenance::exp_overflow:
+      return "exp_overflow";
+    case Provenance::lse:
+      return "lse";
+    case Provenance::grad_overflow:
+      return "grad_overflow";
+    case Provenance::propagated:
+      return "propagated";
+  }
+  return "unknown";
+}
+
+// Mask class of a score entry (tile stats, head matrices).
+enum MaskedEntry : uint8_t {
+  kEntryVisible = 0,
+  kEntryFillMasked = 1,  // bool mask 0 or causally hidden: the score is the fill value
+  kEntryBiasMasked = 2,  // a -inf bias entry (an additive float mask)
+};
+
+// Non-finite entries of a block by class.
+struct NonfiniteCount {
+  int32_t nan = 0, pos_inf = 0, neg_inf = 0;
+
+  int64_t total() const { return int64_t{nan} + pos_inf + neg_inf; }
+  NonfiniteCount& operator+=(const NonfiniteCount& o) {
+    nan += o.nan;
+    pos_inf += o.pos_inf;
+    neg_inf += o.neg_inf;
+    return *this;
+  }
+};
+
+// Stats of one tile: query rows [qt * tile_rows, ...) x keys [kt * tile_cols, ...) of one
+// (batch, head). The unfused kernel materialises whole rows; its stats are cut into the same
+// tiles. "Visible" excludes masked scores (bool mask 0, causally hidden, or a -inf bias).
+struct TileStats {
+  // Max |S| over finite visible scores (0 when none).
+  float max_abs_s = 0;
+  // Max over finite visible scores of S - m, m being the row max the kernel subtracts before
+  // exp (forward: the running max after this tile; fused backward: the forward's m). Above
+  // 88.72 the fp32 exp overflows; far below 0 the tile underflows to P = 0. -inf when none.
+  float max_exp_arg = -std::numeric_limits<float>::infinity();
+  int32_t masked = 0;    // masked entries (all rows * cols of a tile the kernel skipped)
+  uint8_t computed = 0;  // 1 when the kernel ran the tile (0: skipped as causally hidden)
+  NonfiniteCount s;      // visible scores after score_tile + mask_tile (intentional -inf excluded)
+  NonfiniteCount p;      // P: fwd exp(S - m); bwd the recomputed fp32 P; unfused round(softmax)
+  NonfiniteCount acc;    // fused fwd: accumulator rows [rows x Dv] after accumulate_pv
+  NonfiniteCount dp;     // bwd: dP tile (fused fp32; unfused rounded)
+  NonfiniteCount ds;     // bwd: dS tile (unfused: round(P (dP - D)), before softcap and scale)
+  // Fused bwd: non-finite entries of the fp32 accumulators after this tile's update: the dQ
+  // rows [rows x D] of the tile's chunk partial, dK_j [cols x D] and dV_j [cols x Dv] (summed
+  // over the query heads of the kv group so far). Unfused: 0 (no tiled accumulators).
+  NonfiniteCount dq, dk, dv;
+};
+
+// What the forward records. Shapes: see CpuTrace.
+struct ForwardTrace {
+  bool valid = false;                      // set once a traced forward finished
+  std::vector<float> m, l, lse;            // [B, H, Sq] copies of the forward outputs
+  std::vector<float> o_max_abs;            // [B, H, Sq] max |O_i| over finite entries
+  std::vector<TileStats> tiles;            // [B, H, n_q, n_kv]
+  std::vector<Provenance> o_provenance;    // [B, H, Sq, Dv]
+  std::vector<Provenance> lse_provenance;  // [B, H, Sq]
+};
+
+// What the backward records. Shapes: see CpuTrace.
+struct BackwardTrace {
+  bool valid = false;                              // set once a traced backward finished
+  std::vector<float> d;                            // [B, H, Sq] copy of D
+  std::vector<float> dq_row_norm;                  // [B, H, Sq] ||dQ_i||_2 (NaN/inf if non-finite)
+  std::vector<float> dk_row_norm, dv_row_norm;     // [B, Hk, Sk] ||dK_j||_2, ||dV_j||_2
+  std::vector<double> dq_head_norm;                // [B, H]  ||dQ[b, h]||_2
+  std::vector<double> dk_head_norm, dv_head_norm;  // [B, Hk]
+  std::vector<TileStats> tiles;                    // [B, H, n_q, n_kv]
+  std::vector<Provenance> dq_provenance;           // [B, H, Sq, D]
+  std::vector<Provenance> dk_provenance;           // [B, Hk, Sk, D]
+  std::vector<Provenance> dv_provenance;           // [B, Hk, Sk, Dv]
+};
+
+// Everything the instrumentation records. Shapes use B, H, Hk, Sq, Sk, D, Dv of AttnParams and
+// n_q = ceil(Sq / tile_rows), n_kv = ceil(Sk / tile_cols). A traced forward resets and fills
+// `forward`, a traced backward `backward`; the sizes are those of the latest traced run.
+struct CpuTrace {
+  int64_t batch = 0, heads = 0, kv_heads = 0, seqlen_q = 0, seqlen_k = 0;
+  int64_t head_dim = 0, head_dim_v = 0;
+  int64_t tile_rows = 0, tile_cols = 0, q_tiles = 0, kv_tiles = 0;  // Br, Bc, n_q, n_kv
+  ForwardTrace forward;
+  BackwardTrace backward;
+
+  // Index of tile (b, h, qt, kt) in forward.tiles / backward.tiles.
+  int64_t tile_index(int64_t b, int64_t h, int64_t qt, int64_t kt) const {
+    return ((b * heads + h) * q_tiles + qt) * kv_tiles + kt;
+  }
+};
+
+}  // namespace attnscope

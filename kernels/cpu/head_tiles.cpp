@@ -1,0 +1,143 @@
+// Recomputation of one head's score-shaped intermediates (see head_tiles.h).
+#include "kernels/cpu/head_tiles.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/cpu/backward_stages.h"
+#include "kernels/cpu/tile_math.h"
+#include "kernels/cpu/unfused_stages.h"
+
+namespace attnscope::cpu {
+namespace {
+
+size_t count(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
+// Rounded copy of n values (ones when src is null).
+std::vector<float> rounded(Precision precision, const float* src, int64_t n) {
+  std::vector<float> x(count(n), 1.0f);
+  if (src != nullptr) round_copy(precision, src, x.data(), n);
+  return x;
+}
+
+}  // namespace
+
+HeadOperands head_operands(const AttnParams& p, Mode mode, const CpuAttnInputs& inputs, int64_t b,
+                           int64_t h) {
+  validate(p, inputs);
+  if (b < 0 || b >= p.batch || h < 0 || h >= p.heads) {
+    throw std::invalid_argument("cpu_attention: batch / head index out of range");
+  }
+  const int64_t Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim, Dv = p.head_dim_v;
+  const int64_t bh = b * p.heads + h, bkv = b * p.kv_heads + p.kv_head_of(h);
+  HeadOperands op;
+  op.x = make_head_context(p, mode, b, h);
+  const Precision pr = op.x.precision;
+  op.n_q = tile_count(Sq, kTileRows);
+  op.n_kv = tile_count(Sk, kTileCols);
+  op.q = rounded(pr, inputs.q + bh * Sq * D, Sq * D);
+  op.dout = rounded(pr, inputs.dout != nullptr ? inputs.dout + bh * Sq * Dv : nullptr, Sq * Dv);
+  op.k = rounded(pr, inputs.k + bkv * Sk * D, Sk * D);
+  op.v = rounded(pr, inputs.v + bkv * Sk * Dv, Sk * Dv);
+  op.kt = transpose_kv_tiles(op.k.data(), 1, Sk, D, 1);
+  op.vt = transpose_kv_tiles(op.v.data(), 1, Sk, Dv, 1);
+  op.kv_finite.resize(count(op.n_kv));
+  for (int64_t jt = 0; jt < op.n_kv; ++jt) {
+    const int64_t j0 = jt * kTileCols, cols = std::min(kTileCols, Sk - j0);
+    op.kv_finite[count(jt)] =
+        all_finite(op.k.data() + j0 * D, cols * D) && all_finite(op.v.data() + j0 * Dv, cols * Dv);
+  }
+  return op;
+}
+
+MatrixWindow resolve_window(const AttnParams& params, MatrixWindow w) {
+  if (w.row_end < 0) w.row_end = params.seqlen_q;
+  if (w.col_end < 0) w.col_end = params.seqlen_k;
+  if (w.row_begin < 0 || w.row_begin >= w.row_end || w.row_end > params.seqlen_q ||
+      w.col_begin < 0 || w.col_begin >= w.col_end || w.col_end > params.seqlen_k) {
+    throw std::invalid_argument(
+        "cpu_head_matrices: window must be a non-empty part of [0, Sq) x [0, Sk)");
+  }
+  return w;
+}
+
+TileStage last_stage(const MatrixSelection& which) {
+  if (which.ds) return TileStage::ds;
+  if (which.dp) return TileStage::dp;
+  if (which.p) return TileStage::p;
+  if (which.s) return TileStage::s;
+  throw std::invalid_argument("cpu_head_matrices: select at least one of s, p, dp, ds");
+}
+
+HeadTiles::HeadTiles(const AttnParams& params, Mode mode, const CpuAttnInputs& inputs, int64_t b,
+                     int64_t h, TileStage last)
+    : mode_(mode), last_(last), op_(head_operands(params, mode, inputs, b, h)) {}
+
+HeadTiles::Scratch::Scratch(const HeadTiles& tiles)
+    : fwd(tiles.op_.x.dim_v),
+      o(count(kTileRows * tiles.op_.x.dim_v)),
+      lse(count(kTileRows)),
+      m(lse.size()),
+      l(lse.size()),
+      d(lse.size()) {
+  if (tiles.mode_ == Mode::unfused) {
+    for (std::vector<float>* buf : {&s, &gf, &p, &dp, &ds}) {
+      buf->resize(count(kTileRows * tiles.op_.x.params->seqlen_k));
+    }
+  }
+}
+
+void HeadTiles::q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scratch& w,
+                       const std::function<void(const TileBlock&)>& fn) const {
+  if (mode_ == Mode::fused) {
+    fused_q_tile(qt, col_begin, col_end, w, fn);
+  } else {
+    unfused_q_tile(qt, w, fn);
+  }
+}
+
+void HeadTiles::fused_q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scratch& w,
+                             const std::function<void(const TileBlock&)>& fn) const {
+  const HeadContext& x = op_.x;
+  const int64_t Sq = x.params->seqlen_q, Sk = x.params->seqlen_k, D = x.dim, Dv = x.dim_v;
+  const int64_t i0 = qt * kTileRows, rows = std::min(kTileRows, Sq - i0);
+  if (last_ >= TileStage::p) {
+    const FusedHeadOperands fop{op_.q.data(), op_.kt.data(), op_.v.data(), op_.kv_finite.data()};
+    fused_forward_q_tile(x, qt, fop, w.fwd, w.o.data(), w.lse.data(), w.m.data(), w.l.data(),
+                         nullptr);
+    backward_preprocess(rows, Dv, w.o.data(), op_.dout.data() + i0 * Dv, w.d.data());
+  }
+  BackwardTileBuffers& b = w.tile;
+  for (int64_t jt = col_begin / kTileCols; jt * kTileCols < col_end; ++jt) {
+    const int64_t j0 = jt * kTileCols;
+    const ScoreTile t{i0, j0, rows, std::min(kTileCols, Sk - j0), kTileCols};
+    fused_backward_intermediates(x, t, op_.q.data() + i0 * D, op_.kt.data() + jt * D * kTileCols,
+                                 op_.dout.data() + i0 * Dv, op_.vt.data() + jt * Dv * kTileCols,
+                                 w.m.data(), w.l.data(), w.d.data(), b, last_);
+    fn({t, b.s.data(), last_ >= TileStage::p ? b.p.data() : nullptr,
+        last_ >= TileStage::dp ? b.dp.data() : nullptr,
+        last_ >= TileStage::ds ? b.ds.data() : nullptr});
+  }
+}
+
+void HeadTiles::unfused_q_tile(int64_t qt, Scratch& w,
+                               const std::function<void(const TileBlock&)>& fn) const {
+  const HeadContext& x = op_.x;
+  const int64_t Sq = x.params->seqlen_q, Sk = x.params->seqlen_k;
+  const int64_t i0 = qt * kTileRows;
+  const ScoreTile t{i0, 0, std::min(kTileRows, Sq - i0), Sk, Sk};
+  unfused_scores(x, t, op_.q.data() + i0 * x.dim, op_.kt.data(), w.s.data(), w.gf.data());
+  if (last_ >= TileStage::p) unfused_softmax(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data());
+  if (last_ >= TileStage::dp) {
+    times_transposed(t.rows, Sk, x.dim_v, op_.dout.data() + i0 * x.dim_v, op_.vt.data(),
+                     w.dp.data());
+    unfused_softmax_backward(x, t, w.p.data(), w.dp.data(), w.d.data(), w.ds.data());
+  }
+  fn({t, w.s.data(), last_ >= TileStage::p ? w.p.data() : nullptr,
+      last_ >= TileStage::dp ? w.dp.data() : nullptr,
+      last_ >= TileStage::ds ? w.ds.data() : nullptr});
+}
+
+}  // namespace attnscope::cpu

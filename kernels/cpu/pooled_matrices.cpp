@@ -1,0 +1,185 @@
+// Pooled S, P, dP, dS of one (batch, head) window (see head_matrices.h). Q tiles are
+// recomputed in waves, each into its own partial cells; the partials are merged in q tile
+// order, so the result does not depend on the number of threads.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/head_matrices.h"
+#include "kernels/cpu/head_tiles.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tile_math.h"
+#include "kernels/cpu/trace_scan.h"
+
+namespace attnscope {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+size_t count(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
+// Accumulated statistics of one cell.
+struct Cell {
+  float max = -kInf, min = kInf;
+  double sum = 0;
+  int32_t finite = 0, nan = 0, pos_inf = 0, neg_inf = 0, masked = 0;
+};
+
+// Adds x[0:n] with mask classes cls (null: all visible) to a cell. Masked S entries hold the
+// fill; masked entries of P, dP, dS count as masked only when finite.
+inline void add_segment(Cell& cell, const float* x, const uint8_t* cls, int64_t n, bool is_s) {
+  float mx = cell.max, mn = cell.min;
+  double sum = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const float v = x[e];
+    if (v != v) {
+      ++cell.nan;
+    } else if (cls != nullptr && cls[e] != kEntryVisible && (is_s || std::isfinite(v))) {
+      ++cell.masked;
+    } else if (std::isinf(v)) {
+      ++(v > 0 ? cell.pos_inf : cell.neg_inf);
+    } else {
+      mx = std::max(mx, v);
+      mn = std::min(mn, v);
+      sum += v;
+      ++cell.finite;
+    }
+  }
+  cell.max = mx;
+  cell.min = mn;
+  cell.sum += sum;
+}
+
+// Cells of one q tile: pixel rows [pr0, pr0 + n_rows) x all pixel columns, per matrix.
+struct Partial {
+  int64_t pr0 = 0, n_rows = 0;
+  std::vector<Cell> cells[4];
+};
+
+// edges[e] = begin + floor(e * size / n) for e in [0, n]; pixel[i] = the cell holding begin + i.
+void make_edges(int64_t begin, int64_t size, int64_t n, std::vector<int64_t>& edges,
+                std::vector<int64_t>& pixel) {
+  edges.resize(count(n + 1));
+  for (int64_t e = 0; e <= n; ++e) edges[count(e)] = begin + e * size / n;
+  pixel.resize(count(size));
+  for (int64_t e = 0; e < n; ++e) {
+    for (int64_t i = edges[count(e)]; i < edges[count(e + 1)]; ++i) pixel[count(i - begin)] = e;
+  }
+}
+
+}  // namespace
+
+PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOptions& options,
+                                       const CpuAttnInputs& inputs, int64_t b, int64_t h,
+                                       int64_t out_rows, int64_t out_cols, MatrixWindow window,
+                                       MatrixSelection which) {
+  using cpu::kTileRows;
+  PooledHeadMatrices out;
+  out.window = cpu::resolve_window(params, window);
+  const MatrixWindow& w = out.window;
+  const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which));
+  const int64_t R = w.row_end - w.row_begin, C = w.col_end - w.col_begin;
+  out.rows = std::clamp<int64_t>(out_rows, 1, R);
+  out.cols = std::clamp<int64_t>(out_cols, 1, C);
+  std::vector<int64_t> row_pix, col_pix;
+  make_edges(w.row_begin, R, out.rows, out.row_edges, row_pix);
+  make_edges(w.col_begin, C, out.cols, out.col_edges, col_pix);
+
+  PooledMatrix* mats[] = {&out.s, &out.p, &out.dp, &out.ds};
+  const bool selected[] = {which.s, which.p, which.dp, which.ds};
+  const size_t n_cells = count(out.rows * out.cols);
+  std::vector<double> sums[4];
+  for (int k = 0; k < 4; ++k) {
+    if (!selected[k]) continue;
+    PooledMatrix& m = *mats[k];
+    m.max.assign(n_cells, -kInf);
+    m.min.assign(n_cells, kInf);
+    for (std::vector<int32_t>* c : {&m.finite, &m.nan, &m.pos_inf, &m.neg_inf, &m.masked}) {
+      c->assign(n_cells, 0);
+    }
+    sums[k].assign(n_cells, 0.0);
+  }
+
+  const bool any_mask = params.causal || cpu::needs_mask_classes(params);
+  const int threads = cpu::resolve_threads(options.threads);
+  std::vector<cpu::HeadTiles::Scratch> scratch(count(threads), cpu::HeadTiles::Scratch(tiles));
+  const auto pool_q_tile = [&](int64_t qt, Partial& part, cpu::HeadTiles::Scratch& sc) {
+    const int64_t i_first = std::max(qt * kTileRows, w.row_begin);
+    const int64_t i_last = std::min((qt + 1) * kTileRows, w.row_end) - 1;
+    part.pr0 = row_pix[count(i_first - w.row_begin)];
+    part.n_rows = row_pix[count(i_last - w.row_begin)] - part.pr0 + 1;
+    for (int k = 0; k < 4; ++k) {
+      if (selected[k]) part.cells[k].assign(count(part.n_rows * out.cols), Cell{});
+    }
+    std::vector<uint8_t> cls;
+    tiles.q_tile(qt, w.col_begin, w.col_end, sc, [&](const cpu::TileBlock& blk) {
+      const cpu::ScoreTile& t = blk.t;
+      if (any_mask) {
+        cls.resize(count(t.rows * t.cols));
+        cpu::mask_classes(tiles.operands().x, t, cls.data());
+      }
+      const float* src[] = {blk.s, blk.p, blk.dp, blk.ds};
+      const int64_t c0 = std::max(t.j0, w.col_begin), c1 = std::min(t.j0 + t.cols, w.col_end);
+      for (int64_t i = i_first; i <= i_last; ++i) {
+        const int64_t r = i - t.i0;
+        const int64_t cell_row = (row_pix[count(i - w.row_begin)] - part.pr0) * out.cols;
+        const uint8_t* cls_r = any_mask ? cls.data() + r * t.cols : nullptr;
+        for (int k = 0; k < 4; ++k) {
+          if (!selected[k]) continue;
+          const float* x_r = src[k] + r * t.ld;
+          for (int64_t c = c0; c < c1;) {
+            const int64_t pc = col_pix[count(c - w.col_begin)];
+            const int64_t end = std::min(c1, out.col_edges[count(pc + 1)]);
+            add_segment(part.cells[k][count(cell_row + pc)], x_r + (c - t.j0),
+                        cls_r != nullptr ? cls_r + (c - t.j0) : nullptr, end - c, k == 0);
+            c = end;
+          }
+        }
+      }
+    });
+  };
+
+  const int64_t qt0 = w.row_begin / kTileRows, qt1 = (w.row_end - 1) / kTileRows;
+  const int64_t wave = 2 * int64_t{threads};
+  std::vector<Partial> parts(count(wave));
+  for (int64_t first = qt0; first <= qt1; first += wave) {
+    const int64_t n = std::min(wave, qt1 - first + 1);
+    cpu::parallel_for(n, threads, [&](int64_t item, int worker) {
+      pool_q_tile(first + item, parts[count(item)], scratch[count(worker)]);
+    });
+    for (int64_t item = 0; item < n; ++item) {
+      const Partial& part = parts[count(item)];
+      for (int k = 0; k < 4; ++k) {
+        if (!selected[k]) continue;
+        PooledMatrix& m = *mats[k];
+        for (size_t e = 0; e < part.cells[k].size(); ++e) {
+          const Cell& c = part.cells[k][e];
+          const size_t at = count(part.pr0 * out.cols) + e;
+          m.max[at] = std::max(m.max[at], c.max);
+          m.min[at] = std::min(m.min[at], c.min);
+          sums[k][at] += c.sum;
+          m.finite[at] += c.finite;
+          m.nan[at] += c.nan;
+          m.pos_inf[at] += c.pos_inf;
+          m.neg_inf[at] += c.neg_inf;
+          m.masked[at] += c.masked;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    if (!selected[k]) continue;
+    PooledMatrix& m = *mats[k];
+    m.mean.resize(n_cells);
+    for (size_t e = 0; e < n_cells; ++e) {
+      const bool none = m.finite[e] == 0;
+      m.mean[e] = none ? NAN : static_cast<float>(sums[k][e] / m.finite[e]);
+      if (none) m.max[e] = m.min[e] = NAN;
+    }
+  }
+  return out;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,134 @@
+// End of a traced run (see trace_recorder.h): resolves the per-row and per-kv-tile cause flags
+// into one provenance code per non-finite output element, and computes the gradient norms.
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/tile_math.h"
+#include "kernels/cpu/trace_recorder.h"
+
+namespace attnscope::cpu {
+namespace {
+
+size_t count(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
+// sum of x[0:n]^2 in fp64 (NaN / inf when an entry is).
+double sum_squares(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t e = 0; e < n; ++e) s += static_cast<double>(x[e]) * x[e];
+  return s;
+}
+
+// Row norms [rows] of x [rows x dim] and the head norm of each block of `rows_per_head` rows,
+// summed in row order; every non-finite entry of row i of head `head` gets code(head, i).
+template <typename Code>
+void norms_and_codes(const float* x, int64_t heads, int64_t rows_per_head, int64_t dim, int threads,
+                     std::vector<float>& row_norm, std::vector<double>& head_norm,
+                     std::vector<Provenance>& prov, const Code& code) {
+  row_norm.assign(count(heads * rows_per_head), 0.0f);
+  head_norm.assign(count(heads), 0.0);
+  prov.assign(count(heads * rows_per_head * dim), Provenance::finite);
+  parallel_for(heads, threads, [&](int64_t head, int) {
+    double total = 0;
+    for (int64_t i = 0; i < rows_per_head; ++i) {
+      const int64_t row = head * rows_per_head + i;
+      const float* x_r = x + row * dim;
+      const double sq = sum_squares(x_r, dim);
+      row_norm[count(row)] = static_cast<float>(std::sqrt(sq));
+      total += sq;
+      if (count_nonfinite(x_r, dim) == 0) continue;
+      const Provenance c = code(head, i);
+      for (int64_t e = 0; e < dim; ++e) {
+        if (!std::isfinite(x_r[e])) prov[count(row * dim + e)] = c;
+      }
+    }
+    head_norm[count(head)] = std::sqrt(total);
+  });
+}
+
+}  // namespace
+
+Provenance TraceRecorder::row_cause(int64_t bh, int64_t i, bool backward) const {
+  const size_t row = count(bh * prm_.seqlen_q + i);
+  const int64_t bkv = (bh / prm_.heads) * prm_.kv_heads + prm_.kv_head_of(bh % prm_.heads);
+  const uint8_t f = row_flags_[row];
+  // O_i reads every v_j (0 * NaN) but only the visible k_j (masked scores are replaced);
+  // dQ_i = scale * sum_j dS_ij k_j reads every k_j as well.
+  const bool kv_bad = v_head_bad_[count(bkv)] || (backward && k_head_bad_[count(bkv)]);
+  if (q_bad_[row] || kv_bad || (backward && dout_bad_[row]) || (f & kRowInput) != 0) {
+    return Provenance::input;
+  }
+  if ((f & kRowScoreOverflow) != 0) return Provenance::score_overflow;
+  const float m = backward ? row_m_[row] : trace_.forward.m[row];
+  if (m == -std::numeric_limits<float>::infinity()) {
+    if ((f & kRowScoreNegInf) != 0) return Provenance::score_overflow;
+    return (f & kRowFillMasked) != 0 ? Provenance::mask_fill : Provenance::fully_masked_row;
+  }
+  if ((f & kRowExpOverflow) != 0) return Provenance::exp_overflow;
+  if ((f & kRowGradOverflow) != 0) return Provenance::grad_overflow;
+  return Provenance::finite;
+}
+
+void TraceRecorder::finish_forward(const CpuForwardOutputs& out) {
+  ForwardTrace& f = trace_.forward;
+  const int64_t Sq = prm_.seqlen_q, Dv = prm_.head_dim_v;
+  const int64_t rows = prm_.batch * prm_.heads * Sq;
+  f.m.assign(out.m, out.m + rows);
+  f.l.assign(out.l, out.l + rows);
+  f.lse.assign(out.lse, out.lse + rows);
+  f.o_max_abs.assign(count(rows), 0.0f);
+  f.o_provenance.assign(count(rows * Dv), Provenance::finite);
+  f.lse_provenance.assign(count(rows), Provenance::finite);
+  parallel_for(prm_.batch * prm_.heads, threads_, [&](int64_t bh, int) {
+    for (int64_t i = 0; i < Sq; ++i) {
+      const int64_t row = bh * Sq + i;
+      const float* o_r = out.o + row * Dv;
+      float max_abs = 0, max = 0;
+      const bool o_bad = finite_max(o_r, Dv, &max_abs, &max) > 0;
+      f.o_max_abs[count(row)] = max_abs;
+      const bool lse_bad = !std::isfinite(out.lse[row]);
+      if (!o_bad && !lse_bad) continue;
+      const Provenance cause = row_cause(bh, i, false);
+      const bool known = cause != Provenance::finite;
+      for (int64_t c = 0; o_bad && c < Dv; ++c) {
+        if (!std::isfinite(o_r[c])) {
+          f.o_provenance[count(row * Dv + c)] = known ? cause : Provenance::propagated;
+        }
+      }
+      if (lse_bad) f.lse_provenance[count(row)] = known ? cause : Provenance::lse;
+    }
+  });
+  f.valid = true;
+}
+
+void TraceRecorder::finish_backward(const CpuBackwardOutputs& out) {
+  BackwardTrace& bw = trace_.backward;
+  const int64_t H = prm_.heads, Hk = prm_.kv_heads, Sq = prm_.seqlen_q, Sk = prm_.seqlen_k;
+  const int64_t D = prm_.head_dim, Dv = prm_.head_dim_v;
+  bw.d.assign(out.d, out.d + prm_.batch * H * Sq);
+  // dQ_i: the cause found on row i; otherwise only the backward's range can have produced it.
+  norms_and_codes(out.dq, prm_.batch * H, Sq, D, threads_, bw.dq_row_norm, bw.dq_head_norm,
+                  bw.dq_provenance, [&](int64_t bh, int64_t i) {
+                    const Provenance cause = row_cause(bh, i, true);
+                    return cause != Provenance::finite ? cause : Provenance::grad_overflow;
+                  });
+  // dK_j, dV_j: their own k_j / v_j, else a poisoned row reaching their kv tile, else born in
+  // their own gradient stages or accumulators.
+  const auto kv_code = [&](int64_t bkv, int64_t j) {
+    const int64_t row = bkv * Sk + j;
+    if (!all_finite(in_.k + row * D, D) || !all_finite(in_.v + row * Dv, Dv)) {
+      return Provenance::input;
+    }
+    const uint8_t col = col_flags_[count(bkv * n_kv_ + j / kTileCols)];
+    return (col & kColArrived) != 0 ? Provenance::propagated : Provenance::grad_overflow;
+  };
+  norms_and_codes(out.dk, prm_.batch * Hk, Sk, D, threads_, bw.dk_row_norm, bw.dk_head_norm,
+                  bw.dk_provenance, kv_code);
+  norms_and_codes(out.dv, prm_.batch * Hk, Sk, Dv, threads_, bw.dv_row_norm, bw.dv_head_norm,
+                  bw.dv_provenance, kv_code);
+  bw.valid = true;
+}
+
+}  // namespace attnscope::cpu

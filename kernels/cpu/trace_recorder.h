@@ -1,0 +1,105 @@
+// Internal recorder behind CpuAttnOptions::trace: the drivers hand it each tile after its
+// stages ran (read-only), it fills the CpuTrace's tile stats and per-row / per-kv-tile cause
+// flags, and at the end resolves provenance codes and norms. Never touches kernel outputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/attn_trace.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/forward_stages.h"
+
+namespace attnscope::cpu {
+
+// Cause flags of a query row (b, h, i), OR-ed over its tiles.
+enum RowFlag : uint8_t {
+  kRowInput = 1,          // a visible non-finite score read a non-finite q / k / bias
+  kRowScoreOverflow = 2,  // a visible score became NaN / +inf from finite inputs
+  kRowScoreNegInf = 4,    // a visible score became -inf from finite inputs
+  kRowFillMasked = 8,     // the row holds fill-masked entries and the fill overflowed to -inf
+  kRowExpOverflow = 16,   // an exp argument exceeded kExpOverflowArg (or P non-finite)
+  kRowGradOverflow = 32,  // dP / dS became non-finite from finite operands
+};
+
+// Cause flags of a kv tile (b, kv head, kv tile) for dK / dV.
+enum ColFlag : uint8_t {
+  kColArrived = 1,  // a non-finite reached the tile's P / dP / dS from a poisoned row or input
+  kColBorn = 2,     // a non-finite was born in the tile's dP / dS from finite operands
+};
+
+class TraceRecorder {
+ public:
+  // Resets and sizes the forward (backward = false) or backward half of `trace` for a run of
+  // `params` in `mode`; `in` must outlive the recorder (dout set for a backward).
+  TraceRecorder(const AttnParams& params, Mode mode, const PreparedInputs& in, bool backward,
+                int threads, CpuTrace& trace);
+
+  // Fused forward, after accumulate_pv of tile t: s the masked scores, p the rounded P, m the
+  // running row max after the update (tile rows), acc [rows x Dv].
+  void forward_tile(const HeadContext& x, const ScoreTile& t, const float* s, const float* p,
+                    const float* m, const float* acc);
+  // Unfused forward, row block t (t.j0 = 0, t.cols = Sk): scores, rounded P, row max m.
+  void forward_rows(const HeadContext& x, const ScoreTile& t, const float* s, const float* p,
+                    const float* m);
+  // A tile the kernel skipped (causally hidden and clean).
+  void skipped_tile(const HeadContext& x, const ScoreTile& t);
+  void finish_forward(const CpuForwardOutputs& out);
+
+  // Backward, before the main loop reaches rows [i0, i0 + rows) of query head bh = b * H + h:
+  // the forward's m and l of those rows and D (null in unfused, where D comes later).
+  void rows_ready(int64_t bh, int64_t i0, int64_t rows, const float* m, const float* l,
+                  const float* d);
+
+  // One backward block after compute_ds and the accumulations: fused tile, or an unfused row
+  // block (t.cols = Sk, accumulators null). m: the row max P is taken against (tile rows).
+  struct BackwardBlock {
+    const float* s = nullptr;       // masked scores, like the tile
+    const float* p = nullptr;       // fp32 P (unfused: rounded softmax)
+    const float* dp = nullptr;      // dP
+    const float* ds = nullptr;      // dS
+    const float* m = nullptr;       // [rows]
+    const float* l = nullptr;       // [rows] the l P is normalised by
+    const float* dq_acc = nullptr;  // [rows x D] fp32 dQ rows of the tile's partial
+    const float* dk_acc = nullptr;  // [cols x D] fp32 dK_j
+    const float* dv_acc = nullptr;  // [cols x Dv] fp32 dV_j
+  };
+  void backward_tile(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk);
+  void finish_backward(const CpuBackwardOutputs& out);
+
+ private:
+  TileStats& tile(bool backward, const HeadContext& x, int64_t qt, int64_t kt);
+  void set_row(int64_t row, uint8_t flags);
+  void set_col(int64_t col, uint8_t flags);
+  bool bias_row_bad(const HeadContext& x, const ScoreTile& t, int64_t r) const;
+  // Visible-score stats of one kv tile t into ts and the row flags; m: row max per tile row.
+  // Returns true when every score is visible and finite and no exp argument overflows.
+  bool scan_scores(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
+                   TileStats& ts);
+  // Whether P = exp(S - m) / l is finite without looking: clean scores, and per row finite m
+  // with l >= 1 (l null: the unnormalised forward P) or a safe empty row.
+  bool p_is_finite(bool scores_clean, int64_t rows, const float* m, const float* l) const;
+  // Where P / dP / dS of kv tile t went non-finite: row and kv-tile cause flags.
+  void classify_gradients(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk);
+  Provenance row_cause(int64_t bh, int64_t i, bool backward) const;
+
+  const AttnParams& prm_;
+  const PreparedInputs& in_;
+  const int threads_;
+  CpuTrace& trace_;
+  const bool backward_;
+  bool fill_overflowed_ = false;  // the mask fill is -inf only because it is not representable
+  bool safe_ = false;
+  int64_t n_q_ = 0, n_kv_ = 0;
+  std::vector<uint8_t> q_bad_, dout_bad_;  // [B * H * Sq] row has a non-finite q / dO
+  std::vector<uint8_t> k_tile_bad_;        // [B * Hk * n_kv] K tile has a non-finite
+  std::vector<uint8_t> k_head_bad_;        // [B * Hk] K of the kv head has a non-finite
+  std::vector<uint8_t> v_head_bad_;        // [B * Hk] V of the kv head has a non-finite
+  std::vector<uint8_t> v_head_large_;      // [B * Hk] Sk * max |v| could overflow an fp32 sum
+  std::vector<uint8_t> row_flags_;         // [B * H * Sq] RowFlag bits
+  std::vector<uint8_t> col_flags_;         // [B * Hk * n_kv] ColFlag bits
+  std::vector<uint8_t> row_clean_;         // [B * H * Sq] backward: q, dO, m, l (D) usable
+  std::vector<float> row_m_;               // [B * H * Sq] backward: m of the row
+};
+
+}  // namespace attnscope::cpu

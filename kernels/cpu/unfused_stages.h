@@ -1,0 +1,37 @@
+// Ops of the eager ("unfused") attention emulated at a low precision, each output rounded as
+// when `softmax(q @ k.T * scale).masked_fill(...) @ v` and its autograd run in fp16 / bf16.
+// They work on row blocks t of Br queries against all Sk keys (t.j0 = 0, t.cols = t.ld = Sk).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/forward_stages.h"
+
+namespace attnscope::cpu {
+
+// out = A X^T, out [rows x Sk] (row stride Sk), A [rows x dim] (row stride dim), X^T of one head
+// in the transpose_kv_tiles layout.
+void times_transposed(int64_t rows, int64_t sk, int64_t dim, const float* a, const float* xt,
+                      float* out);
+
+// Scores of block t: s = round(round(q.k) * scale), softcap as round(cap * round(tanh(round(s /
+// cap)))), s = round(s + round(bias)), masked s = the rounded fill. gf = d s / d(scale q.k) from
+// the rounded tanh, 0 where masked. q [rows x D], kt: K^T of the head in kv tiles.
+void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
+                    float* s, float* gf);
+
+// Row softmax in fp32 from rounded scores, output rounded: p = round(exp(s - m) / l); m, l per
+// row. A row of -inf gives p = 0 (l = 0) under MaskFill::safe, NaN otherwise.
+void unfused_softmax(const HeadContext& x, const ScoreTile& t, const float* s, float* p, float* m,
+                     float* l);
+
+// Softmax backward of a row block, op by op: dP = round(dP) in place, D = rowsum(dP * P) in
+// fp32 (d per row), ds = round(P (dP - D)) [rows x Sk].
+void unfused_softmax_backward(const HeadContext& x, const ScoreTile& t, const float* p, float* dp,
+                              float* d, float* ds);
+
+// Gradient of scale * q.k from ds, in place: g = round(round(ds * gf) * scale) (softcap / mask
+// derivative, then the scale multiply).
+void unfused_score_grad(const HeadContext& x, const ScoreTile& t, const float* gf, float* ds);
+
+}  // namespace attnscope::cpu

@@ -1,0 +1,358 @@
+// The CPU kernels' instrumentation (CpuAttnOptions::trace): outputs bit-identical with it on,
+// provenance codes on crafted pathologies, exact per-tile stats and gradient norms, thread
+// count independence, and a printout of its cost at B*H = 8, S = 2048, D = 64.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "cpu_test_util.h"
+
+namespace attnscope::test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using Want = std::function<Provenance(int64_t index)>;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+Want all(Provenance p) {
+  return [p](int64_t) { return p; };
+}
+
+// Finite entries of x carry Provenance::finite, non-finite ones want(index).
+void expect_codes(const std::vector<float>& x, const std::vector<Provenance>& codes,
+                  const Want& want, const char* what) {
+  ASSERT_EQ(x.size(), codes.size()) << what;
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const Provenance expected =
+        std::isfinite(x[i]) ? Provenance::finite : want(static_cast<int64_t>(i));
+    if (codes[i] != expected && mismatches++ == 0) {
+      ADD_FAILURE() << what << "[" << i << "] is " << provenance_name(codes[i]) << ", want "
+                    << provenance_name(expected);
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+// Every non-finite entry of o, lse and dq is `row`, of dk and dv is `col`.
+void expect_all_codes(const CpuAttnResult& r, const CpuTrace& tr, const Want& row,
+                      const Want& col) {
+  expect_codes(r.o, tr.forward.o_provenance, row, "o");
+  expect_codes(r.lse, tr.forward.lse_provenance, row, "lse");
+  expect_codes(r.dq, tr.backward.dq_provenance, row, "dq");
+  expect_codes(r.dk, tr.backward.dk_provenance, col, "dk");
+  expect_codes(r.dv, tr.backward.dv_provenance, col, "dv");
+}
+
+TEST(TraceOnOff, outputs_bit_identical_gqa_causal_mask_bias_softcap_nan_fused_unfused) {
+  CaseConfig c;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.sq = 150;
+  c.sk = 170;
+  c.d = 32;
+  c.causal = true;
+  c.mask = MaskKind::full;
+  c.bias = true;
+  c.bias_neg_inf = true;
+  c.softcap = 5.0;
+  for (Precision p : {Precision::f32, Precision::bf16, Precision::f16}) {
+    c.precision = p;
+    TestCase t = make_case(c);
+    t.q[100] = kNaN;
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      CpuTrace trace;
+      const CpuAttnResult off = run_cpu(t, mode);
+      const CpuAttnResult on = run_cpu_traced(t, mode, &trace);
+      EXPECT_TRUE(trace.forward.valid && trace.backward.valid);
+      for (auto field :
+           {&CpuAttnResult::o, &CpuAttnResult::lse, &CpuAttnResult::m, &CpuAttnResult::l,
+            &CpuAttnResult::d, &CpuAttnResult::dq, &CpuAttnResult::dk, &CpuAttnResult::dv}) {
+        EXPECT_TRUE(same_bits(off.*field, on.*field));
+      }
+    }
+  }
+}
+
+TEST(TraceOnOff, trace_is_thread_count_independent) {
+  CaseConfig c;
+  c.heads = c.kv_heads = 1;
+  c.sq = c.sk = 400;
+  c.causal = true;
+  TestCase t = make_case(c);
+  t.k[static_cast<size_t>(300 * c.d)] = kNaN;
+  CpuTrace one, three;
+  run_cpu_traced(t, Mode::fused, &one, 1);
+  run_cpu_traced(t, Mode::fused, &three, 3);
+  ASSERT_EQ(one.backward.tiles.size(), three.backward.tiles.size());
+  const auto counts = [](const TileStats& t) {
+    std::vector<int64_t> c{t.masked, t.computed};
+    for (const NonfiniteCount& n : {t.s, t.p, t.acc, t.dp, t.ds, t.dq, t.dk, t.dv}) {
+      c.insert(c.end(), {n.nan, n.pos_inf, n.neg_inf});
+    }
+    return c;
+  };
+  for (size_t i = 0; i < one.backward.tiles.size(); ++i) {
+    const TileStats &a = one.backward.tiles[i], &b = three.backward.tiles[i];
+    EXPECT_EQ(counts(a), counts(b)) << "tile " << i;
+    EXPECT_EQ(a.max_abs_s, b.max_abs_s) << "tile " << i;
+    EXPECT_EQ(a.max_exp_arg, b.max_exp_arg) << "tile " << i;
+  }
+  EXPECT_EQ(one.backward.dq_provenance, three.backward.dq_provenance);
+  EXPECT_EQ(one.backward.dk_provenance, three.backward.dk_provenance);
+  EXPECT_TRUE(std::memcmp(one.backward.dq_head_norm.data(), three.backward.dq_head_norm.data(),
+                          sizeof(double)) == 0);
+}
+
+// Causal Sq = Sk = 200: rows i >= 150 see the NaN in k_150; every dQ_i reads k_150 (0 * NaN);
+// dK_150, dV_150 hold their own bad input, every other dK_j / dV_j is poisoned by those rows.
+TEST(Provenance, nan_in_key_row_150_is_input_on_rows_seeing_it_propagated_on_other_kv_rows) {
+  CaseConfig c;
+  c.sq = c.sk = 200;
+  c.causal = true;
+  TestCase t = make_case(c);
+  t.k[static_cast<size_t>(150 * c.d + 2)] = kNaN;
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    CpuTrace tr;
+    const CpuAttnResult r = run_cpu_traced(t, mode, &tr);
+    EXPECT_EQ(count_nonfinite(r.o), 50 * c.d);  // rows 150..199
+    expect_all_codes(r, tr, all(Provenance::input), [&](int64_t e) {
+      return e / c.d == 150 ? Provenance::input : Provenance::propagated;
+    });
+    EXPECT_GT(count_nonfinite(r.dv), c.d);
+  }
+}
+
+TEST(Provenance, qk_overflow_in_unfused_f16_is_score_overflow_and_fused_f16_stays_finite) {
+  const TestCase t = qk_overflow_case(Precision::f16);
+  CpuTrace tr;
+  const CpuAttnResult r = run_cpu_traced(t, Mode::unfused, &tr);
+  EXPECT_EQ(count_nonfinite(r.o), t.config.dv);
+  expect_all_codes(r, tr, all(Provenance::score_overflow), all(Provenance::propagated));
+  EXPECT_EQ(tr.forward.tiles[0].s.pos_inf, 1);
+  EXPECT_EQ(tr.forward.tiles[0].s.nan, 0);
+
+  const CpuAttnResult fused = run_cpu_traced(t, Mode::fused, &tr);
+  expect_all_codes(fused, tr, all(Provenance::finite), all(Provenance::finite));
+  EXPECT_EQ(tr.forward.tiles[0].s.total(), 0);
+  EXPECT_EQ(tr.forward.tiles[0].max_abs_s, 12800.0f);
+}
+
+TEST(Provenance, neg_1e9_fill_of_fully_masked_row_in_unfused_f16_is_mask_fill) {
+  const TestCase t = fully_masked_row_case(MaskFill::neg_1e9, Precision::f16);
+  CpuTrace tr;
+  const CpuAttnResult r = run_cpu_traced(t, Mode::unfused, &tr);
+  EXPECT_EQ(count_nonfinite(r.o), t.config.dv);
+  expect_all_codes(r, tr, all(Provenance::mask_fill), all(Provenance::propagated));
+  const CpuAttnResult fused = run_cpu_traced(t, Mode::fused, &tr);
+  expect_all_codes(fused, tr, all(Provenance::finite), all(Provenance::finite));
+}
+
+TEST(Provenance, neg_inf_fill_fully_masked_row_is_fully_masked_row_fused_unfused_f32_bf16) {
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    const TestCase t = fully_masked_row_case(MaskFill::neg_inf, p);
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      CpuTrace tr;
+      const CpuAttnResult r = run_cpu_traced(t, mode, &tr);
+      EXPECT_EQ(count_nonfinite(r.o), t.config.dv);
+      expect_all_codes(r, tr, all(Provenance::fully_masked_row), all(Provenance::propagated));
+    }
+  }
+}
+
+TEST(Provenance, safe_fill_fully_masked_row_has_only_lse_neg_inf_coded_fully_masked_row) {
+  const TestCase t = fully_masked_row_case(MaskFill::safe, Precision::f32);
+  CpuTrace tr;
+  const CpuAttnResult r = run_cpu_traced(t, Mode::fused, &tr);
+  EXPECT_EQ(count_nonfinite(r.o) + count_nonfinite(r.dq) + count_nonfinite(r.dk), 0);
+  EXPECT_EQ(count_nonfinite(r.lse), 1);
+  EXPECT_EQ(tr.forward.lse_provenance[kMaskedRow], Provenance::fully_masked_row);
+}
+
+// dO row 0 = 60000 (fp16-representable) and v_0 = 1: dP_00 = 60000 * 64 leaves fp16's range
+// (unfused: dP rounded; fused: dS = P (dP - D) rounded) while O and LSE stay finite.
+TEST(Provenance, exploding_dout_in_f16_overflows_dq_as_grad_overflow_fused_and_unfused) {
+  CaseConfig c;
+  c.sq = c.sk = 17;
+  c.d = 64;
+  c.precision = Precision::f16;
+  TestCase t = make_case(c);
+  for (int64_t e = 0; e < c.d; ++e) {
+    t.dout[static_cast<size_t>(e)] = 60000.0f;
+    t.v[static_cast<size_t>(e)] = 1.0f;
+  }
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    CpuTrace tr;
+    const CpuAttnResult r = run_cpu_traced(t, mode, &tr);
+    ASSERT_EQ(count_nonfinite(r.o) + count_nonfinite(r.lse), 0);
+    EXPECT_GT(count_nonfinite(r.dq), 0);
+    expect_all_codes(r, tr, all(Provenance::grad_overflow), all(Provenance::grad_overflow));
+  }
+}
+
+// Number of (i, j) in the tile with j > i (causal, top-left).
+int32_t causal_hidden(int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  int32_t n = 0;
+  for (int64_t i = i0; i < i0 + rows; ++i) {
+    for (int64_t j = j0; j < j0 + cols; ++j) n += j > i;
+  }
+  return n;
+}
+
+// Causal Sq = 70, Sk = 130 (2 x 3 tiles), D = Dv = 16, a NaN in q_5: row 5 of q tile 0 has 6
+// visible NaN scores and NaN P / dS rows; the fused forward skips the hidden tiles (0, 1),
+// (0, 2), (1, 2), the backward only (1, 2) (q tile 0 is not clean).
+TEST(TileStats, causal_70x130_nan_query_row_counts_exact_fused) {
+  CaseConfig c;
+  c.sq = 70;
+  c.sk = 130;
+  c.causal = true;
+  TestCase t = make_case(c);
+  t.q[5 * 16] = kNaN;
+  CpuTrace tr;
+  run_cpu_traced(t, Mode::fused, &tr);
+  ASSERT_EQ(tr.q_tiles, 2);
+  ASSERT_EQ(tr.kv_tiles, 3);
+  const int64_t D = 16;
+  for (int64_t qt = 0; qt < 2; ++qt) {
+    for (int64_t kt = 0; kt < 3; ++kt) {
+      SCOPED_TRACE(testing::Message() << "tile " << qt << "," << kt);
+      const int64_t rows = qt == 0 ? 64 : 6, cols = kt == 2 ? 2 : 64;
+      const TileStats& f = tr.forward.tiles[static_cast<size_t>(tr.tile_index(0, 0, qt, kt))];
+      const TileStats& b = tr.backward.tiles[static_cast<size_t>(tr.tile_index(0, 0, qt, kt))];
+      const bool hidden = kt * 64 > qt * 64 + rows - 1;
+      const int32_t masked = causal_hidden(qt * 64, rows, kt * 64, cols);
+      EXPECT_EQ(f.computed, !hidden);
+      EXPECT_EQ(b.computed, !(hidden && qt == 1));
+      EXPECT_EQ(f.masked, masked);
+      EXPECT_EQ(b.masked, masked);
+      const bool nan_row = qt == 0 && (!hidden || b.computed);
+      EXPECT_EQ(f.s.nan, qt == 0 && kt == 0 ? 6 : 0);
+      EXPECT_EQ(f.p.nan, qt == 0 && !hidden ? cols : 0);
+      EXPECT_EQ(f.acc.nan, qt == 0 && !hidden ? D : 0);
+      EXPECT_EQ(b.s.nan, qt == 0 && kt == 0 ? 6 : 0);
+      EXPECT_EQ(b.p.nan, nan_row ? cols : 0);
+      EXPECT_EQ(b.dp.total(), 0);
+      EXPECT_EQ(b.ds.nan, nan_row ? cols : 0);
+      EXPECT_EQ(b.dq.nan, nan_row ? D : 0);
+      // dK_j, dV_j of the kv tile went NaN at q tile 0 and stay NaN.
+      EXPECT_EQ(b.dk.nan, b.computed ? cols * D : 0);
+      EXPECT_EQ(b.dv.nan, b.computed ? cols * D : 0);
+      EXPECT_EQ(f.s.pos_inf + f.s.neg_inf + b.s.pos_inf + b.s.neg_inf, 0);
+    }
+  }
+}
+
+// Max |S| per tile against the fp64 reference; the forward's exp arguments are <= 0 and the
+// backward's reach exactly 0 in some tile of every q tile (s - m at the row max).
+TEST(TileStats, max_abs_score_and_exp_argument_match_reference_unfused_and_fused) {
+  CaseConfig c;
+  c.sq = 100;
+  c.sk = 150;
+  c.d = 32;
+  c.mask = MaskKind::broadcast;
+  c.bias = true;
+  c.bias_neg_inf = true;
+  const TestCase t = make_case(c);
+  const ReferenceTrace ref = run_reference(t);
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    CpuTrace tr;
+    run_cpu_traced(t, mode, &tr);
+    for (int64_t qt = 0; qt < tr.q_tiles; ++qt) {
+      float best_bwd_arg = -std::numeric_limits<float>::infinity();
+      for (int64_t kt = 0; kt < tr.kv_tiles; ++kt) {
+        double want = 0;
+        int32_t masked = 0;
+        for (int64_t i = qt * 64; i < std::min<int64_t>(c.sq, (qt + 1) * 64); ++i) {
+          for (int64_t j = kt * 64; j < std::min<int64_t>(c.sk, (kt + 1) * 64); ++j) {
+            const size_t e = static_cast<size_t>(i * c.sk + j);
+            const bool hidden = t.mask[e] == 0 || std::isinf(t.bias[e]);
+            masked += hidden;
+            if (!hidden) want = std::max(want, std::abs(ref.s[e]));
+          }
+        }
+        const size_t idx = static_cast<size_t>(tr.tile_index(0, 0, qt, kt));
+        EXPECT_NEAR(tr.forward.tiles[idx].max_abs_s, want, 1e-5 * want);
+        EXPECT_EQ(tr.forward.tiles[idx].masked, masked);
+        EXPECT_LE(tr.forward.tiles[idx].max_exp_arg, 0.0f);
+        best_bwd_arg = std::max(best_bwd_arg, tr.backward.tiles[idx].max_exp_arg);
+      }
+      EXPECT_EQ(best_bwd_arg, 0.0f) << "q tile " << qt;
+    }
+  }
+}
+
+TEST(Norms, row_and_head_gradient_norms_match_the_outputs_gqa) {
+  CaseConfig c;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.sq = 40;
+  c.sk = 90;
+  c.d = 16;
+  const TestCase t = make_case(c);
+  CpuTrace tr;
+  const CpuAttnResult r = run_cpu_traced(t, Mode::fused, &tr);
+  const auto check = [](const std::vector<float>& x, int64_t heads, int64_t rows, int64_t dim,
+                        const std::vector<float>& row_norm, const std::vector<double>& head_norm) {
+    ASSERT_EQ(row_norm.size(), static_cast<size_t>(heads * rows));
+    ASSERT_EQ(head_norm.size(), static_cast<size_t>(heads));
+    for (int64_t h = 0; h < heads; ++h) {
+      double total = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        double sq = 0;
+        for (int64_t e = 0; e < dim; ++e) {
+          sq += static_cast<double>(x[static_cast<size_t>((h * rows + i) * dim + e)]) *
+                x[static_cast<size_t>((h * rows + i) * dim + e)];
+        }
+        EXPECT_EQ(row_norm[static_cast<size_t>(h * rows + i)], static_cast<float>(std::sqrt(sq)));
+        total += sq;
+      }
+      EXPECT_NEAR(head_norm[static_cast<size_t>(h)], std::sqrt(total), 1e-12 * std::sqrt(total));
+    }
+  };
+  check(r.dq, 8, 40, 16, tr.backward.dq_row_norm, tr.backward.dq_head_norm);
+  check(r.dk, 4, 90, 16, tr.backward.dk_row_norm, tr.backward.dk_head_norm);
+  check(r.dv, 4, 90, 16, tr.backward.dv_row_norm, tr.backward.dv_head_norm);
+  for (size_t row = 0; row < tr.forward.o_max_abs.size(); ++row) {
+    float want = 0;
+    for (int64_t e = 0; e < 16; ++e) want = std::max(want, std::abs(r.o[row * 16 + e]));
+    EXPECT_EQ(tr.forward.o_max_abs[row], want);
+  }
+}
+
+TEST(Timing, trace_overhead_fused_fwd_bwd_bh8_s2048_d64_f32_2threads_prints_ratio) {
+  CaseConfig c;
+  c.heads = c.kv_heads = 8;
+  c.sq = c.sk = 2048;
+  c.d = 64;
+  const TestCase t = make_case(c);
+  using clock = std::chrono::steady_clock;
+  const auto time = [&](CpuTrace* trace) {
+    const auto t0 = clock::now();
+    run_cpu_traced(t, Mode::fused, trace, 2);
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  CpuTrace trace;
+  double off = 1e30, on = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    off = std::min(off, time(nullptr));
+    on = std::min(on, time(&trace));
+  }
+  std::printf(
+      "fused f32 B*H=8 S=2048 D=64 fwd+bwd, 2 threads: trace off %.3f s, on %.3f s (%+.1f %%)\n",
+      off, on, 100.0 * (on / off - 1.0));
+  EXPECT_TRUE(trace.backward.valid);
+}
+
+}  // namespace
+}  // namespace attnscope::test
