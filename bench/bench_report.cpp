@@ -83,6 +83,61 @@ bool met(const Target& t) {
   return t.at_least ? t.value >= t.limit : t.value <= t.limit;
 }
 
+// DESIGN §7: the pooled P heatmap (the one that needs the softmax statistics) costs at most
+// 1.5 forward passes and 64 MB.
+constexpr double kHeatmapPassesMax = 1.5, kHeatmapMbMax = 64;
+
+const HeatmapTiming* heatmap_target_timing(const HeatmapResult& h) {
+  for (const HeatmapTiming& t : h.timings) {
+    if (t.matrices == "p") return &t;
+  }
+  return nullptr;
+}
+
+bool heatmap_met(const HeatmapTiming& t) {
+  return t.forward_passes <= kHeatmapPassesMax && t.peak_extra_bytes / 1048576.0 <= kHeatmapMbMax;
+}
+
+void heatmap_json(std::ostream& os, const HeatmapResult& h) {
+  os << "  \"pooled_heatmap\": {\"seqlen\": " << h.point.seqlen
+     << ", \"head_dim\": " << h.point.head_dim << ", \"pixels\": " << h.point.pixels
+     << ", \"precision\": \"fp32\", \"forward_ms\": " << num(h.forward_ms)
+     << ",\n    \"matrices\": [";
+  for (size_t i = 0; i < h.timings.size(); ++i) {
+    const HeatmapTiming& t = h.timings[i];
+    os << (i ? ", " : "") << "{\"matrices\": \"" << t.matrices << "\", \"ms\": " << num(t.ms)
+       << ", \"forward_passes\": " << num(t.forward_passes)
+       << ", \"peak_extra_mb\": " << num(t.peak_extra_bytes / 1048576.0) << "}";
+  }
+  os << "]";
+  if (const HeatmapTiming* t = heatmap_target_timing(h)) {
+    os << ",\n    \"target\": {\"matrices\": \"p\", \"forward_passes_max\": "
+       << num(kHeatmapPassesMax) << ", \"peak_extra_mb_max\": " << num(kHeatmapMbMax)
+       << ", \"met\": " << (heatmap_met(*t) ? "true" : "false") << "}";
+  }
+  os << "},\n";
+}
+
+void heatmap_table(std::ostream& os, const HeatmapResult& h) {
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "\npooled %lldx%lld heatmap of one head, S=%lld D=%lld fp32 (forward %.1f ms)\n",
+                static_cast<long long>(h.point.pixels), static_cast<long long>(h.point.pixels),
+                static_cast<long long>(h.point.seqlen), static_cast<long long>(h.point.head_dim),
+                h.forward_ms);
+  os << line;
+  for (const HeatmapTiming& t : h.timings) {
+    std::snprintf(line, sizeof line, "  %-10s %10.1f ms %6.2f forward passes %8.1f MB peak extra\n",
+                  t.matrices.c_str(), t.ms, t.forward_passes, t.peak_extra_bytes / 1048576.0);
+    os << line;
+  }
+  if (const HeatmapTiming* t = heatmap_target_timing(h)) {
+    std::snprintf(line, sizeof line, "  target (p): <= %.1f forward passes, <= %.0f MB  %s\n",
+                  kHeatmapPassesMax, kHeatmapMbMax, heatmap_met(*t) ? "met" : "MISSED");
+    os << line;
+  }
+}
+
 void ratio_json(std::ostream& os, const char* name, const PointResult& r, const char* own,
                 const char* other) {
   os << "\"" << name << "\": {";
@@ -151,7 +206,9 @@ void write_json(std::ostream& os, const BenchReport& report) {
         "phase_budget_s); bwd timed after an untimed fwd\""
      << ",\n  \"flops\": \"fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
      << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster)\""
-     << ",\n  \"points\": [\n";
+     << ",\n";
+  if (report.has_heatmap) heatmap_json(os, report.heatmap);
+  os << "  \"points\": [\n";
   for (size_t i = 0; i < report.points.size(); ++i) {
     point_json(os, report.points[i]);
     os << (i + 1 < report.points.size() ? ",\n" : "\n");
@@ -190,6 +247,7 @@ void write_table(std::ostream& os, const BenchReport& report) {
       os << line;
     }
   }
+  if (report.has_heatmap) heatmap_table(os, report.heatmap);
 }
 
 }  // namespace attnscope::bench

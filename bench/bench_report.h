@@ -1,6 +1,6 @@
 // attnscope-bench output: per point the timings of every variant, GFLOP/s, the ratios of our
-// CPU fused kernel (instrumentation off and on) to LibTorch math and PyTorch CPU flash, and the
-// DESIGN §7 targets; as JSON (--json) or as a readable table.
+// CPU fused kernel (instrumentation off and on) to LibTorch math and PyTorch CPU flash, the
+// pooled-heatmap cost, and the DESIGN §7 targets; as JSON (--json) or as a readable table.
 #pragma once
 
 #include <ostream>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "heatmap_bench.h"
 
 namespace attnscope::bench {
 
@@ -19,6 +20,8 @@ struct PointResult {
 struct BenchReport {
   BenchSettings settings;
   std::vector<PointResult> points;
+  bool has_heatmap = false;
+  HeatmapResult heatmap;
 };
 
 // Labels of the variants each point times, in order.

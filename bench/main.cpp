@@ -10,6 +10,7 @@
 #include "bench_report.h"
 #include "bench_timing.h"
 #include "core/kernel_registry.h"
+#include "heatmap_bench.h"
 
 namespace {
 
@@ -18,14 +19,16 @@ using namespace attnscope::bench;
 
 constexpr const char* kUsage =
     "usage: attnscope-bench [--json] [--grid default|full] [--reps N] [--warmup N] "
-    "[--threads N] [--heads N] [--seqlen N] [--head-dim N]\n"
+    "[--threads N] [--heads N] [--seqlen N] [--head-dim N] [--no-heatmap]\n"
     "  default grid: S=2048, D=64, B*H=8, causal off, fp32 and bf16 (--seqlen / --head-dim\n"
     "                change S / D there)\n"
-    "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n";
+    "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n"
+    "  both add a pooled 1024x1024 heatmap of one head at S=16384 (--no-heatmap skips it)\n";
 
 struct Options {
   bool json = false;
   bool full_grid = false;
+  bool heatmap = true;
   int heads = 8;
   int seqlen = 2048, head_dim = 64;  // of the default grid
   BenchSettings settings;
@@ -46,6 +49,8 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
     const bool has_value = i + 1 < argc;
     if (a == "--json") {
       o.json = true;
+    } else if (a == "--no-heatmap") {
+      o.heatmap = false;
     } else if (a == "--grid" && has_value) {
       const std::string g = argv[++i];
       if (g != "full" && g != "default") return error = "--grid takes default or full", false;
@@ -117,6 +122,11 @@ int main(int argc, char** argv) {
   report.settings = options.settings;
   for (const BenchPoint& point : grid(options)) {
     report.points.push_back(run_point(point, options.settings));
+  }
+  if (options.heatmap) {
+    std::fprintf(stderr, "attnscope-bench: pooled 1024x1024 heatmap at S=16384\n");
+    report.heatmap = time_heatmap({}, options.settings);
+    report.has_heatmap = true;
   }
   if (options.json) {
     write_json(std::cout, report);

@@ -19,8 +19,9 @@ std::vector<double> to_double(const std::vector<float>& x) {
 
 class ReferenceRun final : public VariantRun {
  public:
+  // params.precision is kept: it only picks the finfo.min fill value, which should be that of
+  // the precision the case is studied in.
   ReferenceRun(const AttnParams& params, const VariantInputs& in) : params_(params) {
-    params_.precision = Precision::f64;
     const int64_t B = params.batch, H = params.heads, Hk = params.kv_heads;
     const int64_t Sq = params.seqlen_q, Sk = params.seqlen_k;
     q_.assign(in.q, in.q + B * H * Sq * params.head_dim);

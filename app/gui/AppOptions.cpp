@@ -1,0 +1,109 @@
+// Command-line parsing of the GUI (see AppOptions.h).
+#include "app/gui/AppOptions.h"
+
+#include <QCommandLineParser>
+#include <QFileInfo>
+
+namespace attnscope {
+namespace {
+
+const QStringList kMatrices = {"S", "P", "dP", "dS", "O", "dQ"};
+
+struct Parser {
+  QCommandLineParser parser;
+  QCommandLineOption precision{"precision", "Emulated precision: fp32, fp16 or bf16.", "P"};
+  QCommandLineOption mode{"mode", "Kernel emulated: fused or unfused.", "MODE"};
+  QCommandLineOption scale{"scale", "Softmax scale (default: the case's).", "SCALE"};
+  QCommandLineOption batch{"batch", "Batch index to show.", "B"};
+  QCommandLineOption head{"head", "Head index to show.", "H"};
+  QCommandLineOption matrix{"matrix", "Heatmap tab to show: S, P, dP, dS, O, dQ.", "NAME"};
+  QCommandLineOption screenshot{
+      "screenshot", "Save a PNG of the window after the first compute and quit.", "PNG"};
+
+  Parser() {
+    parser.setApplicationDescription("attnscope: visual debugger for fused attention");
+    parser.addHelpOption();
+    parser.addOptions({precision, mode, scale, batch, head, matrix, screenshot});
+    parser.addPositionalArgument("FILE[::CASE]", "Dump files to open; ::CASE selects a case.",
+                                 "[FILE[::CASE]...]");
+  }
+};
+
+std::optional<int> parseIndex(const QString& text) {
+  bool ok = false;
+  const int v = text.toInt(&ok);
+  return ok && v >= 0 ? std::optional(v) : std::nullopt;
+}
+
+}  // namespace
+
+OpenTarget parseOpenTarget(const QString& argument) {
+  const int split = argument.lastIndexOf(QStringLiteral("::"));
+  if (split < 0 || (QFileInfo::exists(argument) && !QFileInfo::exists(argument.left(split)))) {
+    return {argument, QString()};
+  }
+  QString casePath = argument.mid(split + 2);
+  if (!casePath.isEmpty() && !casePath.startsWith(QLatin1Char('/'))) casePath.prepend('/');
+  return {argument.left(split), casePath};
+}
+
+AppOptions parseCommandLine(const QStringList& arguments) {
+  Parser p;
+  AppOptions out;
+  if (!p.parser.parse(arguments)) {
+    out.error = p.parser.errorText();
+    return out;
+  }
+  for (const QString& a : p.parser.positionalArguments()) out.targets << parseOpenTarget(a);
+  if (p.parser.isSet(p.precision)) {
+    const QString v = p.parser.value(p.precision).toLower();
+    if (v == "fp32")
+      out.precision = Precision::f32;
+    else if (v == "fp16")
+      out.precision = Precision::f16;
+    else if (v == "bf16")
+      out.precision = Precision::bf16;
+    else
+      out.error = QStringLiteral("--precision: '%1' is not fp32, fp16 or bf16").arg(v);
+  }
+  if (p.parser.isSet(p.mode)) {
+    const QString v = p.parser.value(p.mode).toLower();
+    if (v == "fused")
+      out.mode = Mode::fused;
+    else if (v == "unfused")
+      out.mode = Mode::unfused;
+    else
+      out.error = QStringLiteral("--mode: '%1' is not fused or unfused").arg(v);
+  }
+  if (p.parser.isSet(p.scale)) {
+    bool ok = false;
+    const double v = p.parser.value(p.scale).toDouble(&ok);
+    if (ok && v > 0)
+      out.scale = v;
+    else
+      out.error = QStringLiteral("--scale: expected a number > 0");
+  }
+  for (auto [option, target] : {std::pair{&p.batch, &out.batch}, std::pair{&p.head, &out.head}}) {
+    if (!p.parser.isSet(*option)) continue;
+    const auto v = parseIndex(p.parser.value(*option));
+    if (v)
+      *target = *v;
+    else
+      out.error = QStringLiteral("--%1: expected an index >= 0").arg(option->names().front());
+  }
+  if (p.parser.isSet(p.matrix)) {
+    out.matrix = p.parser.value(p.matrix);
+    if (!kMatrices.contains(out.matrix)) {
+      out.error = QStringLiteral("--matrix: '%1' is not one of %2")
+                      .arg(out.matrix, kMatrices.join(QStringLiteral(", ")));
+    }
+  }
+  out.screenshot = p.parser.value(p.screenshot);
+  return out;
+}
+
+QString commandLineHelp() {
+  return Parser().parser.helpText();
+}
+
+}  // namespace attnscope

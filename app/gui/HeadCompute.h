@@ -1,0 +1,56 @@
+// Plain C++ adapter (no Qt) from a loaded case plus the GUI's what-if settings to what the
+// views of one (batch, head) show: S, P, dP, dS (full resolution or pooled to the view's pixel
+// size), O and dQ of that head, and the per-row series m, LSE, l, ||O_i||, ||dQ_i||.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/plot/MatrixGrid.h"
+#include "core/case_inputs.h"
+#include "core/case_model.h"
+#include "core/result.h"
+#include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/head_matrices.h"
+
+namespace attnscope {
+
+// One recompute request. out_rows / out_cols: the heatmap's size in pixels; a window larger
+// than that is pooled. An empty (default) window means the whole Sq x Sk matrix.
+struct HeadRequest {
+  RunSettings settings;
+  Mode mode = Mode::fused;
+  int64_t batch = 0, head = 0;
+  MatrixWindow window;
+  int64_t out_rows = 512, out_cols = 512;
+  int threads = 0;  // kernel worker threads; 0 = all cores
+};
+
+// Everything the views of one head show, plus the settings it was computed with.
+struct HeadResult {
+  HeadRequest request;
+  std::string file_path;  // the dump the case came from (set by the caller)
+  std::string case_path;
+  Precision precision = Precision::f32;  // the precision that ran
+  double scale = 1.0;                    // the softmax scale that ran
+  bool has_dout = false;                 // false: dO = 1 (gradient of sum(O))
+  int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
+  MatrixGrid s, p, dp, ds;  // score-shaped, over request.window
+  MatrixGrid o, dq;         // [Sq x Dv], [Sq x D] of the head, full resolution
+  std::vector<float> m, lse, l, o_norm, dq_norm;  // [Sq] per query row
+  double elapsed_ms = 0;
+
+  // The grid named "S", "P", "dP", "dS", "O" or "dQ"; nullptr for other names.
+  const MatrixGrid* grid(const std::string& name) const;
+};
+
+// Names of the heatmaps, in tab order.
+inline constexpr const char* kScoreMatrices[] = {"S", "P", "dP", "dS"};
+inline constexpr const char* kHeadMatrices[] = {"S", "P", "dP", "dS", "O", "dQ"};
+
+// Recomputes one head of a loaded case. Fails (invalid_argument) on a bad (batch, head) or
+// settings make_case_inputs refuses. Runs the CPU kernels; never call it on the GUI thread.
+Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request);
+
+}  // namespace attnscope

@@ -1,0 +1,232 @@
+// Main window: docks, menus, status bar and the wiring between the SessionContext and the
+// background ComputeWorker (see MainWindow.h).
+#include "app/gui/MainWindow.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolButton>
+
+#include "app/gui/ComputeWorker.h"
+#include "app/gui/SessionContext.h"
+#include "app/panels/ControlsPanel.h"
+#include "app/panels/DumpBrowserPanel.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/panels/InspectorPanel.h"
+#include "app/panels/RowPlotPanel.h"
+#include "app/plot/HeatmapView.h"
+#include "app/plot/PlotExport.h"
+
+namespace attnscope {
+namespace {
+
+const char* const kGeometryKey = "mainWindow/geometry";
+const char* const kStateKey = "mainWindow/state";
+constexpr int kStateVersion = 1;
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(tr("attnscope"));
+  setObjectName(QStringLiteral("attnscopeMainWindow"));
+  context_ = new SessionContext(this);
+  worker_ = new ComputeWorker(this);
+  heatmaps_ = new HeatmapPanel(context_, this);
+  setCentralWidget(heatmaps_);
+
+  browser_ = new DumpBrowserPanel(context_, this);
+  controls_ = new ControlsPanel(context_, this);
+  inspector_ = new InspectorPanel(context_, this);
+  rowPlots_ = new RowPlotPanel(context_, this);
+  addPanelDock(browser_, tr("Dump browser"), QStringLiteral("dumpBrowserDock"),
+               Qt::LeftDockWidgetArea);
+  addPanelDock(controls_, tr("Controls"), QStringLiteral("controlsDock"), Qt::LeftDockWidgetArea);
+  addPanelDock(inspector_, tr("Inspector"), QStringLiteral("inspectorDock"),
+               Qt::RightDockWidgetArea);
+  addPanelDock(rowPlots_, tr("Row plots"), QStringLiteral("rowPlotDock"), Qt::BottomDockWidgetArea);
+  resizeDocks({docks_[0], docks_[2]}, {340, 300}, Qt::Horizontal);
+  resizeDocks({docks_[0], docks_[1]}, {380, 320}, Qt::Vertical);
+  resizeDocks({docks_[3]}, {260}, Qt::Vertical);
+  buildMenus();
+  buildStatusBar();
+
+  resize(1500, 950);
+  defaultState_ = saveState(kStateVersion);
+  const QSettings settings;
+  restoreGeometry(settings.value(kGeometryKey).toByteArray());
+  restoreState(settings.value(kStateKey).toByteArray(), kStateVersion);
+
+  errorHandler_ = [this](const QString& title, const QString& message, const QString& hint) {
+    auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("attnscopeError"));
+    box->setInformativeText(hint.isEmpty() ? QString() : tr("Hint: %1").arg(hint));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+  };
+
+  auto* computeTimer = new QTimer(this);  // coalesces the changes of one event-loop turn
+  computeTimer->setSingleShot(true);
+  computeTimer->setInterval(0);
+  connect(computeTimer, &QTimer::timeout, this, &MainWindow::scheduleCompute);
+  connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
+  connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
+  connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
+  connect(worker_, &ComputeWorker::failed, this,
+          [this](quint64, const QString& message, const QString& hint) {
+            statusText_->setText(tr("recompute failed"));
+            showError(tr("Recompute failed"), message, hint);
+          });
+}
+
+MainWindow::~MainWindow() = default;
+
+QDockWidget* MainWindow::addPanelDock(QWidget* panel, const QString& title,
+                                      const QString& objectName, Qt::DockWidgetArea area) {
+  auto* dock = new QDockWidget(title, this);
+  dock->setObjectName(objectName);
+  dock->setWidget(panel);
+  addDockWidget(area, dock);
+  docks_ << dock;
+  return dock;
+}
+
+QList<QDockWidget*> MainWindow::docks() const {
+  return docks_;
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open…"), browser_, &DumpBrowserPanel::openWithDialog);
+  open->setShortcut(QKeySequence::Open);
+  file->addMenu(browser_->recentMenu());
+  QAction* exportAction = file->addAction(tr("&Export view…"), this, &MainWindow::exportWithDialog);
+  exportAction->setObjectName(QStringLiteral("exportAction"));
+  exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* window = menuBar()->addMenu(tr("&Window"));
+  window->setObjectName(QStringLiteral("windowMenu"));
+  for (QDockWidget* dock : docks_) window->addAction(dock->toggleViewAction());
+  window->addSeparator();
+  window->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
+}
+
+void MainWindow::buildStatusBar() {
+  busy_ = new QProgressBar(this);
+  busy_->setRange(0, 0);  // indeterminate: the kernels report no progress
+  busy_->setMaximumWidth(140);
+  busy_->setVisible(false);
+  busy_->setObjectName(QStringLiteral("busyIndicator"));
+  cancel_ = new QToolButton(this);
+  cancel_->setText(tr("Cancel"));
+  cancel_->setVisible(false);
+  statusText_ = new QLabel(this);
+  statusBar()->addWidget(statusText_, 1);
+  statusBar()->addPermanentWidget(busy_);
+  statusBar()->addPermanentWidget(cancel_);
+  connect(cancel_, &QToolButton::clicked, this, [this] {
+    worker_->cancel();
+    statusText_->setText(tr("recompute cancelled"));
+  });
+  connect(worker_, &ComputeWorker::busyChanged, this, [this](bool busy) {
+    busy_->setVisible(busy);
+    cancel_->setVisible(busy);
+    if (busy) statusText_->setText(tr("recomputing…"));
+  });
+}
+
+void MainWindow::resetLayout() {
+  for (QDockWidget* dock : docks_) dock->setVisible(true);
+  restoreState(defaultState_, kStateVersion);
+}
+
+void MainWindow::setErrorHandler(ErrorHandler handler) {
+  errorHandler_ = std::move(handler);
+}
+
+void MainWindow::showError(const QString& title, const QString& message, const QString& hint) {
+  statusText_->setText(message);
+  if (errorHandler_) errorHandler_(title, message, hint);
+}
+
+void MainWindow::scheduleCompute() {
+  const std::optional<HeadRequest> request = context_->currentRequest();
+  if (request) worker_->submit(context_->reader(), context_->casePath(), *request);
+}
+
+void MainWindow::onComputeFinished() {
+  const auto result = worker_->result();
+  context_->setResult(result);
+  statusText_->setText(tr("%1 · computed in %2 ms")
+                           .arg(QString::fromStdString(result->case_path))
+                           .arg(result->elapsed_ms, 0, 'f', 1));
+}
+
+bool MainWindow::openTarget(const OpenTarget& target) {
+  const int index = context_->openFile(target.file);
+  if (index < 0) return false;
+  const auto& cases = context_->file(index).reader->cases();
+  const QString casePath =
+      target.casePath.isEmpty() ? QString::fromStdString(cases.front().path) : target.casePath;
+  if (!context_->selectCase(index, casePath)) {
+    showError(tr("Unknown case"),
+              tr("%1: no case %2 in this dump").arg(target.file, target.casePath),
+              tr("the dump browser lists the cases of the file"));
+    return false;
+  }
+  return true;
+}
+
+bool MainWindow::applyOptions(const AppOptions& options) {
+  if (options.precision) context_->setPrecision(options.precision);
+  if (options.mode) context_->setMode(*options.mode);
+  if (options.scale) context_->setScale(options.scale);
+  bool ok = true;
+  for (const OpenTarget& t : options.targets) ok = openTarget(t) && ok;
+  if (options.batch >= 0) context_->setBatch(options.batch);
+  if (options.head >= 0) context_->setHead(options.head);
+  if (!options.matrix.isEmpty()) heatmaps_->showMatrix(options.matrix);
+  return ok;
+}
+
+bool MainWindow::exportCurrentView(const QString& path, QString* error) {
+  HeatmapView* view = heatmaps_->currentView();
+  if (view == nullptr || view->grid() == nullptr) {
+    if (error) *error = tr("nothing to export: no heatmap has been computed yet");
+    return false;
+  }
+  return view->exportTo(path, error);
+}
+
+void MainWindow::exportWithDialog() {
+  QString path = QFileDialog::getSaveFileName(this, tr("Export view"), QString(),
+                                              tr("PNG image (*.png);;PDF document (*.pdf)"));
+  if (path.isEmpty()) return;
+  if (!exportFormats().contains(QFileInfo(path).suffix().toLower())) path += QStringLiteral(".png");
+  QString error;
+  if (exportCurrentView(path, &error)) {
+    statusText_->setText(tr("exported %1").arg(path));
+  } else {
+    showError(tr("Export failed"), error, tr("pick a writable folder and a .png or .pdf name"));
+  }
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings settings;
+  settings.setValue(kGeometryKey, saveGeometry());
+  settings.setValue(kStateKey, saveState(kStateVersion));
+  event->accept();
+}
+
+}  // namespace attnscope

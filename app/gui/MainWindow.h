@@ -1,0 +1,88 @@
+// The attnscope main window: heatmap tabs in the centre, docks for the dump browser, controls,
+// inspector and row plots (Window menu re-opens any, layout saved and restorable), the menus
+// and shortcuts, the background recompute and the busy indicator.
+#pragma once
+
+#include <QMainWindow>
+#include <functional>
+
+#include "app/gui/AppOptions.h"
+
+class QDockWidget;
+class QLabel;
+class QProgressBar;
+class QToolButton;
+
+namespace attnscope {
+
+class ComputeWorker;
+class ControlsPanel;
+class DumpBrowserPanel;
+class HeatmapPanel;
+class InspectorPanel;
+class RowPlotPanel;
+class SessionContext;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  SessionContext* context() const { return context_; }
+  ComputeWorker* worker() const { return worker_; }
+  DumpBrowserPanel* browser() const { return browser_; }
+  ControlsPanel* controls() const { return controls_; }
+  InspectorPanel* inspector() const { return inspector_; }
+  HeatmapPanel* heatmaps() const { return heatmaps_; }
+  RowPlotPanel* rowPlots() const { return rowPlots_; }
+  QList<QDockWidget*> docks() const;
+
+  // Opens FILE and selects CASE (the first case when none is named); false after reporting
+  // the error (unreadable file, unknown case).
+  bool openTarget(const OpenTarget& target);
+  // Applies a parsed command line: files, settings, batch / head, matrix tab.
+  bool applyOptions(const AppOptions& options);
+
+  // Writes the current heatmap tab to PNG / PDF (by suffix), stamped with file, case,
+  // batch / head and settings; false with a message on failure.
+  bool exportCurrentView(const QString& path, QString* error);
+
+  // Where user-facing errors go. The default shows a window-modal QMessageBox (object name
+  // "attnscopeError") without blocking the event loop; tests may replace it.
+  using ErrorHandler =
+      std::function<void(const QString& title, const QString& message, const QString& hint)>;
+  void setErrorHandler(ErrorHandler handler);
+
+  void resetLayout();
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  QDockWidget* addPanelDock(QWidget* panel, const QString& title, const QString& objectName,
+                            Qt::DockWidgetArea area);
+  void buildMenus();
+  void buildStatusBar();
+  void scheduleCompute();
+  void onComputeFinished();
+  void showError(const QString& title, const QString& message, const QString& hint);
+  void exportWithDialog();
+
+  SessionContext* context_ = nullptr;
+  ComputeWorker* worker_ = nullptr;
+  DumpBrowserPanel* browser_ = nullptr;
+  ControlsPanel* controls_ = nullptr;
+  InspectorPanel* inspector_ = nullptr;
+  HeatmapPanel* heatmaps_ = nullptr;
+  RowPlotPanel* rowPlots_ = nullptr;
+  QList<QDockWidget*> docks_;
+  QByteArray defaultState_;
+  QProgressBar* busy_ = nullptr;
+  QToolButton* cancel_ = nullptr;
+  QLabel* statusText_ = nullptr;
+  ErrorHandler errorHandler_;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,239 @@
+// Shared selection / settings / result state of the GUI (see SessionContext.h).
+#include "app/gui/SessionContext.h"
+
+#include <QFileInfo>
+#include <QSettings>
+
+namespace attnscope {
+namespace {
+
+constexpr int kMaxRecent = 10;
+const char* const kRecentKey = "recentFiles";
+
+bool sameWindow(const MatrixWindow& a, const MatrixWindow& b) {
+  return a.row_begin == b.row_begin && a.row_end == b.row_end && a.col_begin == b.col_begin &&
+         a.col_end == b.col_end;
+}
+
+bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
+  return a.scale == b.scale && a.precision == b.precision && a.mode == b.mode &&
+         a.maskFill == b.maskFill;
+}
+
+}  // namespace
+
+QString modeName(Mode mode) {
+  return mode == Mode::fused ? QStringLiteral("fused") : QStringLiteral("unfused");
+}
+
+QString maskFillName(MaskFill fill) {
+  switch (fill) {
+    case MaskFill::neg_inf:
+      return QStringLiteral("-inf");
+    case MaskFill::neg_1e9:
+      return QStringLiteral("-1e9");
+    case MaskFill::finfo_min:
+      return QStringLiteral("finfo.min");
+    case MaskFill::safe:
+      return QStringLiteral("safe");
+  }
+  return {};
+}
+
+SessionContext::SessionContext(QObject* parent) : QObject(parent) {}
+
+int SessionContext::indexOfFile(const QString& path) const {
+  const QString canonical = QFileInfo(path).absoluteFilePath();
+  for (size_t i = 0; i < files_.size(); ++i) {
+    if (files_[i].path == canonical) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int SessionContext::openFile(const QString& path) {
+  const int existing = indexOfFile(path);
+  if (existing >= 0) return existing;
+  Result<DumpReader> reader = DumpReader::open(QFile::encodeName(path).toStdString());
+  if (!reader) {
+    const Error& e = reader.error();
+    emit errorRaised(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
+                     QString::fromStdString(e.message), QString::fromStdString(e.hint));
+    return -1;
+  }
+  files_.push_back({QFileInfo(path).absoluteFilePath(),
+                    std::make_shared<const DumpReader>(std::move(reader).value())});
+  rememberRecent(files_.back().path);
+  emit filesChanged();
+  return static_cast<int>(files_.size()) - 1;
+}
+
+QStringList SessionContext::recentFiles() const {
+  return QSettings().value(kRecentKey).toStringList();
+}
+
+void SessionContext::rememberRecent(const QString& path) {
+  QStringList recent = recentFiles();
+  recent.removeAll(path);
+  recent.prepend(path);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  QSettings().setValue(kRecentKey, recent);
+}
+
+bool SessionContext::selectCase(int fileIndex, const QString& casePath) {
+  if (fileIndex < 0 || fileIndex >= fileCount()) return false;
+  const std::string wanted = casePath.toStdString();
+  bool found = false;
+  for (const CaseInfo& c : files_[static_cast<size_t>(fileIndex)].reader->cases()) {
+    found = found || c.path == wanted;
+  }
+  if (!found) return false;
+  if (fileIndex == fileIndex_ && casePath == casePath_) return true;
+  fileIndex_ = fileIndex;
+  casePath_ = casePath;
+  batch_ = 0;
+  head_ = 0;
+  window_ = MatrixWindow{};
+  emit caseChanged();
+  emit inputsChanged();
+  return true;
+}
+
+const CaseInfo* SessionContext::caseInfo() const {
+  if (fileIndex_ < 0) return nullptr;
+  const std::string wanted = casePath_.toStdString();
+  for (const CaseInfo& c : files_[static_cast<size_t>(fileIndex_)].reader->cases()) {
+    if (c.path == wanted) return &c;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const DumpReader> SessionContext::reader() const {
+  return fileIndex_ < 0 ? nullptr : files_[static_cast<size_t>(fileIndex_)].reader;
+}
+
+void SessionContext::setBatch(int64_t batch) {
+  const CaseInfo* c = caseInfo();
+  if (c == nullptr || batch == batch_ || batch < 0 || batch >= c->dims.batch) return;
+  batch_ = batch;
+  window_ = MatrixWindow{};
+  emit headChanged();
+  emit inputsChanged();
+}
+
+void SessionContext::setHead(int64_t head) {
+  const CaseInfo* c = caseInfo();
+  if (c == nullptr || head == head_ || head < 0 || head >= c->dims.heads) return;
+  head_ = head;
+  window_ = MatrixWindow{};
+  emit headChanged();
+  emit inputsChanged();
+}
+
+void SessionContext::changeSettings(const ComputeSettings& next) {
+  if (sameSettings(next, settings_)) return;
+  settings_ = next;
+  emit settingsChanged();
+  emit inputsChanged();
+}
+
+void SessionContext::setScale(std::optional<double> scale) {
+  ComputeSettings next = settings_;
+  next.scale = scale;
+  changeSettings(next);
+}
+
+void SessionContext::setPrecision(std::optional<Precision> precision) {
+  ComputeSettings next = settings_;
+  next.precision = precision;
+  changeSettings(next);
+}
+
+void SessionContext::setMode(Mode mode) {
+  ComputeSettings next = settings_;
+  next.mode = mode;
+  changeSettings(next);
+}
+
+void SessionContext::setMaskFill(MaskFill fill) {
+  ComputeSettings next = settings_;
+  next.maskFill = fill;
+  changeSettings(next);
+}
+
+double SessionContext::defaultScale() const {
+  const CaseInfo* c = caseInfo();
+  return c ? c->config.effective_scale(c->dims.head_dim) : 1.0;
+}
+
+double SessionContext::effectiveScale() const {
+  return settings_.scale ? *settings_.scale : defaultScale();
+}
+
+Precision SessionContext::effectivePrecision() const {
+  if (settings_.precision) return *settings_.precision;
+  const CaseInfo* c = caseInfo();
+  const auto p = c ? precision_from_dtype(c->config.dtype) : std::nullopt;
+  return p && *p != Precision::f64 ? *p : Precision::f32;
+}
+
+void SessionContext::setScoreView(const ViewWindow& view, QSize pixels) {
+  MatrixWindow w{view.row_begin, view.row_end, view.col_begin, view.col_end};
+  const CaseInfo* c = caseInfo();
+  if (c && w.row_begin == 0 && w.col_begin == 0 && w.row_end >= c->dims.seqlen_q &&
+      w.col_end >= c->dims.seqlen_k) {
+    w = MatrixWindow{};
+  }
+  if (sameWindow(w, window_) && pixels == pixels_) return;
+  window_ = w;
+  pixels_ = pixels;
+  // A result that already holds the whole matrix at full resolution covers every zoom.
+  if (result_ && result_->s.complete()) return;
+  emit inputsChanged();
+}
+
+std::optional<HeadRequest> SessionContext::currentRequest() const {
+  const CaseInfo* c = caseInfo();
+  if (c == nullptr) return std::nullopt;
+  HeadRequest r;
+  r.settings.scale = settings_.scale;
+  r.settings.precision = effectivePrecision();
+  r.settings.mask_fill = settings_.maskFill;
+  r.mode = settings_.mode;
+  r.batch = batch_;
+  r.head = head_;
+  r.out_rows = std::max(1, pixels_.height());
+  r.out_cols = std::max(1, pixels_.width());
+  // Small matrices are always computed whole: zooming then needs no recompute.
+  const bool fits = c->dims.seqlen_q <= r.out_rows && c->dims.seqlen_k <= r.out_cols;
+  r.window = fits ? MatrixWindow{} : window_;
+  return r;
+}
+
+void SessionContext::setResult(std::shared_ptr<const HeadResult> result) {
+  result_ = std::move(result);
+  emit resultChanged();
+}
+
+void SessionContext::setHovered(const CellReadout& readout) {
+  hovered_ = readout;
+  emit hoverChanged();
+}
+
+void SessionContext::pin(const CellReadout& readout) {
+  emit cellPinned(readout);
+}
+
+QString SessionContext::stamp() const {
+  if (!result_) return {};
+  const HeadResult& r = *result_;
+  return QStringLiteral("%1 · %2 · b%3 h%4 · %5 %6 · scale %7 · mask %8")
+      .arg(QFileInfo(QFile::decodeName(r.file_path.c_str())).fileName(),
+           QString::fromStdString(r.case_path))
+      .arg(r.request.batch)
+      .arg(r.request.head)
+      .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode))
+      .arg(r.scale, 0, 'g', 8)
+      .arg(maskFillName(r.request.settings.mask_fill));
+}
+
+}  // namespace attnscope

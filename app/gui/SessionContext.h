@@ -1,0 +1,117 @@
+// The shared state every panel reads and writes (DESIGN §1: panels talk only through it): open
+// dumps, the selection (file, case, batch, head, visible score window), the what-if settings,
+// the latest computed result and the hovered / pinned cells. Each change emits a signal.
+#pragma once
+
+#include <QObject>
+#include <QSize>
+#include <QString>
+#include <QStringList>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "app/gui/HeadCompute.h"
+#include "core/io/hdf5_dump.h"
+
+namespace attnscope {
+
+// What-if settings of the controls (DESIGN §5). Absent scale / precision: the case's own.
+struct ComputeSettings {
+  std::optional<double> scale;
+  std::optional<Precision> precision;
+  Mode mode = Mode::fused;
+  MaskFill maskFill = MaskFill::neg_inf;
+};
+
+struct OpenDump {
+  QString path;
+  std::shared_ptr<const DumpReader> reader;
+};
+
+class SessionContext : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit SessionContext(QObject* parent = nullptr);
+
+  // Opens a dump (or returns the index of the already open one); -1 after emitting
+  // errorRaised with the reader's message and hint.
+  int openFile(const QString& path);
+  int fileCount() const { return static_cast<int>(files_.size()); }
+  const OpenDump& file(int index) const { return files_[static_cast<size_t>(index)]; }
+  int indexOfFile(const QString& path) const;
+  QStringList recentFiles() const;
+
+  // Selects a case by group path; false (selection unchanged) when the file has no such case.
+  bool selectCase(int fileIndex, const QString& casePath);
+  int fileIndex() const { return fileIndex_; }
+  QString casePath() const { return casePath_; }
+  const CaseInfo* caseInfo() const;
+  std::shared_ptr<const DumpReader> reader() const;
+
+  void setBatch(int64_t batch);
+  void setHead(int64_t head);
+  int64_t batch() const { return batch_; }
+  int64_t head() const { return head_; }
+
+  const ComputeSettings& settings() const { return settings_; }
+  void setScale(std::optional<double> scale);
+  void setPrecision(std::optional<Precision> precision);
+  void setMode(Mode mode);
+  void setMaskFill(MaskFill fill);
+  // The case's own scale (attribute, else 1/sqrt(D)) and the values a compute will use.
+  double defaultScale() const;
+  double effectiveScale() const;
+  Precision effectivePrecision() const;
+
+  // The score-matrix window the heatmaps show and their size in pixels (pooling target).
+  void setScoreView(const ViewWindow& window, QSize pixels);
+  const MatrixWindow& scoreWindow() const { return window_; }
+  QSize scorePixels() const { return pixels_; }
+
+  // The request the current selection and settings describe (nullopt without a case).
+  std::optional<HeadRequest> currentRequest() const;
+
+  void setResult(std::shared_ptr<const HeadResult> result);
+  std::shared_ptr<const HeadResult> result() const { return result_; }
+
+  void setHovered(const CellReadout& readout);
+  const CellReadout& hovered() const { return hovered_; }
+  void pin(const CellReadout& readout);
+
+  // "file · case · b0 h3 · fp16 unfused · scale 0.125 · mask -inf" of the current result, for
+  // titles and exports; empty without a result.
+  QString stamp() const;
+
+ signals:
+  void filesChanged();
+  void caseChanged();      // a new case is selected (batch, head and window reset)
+  void headChanged();      // batch or head changed
+  void settingsChanged();  // scale, precision, mode or mask fill changed
+  void inputsChanged();    // anything a compute depends on changed (after the above)
+  void resultChanged();
+  void hoverChanged();
+  void cellPinned(const attnscope::CellReadout& readout);
+  void errorRaised(const QString& title, const QString& message, const QString& hint);
+
+ private:
+  void rememberRecent(const QString& path);
+  void changeSettings(const ComputeSettings& next);
+
+  std::vector<OpenDump> files_;
+  int fileIndex_ = -1;
+  QString casePath_;
+  int64_t batch_ = 0, head_ = 0;
+  ComputeSettings settings_;
+  MatrixWindow window_;
+  QSize pixels_{512, 512};
+  std::shared_ptr<const HeadResult> result_;
+  CellReadout hovered_;
+};
+
+// Display names used by the controls and stamps.
+QString modeName(Mode mode);          // "fused", "unfused"
+QString maskFillName(MaskFill fill);  // "-inf", "-1e9", "finfo.min", "safe"
+
+}  // namespace attnscope

@@ -1,0 +1,55 @@
+// attnscope GUI entry point: parses the command line, opens the window and, with
+// --screenshot, saves a PNG of the window after the first compute and quits.
+#include <QApplication>
+#include <QTimer>
+#include <cstdio>
+
+#include "app/gui/AppOptions.h"
+#include "app/gui/ComputeWorker.h"
+#include "app/gui/MainWindow.h"
+
+namespace {
+
+constexpr int kScreenshotDelayMs = 600;
+constexpr int kScreenshotTimeoutMs = 120000;
+
+// Grabs the window once the first result has been drawn, then quits (exit 1 on failure).
+void screenshotWhenReady(attnscope::MainWindow& window, const QString& path) {
+  QObject::connect(window.worker(), &attnscope::ComputeWorker::finished, &window, [&window, path] {
+    QTimer::singleShot(kScreenshotDelayMs, &window, [&window, path] {
+      const bool saved = window.grab().save(path, "PNG");
+      std::fprintf(stderr, "attnscope: %s %s\n", saved ? "saved" : "could not save",
+                   qPrintable(path));
+      QApplication::exit(saved ? 0 : 1);
+    });
+  });
+  QTimer::singleShot(kScreenshotTimeoutMs, &window, [] {
+    std::fprintf(stderr, "attnscope: no result to screenshot after %d s\n",
+                 kScreenshotTimeoutMs / 1000);
+    QApplication::exit(1);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("attnscope"));
+  QApplication::setApplicationName(QStringLiteral("attnscope"));
+  const attnscope::AppOptions options = attnscope::parseCommandLine(app.arguments());
+  if (app.arguments().contains(QStringLiteral("--help")) ||
+      app.arguments().contains(QStringLiteral("-h"))) {
+    std::fputs(qPrintable(attnscope::commandLineHelp()), stdout);
+    return 0;
+  }
+  if (!options.error.isEmpty()) {
+    std::fprintf(stderr, "attnscope: %s\n", qPrintable(options.error));
+    return 2;
+  }
+  attnscope::MainWindow window;
+  if (!options.screenshot.isEmpty()) screenshotWhenReady(window, options.screenshot);
+  window.show();
+  const bool opened = window.applyOptions(options);
+  if (!opened && !options.screenshot.isEmpty()) return 2;
+  return app.exec();
+}

@@ -1,0 +1,186 @@
+// What-if controls bound to the SessionContext (see ControlsPanel.h).
+#include "app/panels/ControlsPanel.h"
+
+#include <QComboBox>
+#include <QDoubleValidator>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "app/gui/SessionContext.h"
+
+namespace attnscope {
+namespace {
+
+constexpr int kSliderSteps = 1200;
+constexpr double kSliderDecades = 3.0;  // each side of the default scale
+
+QString exactText(double v) {
+  return QString::number(v, 'g', 12);
+}
+
+}  // namespace
+
+ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
+    : QWidget(parent), context_(context) {
+  caseLabel_ = new QLabel(tr("no case selected"), this);
+  caseLabel_->setWordWrap(true);
+  auto* scaleBox = new QWidget(this);
+  buildScaleRow(scaleBox);
+
+  precision_ = new QComboBox(this);
+  precision_->setObjectName(QStringLiteral("precisionBox"));
+  precision_->addItem(tr("case dtype"), -1);
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    precision_->addItem(QString::fromLatin1(precision_name(p)), static_cast<int>(p));
+  }
+  mode_ = new QComboBox(this);
+  mode_->setObjectName(QStringLiteral("modeBox"));
+  mode_->addItem(modeName(Mode::fused), static_cast<int>(Mode::fused));
+  mode_->addItem(modeName(Mode::unfused), static_cast<int>(Mode::unfused));
+  mode_->setToolTip(
+      tr("fused: FlashAttention-2 (fp32 scores and softmax)\n"
+         "unfused: eager math attention (every op rounded)"));
+  maskFill_ = new QComboBox(this);
+  maskFill_->setObjectName(QStringLiteral("maskFillBox"));
+  for (MaskFill f : {MaskFill::neg_inf, MaskFill::neg_1e9, MaskFill::finfo_min, MaskFill::safe}) {
+    maskFill_->addItem(maskFillName(f), static_cast<int>(f));
+  }
+  batch_ = new QSpinBox(this);
+  batch_->setObjectName(QStringLiteral("batchBox"));
+  head_ = new QSpinBox(this);
+  head_->setObjectName(QStringLiteral("headBox"));
+
+  auto* form = new QFormLayout;
+  form->addRow(tr("scale"), scaleBox);
+  form->addRow(tr("precision"), precision_);
+  form->addRow(tr("mode"), mode_);
+  form->addRow(tr("mask fill"), maskFill_);
+  form->addRow(tr("batch"), batch_);
+  form->addRow(tr("head"), head_);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addWidget(caseLabel_);
+  layout->addLayout(form);
+  layout->addStretch(1);
+
+  connect(precision_, &QComboBox::activated, this, [this](int index) {
+    const int p = precision_->itemData(index).toInt();
+    context_->setPrecision(p < 0 ? std::nullopt : std::optional(static_cast<Precision>(p)));
+  });
+  connect(mode_, &QComboBox::activated, this, [this](int index) {
+    context_->setMode(static_cast<Mode>(mode_->itemData(index).toInt()));
+  });
+  connect(maskFill_, &QComboBox::activated, this, [this](int index) {
+    context_->setMaskFill(static_cast<MaskFill>(maskFill_->itemData(index).toInt()));
+  });
+  connect(batch_, qOverload<int>(&QSpinBox::valueChanged), context_, &SessionContext::setBatch);
+  connect(head_, qOverload<int>(&QSpinBox::valueChanged), context_, &SessionContext::setHead);
+  connect(context_, &SessionContext::caseChanged, this, &ControlsPanel::onCaseChanged);
+  connect(context_, &SessionContext::headChanged, this, &ControlsPanel::showSettings);
+  connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showSettings);
+  onCaseChanged();
+}
+
+void ControlsPanel::buildScaleRow(QWidget* box) {
+  slider_ = new QSlider(Qt::Horizontal, box);
+  slider_->setObjectName(QStringLiteral("scaleSlider"));
+  slider_->setRange(0, kSliderSteps);
+  slider_->setToolTip(tr("Softmax scale, logarithmic: 1/1000 to 1000 times the default"));
+  scaleEdit_ = new QLineEdit(box);
+  scaleEdit_->setObjectName(QStringLiteral("scaleEdit"));
+  auto* validator = new QDoubleValidator(scaleEdit_);
+  validator->setBottom(0);
+  scaleEdit_->setValidator(validator);
+  scaleEdit_->setToolTip(tr("Exact softmax scale"));
+  reset_ = new QToolButton(box);
+  reset_->setText(tr("reset"));
+  reset_->setToolTip(tr("Back to the case's scale (attribute, else 1/sqrt(D))"));
+  defaultLabel_ = new QLabel(box);
+  auto* row = new QHBoxLayout;
+  row->addWidget(scaleEdit_, 1);
+  row->addWidget(reset_);
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(slider_);
+  layout->addLayout(row);
+  layout->addWidget(defaultLabel_);
+
+  connect(slider_, &QSlider::valueChanged, this,
+          [this](int position) { context_->setScale(sliderToScale(position)); });
+  connect(scaleEdit_, &QLineEdit::editingFinished, this, &ControlsPanel::commitScaleEdit);
+  connect(reset_, &QToolButton::clicked, this, [this] { context_->setScale(std::nullopt); });
+}
+
+double ControlsPanel::sliderToScale(int position) const {
+  const double decades = kSliderDecades * (2.0 * position / kSliderSteps - 1.0);
+  return context_->defaultScale() * std::pow(10.0, decades);
+}
+
+int ControlsPanel::scaleToSlider(double scale) const {
+  const double decades = std::log10(scale / context_->defaultScale());
+  const double position = (decades / kSliderDecades + 1.0) * kSliderSteps / 2.0;
+  return static_cast<int>(std::lround(std::clamp(position, 0.0, double{kSliderSteps})));
+}
+
+void ControlsPanel::commitScaleEdit() {
+  bool ok = false;
+  const double v = scaleEdit_->text().toDouble(&ok);
+  if (ok && std::isfinite(v) && v > 0) {
+    context_->setScale(v);
+  } else {
+    showSettings();
+  }
+}
+
+void ControlsPanel::onCaseChanged() {
+  const CaseInfo* c = context_->caseInfo();
+  setEnabled(c != nullptr);
+  if (c != nullptr) {
+    const CaseDims& d = c->dims;
+    caseLabel_->setText(QStringLiteral("%1\nB=%2 H=%3 Hk=%4 Sq=%5 Sk=%6 D=%7 · %8")
+                            .arg(context_->casePath())
+                            .arg(d.batch)
+                            .arg(d.heads)
+                            .arg(d.kv_heads)
+                            .arg(d.seqlen_q)
+                            .arg(d.seqlen_k)
+                            .arg(d.head_dim)
+                            .arg(QString::fromStdString(c->config.dtype)));
+    const QSignalBlocker b1(batch_), b2(head_);
+    batch_->setRange(0, static_cast<int>(d.batch - 1));
+    head_->setRange(0, static_cast<int>(d.heads - 1));
+    precision_->setItemText(
+        0, tr("case dtype (%1)")
+               .arg(QString::fromLatin1(precision_name(
+                   precision_from_dtype(c->config.dtype).value_or(Precision::f32)))));
+  }
+  showSettings();
+}
+
+void ControlsPanel::showSettings() {
+  const ComputeSettings& s = context_->settings();
+  const QSignalBlocker b1(slider_), b2(precision_), b3(mode_), b4(maskFill_), b5(batch_), b6(head_);
+  slider_->setValue(scaleToSlider(context_->effectiveScale()));
+  scaleEdit_->setText(exactText(context_->effectiveScale()));
+  defaultLabel_->setText(tr("default %1%2")
+                             .arg(exactText(context_->defaultScale()))
+                             .arg(s.scale ? QString() : tr(" (in use)")));
+  reset_->setEnabled(s.scale.has_value());
+  precision_->setCurrentIndex(s.precision ? precision_->findData(static_cast<int>(*s.precision))
+                                          : 0);
+  mode_->setCurrentIndex(mode_->findData(static_cast<int>(s.mode)));
+  maskFill_->setCurrentIndex(maskFill_->findData(static_cast<int>(s.maskFill)));
+  batch_->setValue(static_cast<int>(context_->batch()));
+  head_->setValue(static_cast<int>(context_->head()));
+}
+
+}  // namespace attnscope

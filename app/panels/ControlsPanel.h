@@ -1,0 +1,56 @@
+// Controls dock (DESIGN §5): softmax scale as a log slider plus an exact entry and a reset to
+// the case's default, precision, mode (fused / unfused), mask fill policy, batch and head.
+// Every change goes into the SessionContext, which triggers the background recompute.
+#pragma once
+
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QSlider;
+class QSpinBox;
+class QToolButton;
+
+namespace attnscope {
+
+class SessionContext;
+
+class ControlsPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ControlsPanel(SessionContext* context, QWidget* parent = nullptr);
+
+  QSlider* scaleSlider() const { return slider_; }
+  QLineEdit* scaleEdit() const { return scaleEdit_; }
+  QComboBox* precisionBox() const { return precision_; }
+  QComboBox* modeBox() const { return mode_; }
+  QComboBox* maskFillBox() const { return maskFill_; }
+  QSpinBox* batchBox() const { return batch_; }
+  QSpinBox* headBox() const { return head_; }
+
+  // Scale <-> slider position: the slider spans 10^-3 .. 10^3 times the case's default scale.
+  double sliderToScale(int position) const;
+  int scaleToSlider(double scale) const;
+
+ private:
+  void buildScaleRow(QWidget* box);
+  void onCaseChanged();
+  void showSettings();
+  void commitScaleEdit();
+
+  SessionContext* context_;
+  QSlider* slider_ = nullptr;
+  QLineEdit* scaleEdit_ = nullptr;
+  QToolButton* reset_ = nullptr;
+  QLabel* defaultLabel_ = nullptr;
+  QComboBox* precision_ = nullptr;
+  QComboBox* mode_ = nullptr;
+  QComboBox* maskFill_ = nullptr;
+  QSpinBox* batch_ = nullptr;
+  QSpinBox* head_ = nullptr;
+  QLabel* caseLabel_ = nullptr;
+};
+
+}  // namespace attnscope

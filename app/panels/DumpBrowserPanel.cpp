@@ -1,0 +1,229 @@
+// Tree of open dumps and their cases (see DumpBrowserPanel.h).
+#include "app/panels/DumpBrowserPanel.h"
+
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMimeData>
+#include <QSignalBlocker>
+#include <QToolButton>
+#include <QTreeWidget>
+#include <QTreeWidgetItemIterator>
+#include <QVBoxLayout>
+#include <map>
+
+#include "app/gui/SessionContext.h"
+
+namespace attnscope {
+namespace {
+
+constexpr int kFileRole = Qt::UserRole;
+constexpr int kCaseRole = Qt::UserRole + 1;
+constexpr int kNameRole = Qt::UserRole + 2;
+
+QString shapeText(const CaseDims& d) {
+  QString s = QStringLiteral("B%1 H%2").arg(d.batch).arg(d.heads);
+  if (d.kv_heads != d.heads) s += QStringLiteral("/%1").arg(d.kv_heads);
+  s += QStringLiteral(" S%1").arg(d.seqlen_q);
+  if (d.seqlen_k != d.seqlen_q) s += QStringLiteral("x%1").arg(d.seqlen_k);
+  return s + QStringLiteral(" D%1").arg(d.head_dim);
+}
+
+QTreeWidgetItem* childNamed(QTreeWidgetItem* parent, const QString& text) {
+  for (int i = 0; i < parent->childCount(); ++i) {
+    if (parent->child(i)->text(0) == text) return parent->child(i);
+  }
+  auto* item = new QTreeWidgetItem(parent, {text});
+  item->setFlags(Qt::ItemIsEnabled);
+  return item;
+}
+
+bool isCase(const QTreeWidgetItem* item) {
+  return item->data(0, kCaseRole).isValid();
+}
+
+// Shows items matching `text` (and their ancestors); returns whether anything under `item` shows.
+bool filterItem(QTreeWidgetItem* item, const QString& text) {
+  if (isCase(item)) {
+    const bool match = text.isEmpty() || item->text(0).contains(text, Qt::CaseInsensitive) ||
+                       item->data(0, kCaseRole).toString().contains(text, Qt::CaseInsensitive) ||
+                       item->data(0, kNameRole).toString().contains(text, Qt::CaseInsensitive);
+    item->setHidden(!match);
+    return match;
+  }
+  bool any = false;
+  for (int i = 0; i < item->childCount(); ++i) any = filterItem(item->child(i), text) || any;
+  item->setHidden(!any && item->parent() != nullptr);
+  return any;
+}
+
+}  // namespace
+
+DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, QWidget* parent)
+    : QWidget(parent), context_(context) {
+  setAcceptDrops(true);
+  filter_ = new QLineEdit(this);
+  filter_->setObjectName(QStringLiteral("caseFilter"));
+  filter_->setPlaceholderText(tr("Filter cases (path, name)"));
+  filter_->setClearButtonEnabled(true);
+  auto* open = new QToolButton(this);
+  open->setText(tr("Open…"));
+  open->setToolTip(tr("Open dump files (Ctrl+O); or drop them here"));
+  recentMenu_ = new QMenu(tr("Open &Recent"), this);
+  open->setMenu(recentMenu_);
+  open->setPopupMode(QToolButton::MenuButtonPopup);
+
+  tree_ = new QTreeWidget(this);
+  tree_->setObjectName(QStringLiteral("caseTree"));
+  tree_->setHeaderLabels({tr("case"), tr("shape"), tr("dtype")});
+  tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  tree_->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+  tree_->header()->setStretchLastSection(false);
+  tree_->setUniformRowHeights(true);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(filter_, 1);
+  top->addWidget(open);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addLayout(top);
+  layout->addWidget(tree_, 1);
+
+  connect(open, &QToolButton::clicked, this, &DumpBrowserPanel::openWithDialog);
+  connect(filter_, &QLineEdit::textChanged, this, &DumpBrowserPanel::applyFilter);
+  connect(tree_, &QTreeWidget::currentItemChanged, this,
+          [this](QTreeWidgetItem* item) { onCurrentItemChanged(item); });
+  connect(context_, &SessionContext::filesChanged, this, &DumpBrowserPanel::rebuild);
+  connect(context_, &SessionContext::filesChanged, this, &DumpBrowserPanel::updateRecentMenu);
+  connect(context_, &SessionContext::caseChanged, this, &DumpBrowserPanel::showCurrentCase);
+  updateRecentMenu();
+}
+
+void DumpBrowserPanel::openWithDialog() {
+  const QStringList paths =
+      QFileDialog::getOpenFileNames(this, tr("Open attention dumps"), QString(),
+                                    tr("HDF5 dumps (*.h5 *.hdf5 *.hdf);;All files (*)"));
+  openFiles(paths);
+}
+
+bool DumpBrowserPanel::openFiles(const QStringList& paths) {
+  bool all = true;
+  for (const QString& path : paths) all = context_->openFile(path) >= 0 && all;
+  return all;
+}
+
+void DumpBrowserPanel::setFilter(const QString& text) {
+  filter_->setText(text);
+}
+
+void DumpBrowserPanel::rebuild() {
+  const QSignalBlocker block(tree_);
+  tree_->clear();
+  for (int f = 0; f < context_->fileCount(); ++f) addFile(f);
+  applyFilter();
+  showCurrentCase();
+}
+
+void DumpBrowserPanel::addFile(int fileIndex) {
+  const OpenDump& dump = context_->file(fileIndex);
+  auto* fileItem = new QTreeWidgetItem(tree_, {QFileInfo(dump.path).fileName()});
+  fileItem->setToolTip(0, dump.path);
+  fileItem->setText(1, tr("%n case(s)", nullptr, static_cast<int>(dump.reader->cases().size())));
+  fileItem->setFlags(Qt::ItemIsEnabled);
+  for (const CaseInfo& c : dump.reader->cases()) {
+    const QString path = QString::fromStdString(c.path);
+    QTreeWidgetItem* parent = fileItem;
+    QString label = path;
+    if (c.config.step) {
+      parent = childNamed(parent, tr("step %1").arg(*c.config.step));
+      if (c.config.layer) label = tr("layer %1").arg(*c.config.layer);
+    }
+    auto* item = new QTreeWidgetItem(
+        parent, {label, shapeText(c.dims), QString::fromStdString(c.config.dtype)});
+    item->setData(0, kFileRole, fileIndex);
+    item->setData(0, kCaseRole, path);
+    const QString name = QString::fromStdString(c.config.name);
+    item->setData(0, kNameRole, name);
+    const QString description = QString::fromStdString(c.config.description);
+    item->setToolTip(0, QStringList({path, name, description}).join(QLatin1Char('\n')).trimmed());
+  }
+  if (!dump.reader->rejected().empty()) {
+    auto* rejected = new QTreeWidgetItem(
+        fileItem, {tr("rejected groups (%1)").arg(dump.reader->rejected().size())});
+    rejected->setFlags(Qt::ItemIsEnabled);
+    for (const Error& e : dump.reader->rejected()) {
+      auto* item = new QTreeWidgetItem(rejected, {QString::fromStdString(e.message)});
+      item->setToolTip(0, QString::fromStdString(e.describe()));
+      item->setFlags(Qt::NoItemFlags);
+    }
+  }
+  fileItem->setExpanded(true);
+  for (int i = 0; i < fileItem->childCount(); ++i) fileItem->child(i)->setExpanded(true);
+}
+
+void DumpBrowserPanel::applyFilter() {
+  const QString text = filter_->text().trimmed();
+  for (int i = 0; i < tree_->topLevelItemCount(); ++i) filterItem(tree_->topLevelItem(i), text);
+}
+
+QStringList DumpBrowserPanel::casePaths(int fileIndex) const {
+  QStringList out;
+  for (QTreeWidgetItemIterator it(tree_); *it; ++it) {
+    if (isCase(*it) && (*it)->data(0, kFileRole).toInt() == fileIndex) {
+      out << (*it)->data(0, kCaseRole).toString();
+    }
+  }
+  return out;
+}
+
+int DumpBrowserPanel::visibleCaseCount() const {
+  int n = 0;
+  for (QTreeWidgetItemIterator it(tree_); *it; ++it) n += isCase(*it) && !(*it)->isHidden();
+  return n;
+}
+
+void DumpBrowserPanel::updateRecentMenu() {
+  recentMenu_->clear();
+  for (const QString& path : context_->recentFiles()) {
+    recentMenu_->addAction(path, this, [this, path] { openFiles({path}); });
+  }
+  recentMenu_->setEnabled(!recentMenu_->isEmpty());
+}
+
+void DumpBrowserPanel::showCurrentCase() {
+  for (QTreeWidgetItemIterator it(tree_); *it; ++it) {
+    if (isCase(*it) && (*it)->data(0, kFileRole).toInt() == context_->fileIndex() &&
+        (*it)->data(0, kCaseRole).toString() == context_->casePath()) {
+      const QSignalBlocker block(tree_);
+      tree_->setCurrentItem(*it);
+      tree_->scrollToItem(*it);
+      return;
+    }
+  }
+}
+
+void DumpBrowserPanel::onCurrentItemChanged(QTreeWidgetItem* item) {
+  if (item == nullptr || !isCase(item)) return;
+  context_->selectCase(item->data(0, kFileRole).toInt(), item->data(0, kCaseRole).toString());
+}
+
+void DumpBrowserPanel::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void DumpBrowserPanel::dropEvent(QDropEvent* event) {
+  QStringList paths;
+  for (const QUrl& url : event->mimeData()->urls()) {
+    if (url.isLocalFile()) paths << url.toLocalFile();
+  }
+  event->acceptProposedAction();
+  openFiles(paths);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,54 @@
+// Dump browser dock: the open files and their cases as a tree (file -> step -> layer -> case,
+// or file -> case path), a filter box, Open..., recent files and drag & drop of dump files.
+#pragma once
+
+#include <QStringList>
+#include <QWidget>
+
+class QLineEdit;
+class QMenu;
+class QTreeWidget;
+class QTreeWidgetItem;
+
+namespace attnscope {
+
+class SessionContext;
+
+class DumpBrowserPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit DumpBrowserPanel(SessionContext* context, QWidget* parent = nullptr);
+
+  // Shows a file dialog and opens every chosen file.
+  void openWithDialog();
+  // Opens files (errors go through SessionContext::errorRaised); true when all opened.
+  bool openFiles(const QStringList& paths);
+  // Menu of recently opened files (kept up to date; owned by the panel).
+  QMenu* recentMenu() const { return recentMenu_; }
+
+  void setFilter(const QString& text);
+  // Case paths listed for a file, in tree order, and how many case rows pass the filter.
+  QStringList casePaths(int fileIndex) const;
+  int visibleCaseCount() const;
+  QTreeWidget* tree() const { return tree_; }
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+ private:
+  void rebuild();
+  void addFile(int fileIndex);
+  void applyFilter();
+  void updateRecentMenu();
+  void showCurrentCase();
+  void onCurrentItemChanged(QTreeWidgetItem* item);
+
+  SessionContext* context_;
+  QTreeWidget* tree_ = nullptr;
+  QLineEdit* filter_ = nullptr;
+  QMenu* recentMenu_ = nullptr;
+};
+
+}  // namespace attnscope

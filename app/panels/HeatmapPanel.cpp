@@ -1,0 +1,129 @@
+// Heatmap tabs bound to the SessionContext (see HeatmapPanel.h).
+#include "app/panels/HeatmapPanel.h"
+
+#include <QLabel>
+#include <QTabWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "app/gui/SessionContext.h"
+#include "app/plot/HeatmapView.h"
+
+namespace attnscope {
+namespace {
+
+ColormapKind defaultColormap(const QString& name) {
+  return name == QStringLiteral("P") ? ColormapKind::sequential : ColormapKind::diverging;
+}
+
+bool isScoreMatrix(const QString& name) {
+  for (const char* s : kScoreMatrices) {
+    if (name == QLatin1String(s)) return true;
+  }
+  return false;
+}
+
+QString describe(const HeadResult& r) {
+  const MatrixGrid& s = r.s;
+  QString text = QStringLiteral("Sq=%1 Sk=%2 D=%3").arg(r.seqlen_q).arg(r.seqlen_k).arg(r.head_dim);
+  text += s.pooled
+              ? QStringLiteral(" · S/P/dP/dS pooled to %1x%2 cells over rows %3-%4, keys %5-%6")
+                    .arg(s.rows)
+                    .arg(s.cols)
+                    .arg(s.row_edges.front())
+                    .arg(s.row_edges.back() - 1)
+                    .arg(s.col_edges.front())
+                    .arg(s.col_edges.back() - 1)
+              : QStringLiteral(" · full resolution");
+  if (!r.has_dout) text += QStringLiteral(" · no dO in the case: dO = 1 (gradient of sum(O))");
+  return text + QStringLiteral(" · %1 ms").arg(r.elapsed_ms, 0, 'f', 1);
+}
+
+}  // namespace
+
+HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
+    : QWidget(parent), context_(context) {
+  tabs_ = new QTabWidget(this);
+  tabs_->setObjectName(QStringLiteral("heatmapTabs"));
+  for (const char* n : kHeadMatrices) {
+    const QString name = QString::fromLatin1(n);
+    auto* view = new HeatmapView(name, defaultColormap(name), tabs_);
+    view->setObjectName(QStringLiteral("heatmap_") + name);
+    tabs_->addTab(view, name);
+    views_[name] = view;
+    connect(view, &HeatmapView::cellHovered, context_, &SessionContext::setHovered);
+    connect(view, &HeatmapView::cellClicked, context_, &SessionContext::pin);
+    if (isScoreMatrix(name)) {
+      connect(view, &HeatmapView::viewWindowChanged, this, [this, view](const ViewWindow& w) {
+        context_->setScoreView(w, view->plotPixelSize());
+      });
+    }
+  }
+  status_ = new QLabel(this);
+  status_->setObjectName(QStringLiteral("heatmapStatus"));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(tabs_, 1);
+  layout->addWidget(status_);
+
+  resizeTimer_ = new QTimer(this);
+  resizeTimer_->setSingleShot(true);
+  resizeTimer_->setInterval(300);
+  connect(resizeTimer_, &QTimer::timeout, this, &HeatmapPanel::reportView);
+  connect(context_, &SessionContext::resultChanged, this, &HeatmapPanel::showResult);
+}
+
+HeatmapView* HeatmapPanel::view(const QString& name) const {
+  const auto it = views_.find(name);
+  return it == views_.end() ? nullptr : it->second;
+}
+
+HeatmapView* HeatmapPanel::currentView() const {
+  return static_cast<HeatmapView*>(tabs_->currentWidget());
+}
+
+bool HeatmapPanel::showMatrix(const QString& name) {
+  HeatmapView* v = view(name);
+  if (v != nullptr) tabs_->setCurrentWidget(v);
+  return v != nullptr;
+}
+
+void HeatmapPanel::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  resizeTimer_->start();
+}
+
+void HeatmapPanel::reportView() {
+  // The score views share one window; the S view stands for all four.
+  HeatmapView* s = view(QStringLiteral("S"));
+  if (s->grid() != nullptr) context_->setScoreView(s->visibleWindow(), s->plotPixelSize());
+}
+
+void HeatmapPanel::showResult() {
+  const std::shared_ptr<const HeadResult> r = context_->result();
+  if (!r) {
+    for (auto& [name, view] : views_) view->clear();
+    status_->clear();
+    return;
+  }
+  const QString key = QStringLiteral("%1|%2|%3|%4")
+                          .arg(QString::fromStdString(r->case_path))
+                          .arg(context_->fileIndex())
+                          .arg(r->request.batch)
+                          .arg(r->request.head);
+  const bool reset = key != shownKey_;
+  shownKey_ = key;
+  const QString stamp = context_->stamp();
+  for (auto& [name, view] : views_) {
+    const MatrixGrid* grid = r->grid(name.toStdString());
+    // Aliasing pointer: the grid stays alive as long as the result it belongs to.
+    view->setGrid(std::shared_ptr<const MatrixGrid>(r, grid), reset);
+    view->setStamp(stamp);
+  }
+  status_->setText(describe(*r));
+  // A pooled result was sized for the pixels known when it was requested; once the layout has
+  // settled, report the real size (a recompute follows only if it differs).
+  if (r->s.pooled) resizeTimer_->start();
+}
+
+}  // namespace attnscope

@@ -1,0 +1,47 @@
+// Central panel: tabs of heatmaps for S, P, dP, dS (score-shaped, pooled for long sequences)
+// and O, dQ of the selected head. Feeds every view from the SessionContext's result, forwards
+// hover and clicks to the inspector, and zoom / resize to the context (recompute of the
+// visible window).
+#pragma once
+
+#include <QWidget>
+#include <map>
+
+class QLabel;
+class QTabWidget;
+class QTimer;
+
+namespace attnscope {
+
+class HeatmapView;
+class SessionContext;
+
+class HeatmapPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit HeatmapPanel(SessionContext* context, QWidget* parent = nullptr);
+
+  // The view of a matrix ("S", "P", "dP", "dS", "O", "dQ"); nullptr for other names.
+  HeatmapView* view(const QString& name) const;
+  HeatmapView* currentView() const;
+  // Makes a matrix's tab current; false for unknown names.
+  bool showMatrix(const QString& name);
+  QTabWidget* tabs() const { return tabs_; }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  void showResult();
+  void reportView();
+
+  SessionContext* context_;
+  QTabWidget* tabs_ = nullptr;
+  QLabel* status_ = nullptr;
+  QTimer* resizeTimer_ = nullptr;
+  std::map<QString, HeatmapView*> views_;
+  QString shownKey_;  // case / batch / head of the result shown (a new one resets zoom)
+};
+
+}  // namespace attnscope

@@ -1,0 +1,49 @@
+// Inspector dock: readout of the hovered heatmap cell (matrix, indices or pooled block, class,
+// value in fp32 with its bits, its fp16 and bf16 roundings with their bits) and a list of
+// pinned cells (click on a heatmap pins).
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+#include "app/plot/MatrixGrid.h"
+
+class QLabel;
+class QTreeWidget;
+
+namespace attnscope {
+
+class SessionContext;
+
+// The readout lines of one value: "fp32 65504 (0x477fe000)", "fp16 65504 (0x7bff)", ...
+struct ValueBits {
+  QString fp32, fp16, bf16;
+};
+ValueBits describeValue(float value);
+
+class InspectorPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit InspectorPanel(SessionContext* context, QWidget* parent = nullptr);
+
+  // The readout of the hovered cell as shown (several lines).
+  QString readoutText() const;
+  int pinnedCount() const;
+  QTreeWidget* pinnedList() const { return pinned_; }
+
+ private:
+  void showHovered();
+  void addPin(const CellReadout& r);
+
+  SessionContext* context_;
+  QLabel* where_ = nullptr;
+  QLabel* cls_ = nullptr;
+  QLabel* fp32_ = nullptr;
+  QLabel* fp16_ = nullptr;
+  QLabel* bf16_ = nullptr;
+  QLabel* block_ = nullptr;
+  QTreeWidget* pinned_ = nullptr;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,36 @@
+// Row-plot dock: per-query-row series of the selected head along the sequence (m and LSE, the
+// softmax denominator l, ||O_i||, ||dQ_i||) with threshold lines where they matter: the exp
+// range -88.7 and, in fp16, the largest finite value 65504.
+#pragma once
+
+#include <QWidget>
+
+class QComboBox;
+
+namespace attnscope {
+
+class RowPlotView;
+class SessionContext;
+
+class RowPlotPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  enum class Series { m_lse, l, o_norm, dq_norm };
+
+  explicit RowPlotPanel(SessionContext* context, QWidget* parent = nullptr);
+
+  void showSeries(Series series);
+  Series series() const { return series_; }
+  RowPlotView* plot() const { return plot_; }
+
+ private:
+  void redraw();
+
+  SessionContext* context_;
+  QComboBox* choice_ = nullptr;
+  RowPlotView* plot_ = nullptr;
+  Series series_ = Series::m_lse;
+};
+
+}  // namespace attnscope

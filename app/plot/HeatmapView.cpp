@@ -1,0 +1,302 @@
+// Heatmap widget: QCustomPlot with a value QCPColorMap, an overlay QCPColorMap for the
+// non-finite / masked classes, a colour scale, a legend of overlay counts and a range histogram.
+#include "app/plot/HeatmapView.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "app/plot/HeatmapLayers.h"
+#include "app/plot/PlotExport.h"
+#include "app/plot/RangeHistogram.h"
+
+namespace attnscope {
+namespace {
+
+constexpr CellClass kLegendClasses[] = {CellClass::nan, CellClass::pos_inf, CellClass::neg_inf,
+                                        CellClass::masked};
+constexpr int kZoomDebounceMs = 200;
+
+// Element i spans [i - 0.5, i + 0.5]: the first element a range shows, and one past the last.
+int64_t firstElement(double lower, int64_t size) {
+  return std::clamp<int64_t>(static_cast<int64_t>(std::floor(lower + 0.5)), 0, size - 1);
+}
+int64_t endElement(double upper, int64_t size) {
+  return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(upper + 0.5)), 1, size);
+}
+
+}  // namespace
+
+HeatmapView::HeatmapView(const QString& name, ColormapKind colormap, QWidget* parent)
+    : QWidget(parent), name_(name) {
+  scale_.map = colormap;
+  auto* bar = new QWidget(this);
+  buildToolbar(bar);
+  plot_ = new QCustomPlot(this);
+  plot_->setObjectName(QStringLiteral("heatmapPlot_") + name);
+  buildPlot();
+  histogram_ = new RangeHistogram(this);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->setSpacing(2);
+  layout->addWidget(bar);
+  layout->addWidget(plot_, 1);
+  layout->addWidget(histogram_);
+
+  zoomTimer_ = new QTimer(this);
+  zoomTimer_->setSingleShot(true);
+  zoomTimer_->setInterval(kZoomDebounceMs);
+  connect(zoomTimer_, &QTimer::timeout, this, [this] {
+    if (grid_) emit viewWindowChanged(visibleWindow());
+  });
+  connect(histogram_, &RangeHistogram::rangeEdited, this, &HeatmapView::setColorRange);
+  connect(histogram_, &RangeHistogram::automaticToggled, this, [this](bool on) {
+    if (on) setAutoRange();
+  });
+}
+
+HeatmapView::~HeatmapView() = default;
+
+void HeatmapView::buildToolbar(QWidget* bar) {
+  colormapBox_ = new QComboBox(bar);
+  for (ColormapKind k : {ColormapKind::sequential, ColormapKind::diverging}) {
+    colormapBox_->addItem(colormapName(k), static_cast<int>(k));
+  }
+  colormapBox_->setCurrentIndex(static_cast<int>(scale_.map));
+  scaleBox_ = new QComboBox(bar);
+  for (ScaleKind k : {ScaleKind::linear, ScaleKind::log, ScaleKind::symlog}) {
+    scaleBox_->addItem(scaleName(k), static_cast<int>(k));
+  }
+  auto* row = new QHBoxLayout(bar);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->addWidget(new QLabel(tr("colormap"), bar));
+  row->addWidget(colormapBox_);
+  row->addWidget(new QLabel(tr("scale"), bar));
+  row->addWidget(scaleBox_);
+  row->addStretch(1);
+  connect(colormapBox_, &QComboBox::activated, this, [this](int index) {
+    setColormap(static_cast<ColormapKind>(colormapBox_->itemData(index).toInt()));
+  });
+  connect(scaleBox_, &QComboBox::activated, this, [this](int index) {
+    setScaleKind(static_cast<ScaleKind>(scaleBox_->itemData(index).toInt()));
+  });
+}
+
+void HeatmapView::buildPlot() {
+  plot_->setMouseTracking(true);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->yAxis->setRangeReversed(true);  // row 0 at the top, like a matrix
+  plot_->xAxis->setLabel(
+      name_ == QStringLiteral("O") || name_ == QStringLiteral("dQ") ? tr("feature") : tr("key j"));
+  plot_->yAxis->setLabel(tr("query i"));
+
+  title_ = new QCPTextElement(plot_, name_, QFont(font().family(), 9));
+  plot_->plotLayout()->insertRow(0);
+  plot_->plotLayout()->addElement(0, 0, title_);
+
+  colorScale_ = new QCPColorScale(plot_);
+  plot_->plotLayout()->addElement(1, 1, colorScale_);
+  colorScale_->setBarWidth(12);
+  ticker_ = QSharedPointer<ScaleTicker>(new ScaleTicker);
+  colorScale_->axis()->setTicker(ticker_);
+  auto* margins = new QCPMarginGroup(plot_);
+  plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  colorScale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+
+  values_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  values_->setInterpolate(false);
+  values_->setColorScale(colorScale_);
+  values_->setGradient(makeGradient(scale_.map));
+  overlay_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  overlay_->setInterpolate(false);
+  overlay_->setGradient(makeOverlayGradient());
+
+  // Legend entries: empty graphs whose square marker carries the overlay colour.
+  plot_->legend->setVisible(true);
+  plot_->axisRect()->insetLayout()->take(plot_->legend);
+  plot_->plotLayout()->addElement(2, 0, plot_->legend);
+  plot_->plotLayout()->setRowStretchFactor(2, 0.001);
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot_->legend->setBorderPen(Qt::NoPen);
+  plot_->legend->setFont(QFont(font().family(), 8));
+  values_->removeFromLegend();
+  overlay_->removeFromLegend();
+  for (int k = 0; k < 4; ++k) {
+    QCPGraph* g = plot_->addGraph();
+    const QColor c = overlayColor(kLegendClasses[k]);
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, c, c, 9));
+    legendEntries_[k] = g;
+  }
+  updateLegend();
+
+  connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          &HeatmapView::onAxisRangeChanged);
+  connect(plot_->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          &HeatmapView::onAxisRangeChanged);
+  connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
+  connect(plot_, &QCustomPlot::mousePress, this, &HeatmapView::onMousePress);
+  connect(plot_, &QCustomPlot::mouseRelease, this, &HeatmapView::onMouseRelease);
+}
+
+void HeatmapView::setGrid(std::shared_ptr<const MatrixGrid> grid, bool resetView) {
+  const bool first = !grid_;
+  grid_ = std::move(grid);
+  if (resetView || first) resetAxes();
+  redraw();
+}
+
+void HeatmapView::clear() {
+  grid_.reset();
+  redraw();
+}
+
+OverlayCounts HeatmapView::overlayCounts() const {
+  return grid_ ? grid_->counts : OverlayCounts{};
+}
+
+int64_t HeatmapView::overlayCells(CellClass cls) const {
+  if (!grid_) return 0;
+  return std::count(grid_->cls.begin(), grid_->cls.end(), cls);
+}
+
+void HeatmapView::setStamp(const QString& stamp) {
+  stamp_ = stamp;
+  title_->setText(stamp.isEmpty() ? name_ : name_ + QStringLiteral("  ·  ") + stamp);
+  plot_->setWindowTitle(title_->text());
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapView::setColormap(ColormapKind kind) {
+  scale_.map = kind;
+  colormapBox_->setCurrentIndex(colormapBox_->findData(static_cast<int>(kind)));
+  values_->setGradient(makeGradient(kind));
+  redraw();
+}
+
+void HeatmapView::setScaleKind(ScaleKind kind) {
+  scale_.scale = kind;
+  scaleBox_->setCurrentIndex(scaleBox_->findData(static_cast<int>(kind)));
+  ticker_->setScale(kind, scale_.linthresh);
+  autoRange_ = true;
+  redraw();
+}
+
+void HeatmapView::setColorRange(double lo, double hi) {
+  if (!(hi > lo)) return;
+  autoRange_ = false;
+  scale_.lo = lo;
+  scale_.hi = hi;
+  redraw();
+}
+
+void HeatmapView::setAutoRange() {
+  autoRange_ = true;
+  redraw();
+}
+
+void HeatmapView::redraw() {
+  static const MatrixGrid kEmpty;
+  const MatrixGrid& g = grid_ ? *grid_ : kEmpty;
+  if (autoRange_) std::tie(scale_.lo, scale_.hi) = autoRange(scale_.map, scale_.scale, g.value);
+  fillColorMaps(g, scale_, values_, overlay_);
+  histogram_->setValues(displayValues(g, scale_.scale, scale_.linthresh), scale_.scale,
+                        scale_.linthresh);
+  histogram_->setRange(scale_.lo, scale_.hi, autoRange_);
+  colorScale_->axis()->setLabel(scaleName(scale_.scale));
+  updateLegend();
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapView::updateLegend() {
+  const OverlayCounts n = overlayCounts();
+  const int64_t counts[] = {n.nan, n.pos_inf, n.neg_inf, n.masked};
+  for (int k = 0; k < 4; ++k) {
+    legendEntries_[k]->setName(QStringLiteral("%1 %2")
+                                   .arg(QString::fromLatin1(cell_class_name(kLegendClasses[k])))
+                                   .arg(counts[k]));
+  }
+}
+
+void HeatmapView::resetAxes() {
+  if (!grid_) return;
+  applyingRange_ = true;
+  plot_->xAxis->setRange(-0.5, static_cast<double>(grid_->total_cols) - 0.5);
+  plot_->yAxis->setRange(-0.5, static_cast<double>(grid_->total_rows) - 0.5);
+  applyingRange_ = false;
+  zoomTimer_->stop();
+}
+
+ViewWindow HeatmapView::visibleWindow() const {
+  ViewWindow w;
+  if (!grid_) return w;
+  const QCPRange x = plot_->xAxis->range(), y = plot_->yAxis->range();
+  w.col_begin = firstElement(x.lower, grid_->total_cols);
+  w.col_end = std::max(endElement(x.upper, grid_->total_cols), w.col_begin + 1);
+  w.row_begin = firstElement(y.lower, grid_->total_rows);
+  w.row_end = std::max(endElement(y.upper, grid_->total_rows), w.row_begin + 1);
+  return w;
+}
+
+void HeatmapView::zoomTo(const ViewWindow& w) {
+  plot_->xAxis->setRange(static_cast<double>(w.col_begin) - 0.5,
+                         static_cast<double>(w.col_end) - 0.5);
+  plot_->yAxis->setRange(static_cast<double>(w.row_begin) - 0.5,
+                         static_cast<double>(w.row_end) - 0.5);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QSize HeatmapView::plotPixelSize() const {
+  const QRect r = plot_->axisRect()->rect();
+  return r.isValid() && r.width() > 8 ? r.size() : QSize(512, 512);
+}
+
+bool HeatmapView::exportTo(const QString& path, QString* error) {
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+  return exportPlot(plot_, path, error);
+}
+
+void HeatmapView::onAxisRangeChanged() {
+  if (!applyingRange_) zoomTimer_->start();
+}
+
+bool HeatmapView::elementAt(const QPoint& pos, int64_t* row, int64_t* col) const {
+  if (!grid_ || !plot_->axisRect()->rect().contains(pos)) return false;
+  *col = static_cast<int64_t>(std::floor(plot_->xAxis->pixelToCoord(pos.x()) + 0.5));
+  *row = static_cast<int64_t>(std::floor(plot_->yAxis->pixelToCoord(pos.y()) + 0.5));
+  return grid_->cell_of(*row, *col) >= 0;
+}
+
+void HeatmapView::onMouseMove(QMouseEvent* event) {
+  int64_t row = 0, col = 0;
+  if (elementAt(event->pos(), &row, &col)) hoverCell(row, col);
+}
+
+void HeatmapView::onMousePress(QMouseEvent* event) {
+  pressPos_ = event->pos();
+}
+
+void HeatmapView::onMouseRelease(QMouseEvent* event) {
+  int64_t row = 0, col = 0;
+  if ((event->pos() - pressPos_).manhattanLength() <= 3 && elementAt(event->pos(), &row, &col)) {
+    clickCell(row, col);
+  }
+}
+
+void HeatmapView::hoverCell(int64_t row, int64_t col) {
+  if (!grid_) return;
+  const CellReadout r = grid_->readout(row, col);
+  if (r.valid()) emit cellHovered(r);
+}
+
+void HeatmapView::clickCell(int64_t row, int64_t col) {
+  if (!grid_) return;
+  const CellReadout r = grid_->readout(row, col);
+  if (r.valid()) emit cellClicked(r);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,111 @@
+// A heatmap of one matrix (S, P, dP, dS, O, dQ, ...): colormapped finite values, an overlay
+// that paints NaN, +inf, -inf and masked cells in four distinct colours with a legend of their
+// counts, a colour scale with linear / log / symlog mapping and a range histogram, zoom and
+// pan that ask for a recompute of the visible window, hover readout and click to pin.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+
+#include "app/plot/Colormaps.h"
+#include "app/plot/MatrixGrid.h"
+
+class QComboBox;
+class QCustomPlot;
+class QCPColorMap;
+class QCPColorScale;
+class QCPGraph;
+class QCPTextElement;
+class QMouseEvent;
+class QTimer;
+
+namespace attnscope {
+
+class RangeHistogram;
+class ScaleTicker;
+
+class HeatmapView : public QWidget {
+  Q_OBJECT
+
+ public:
+  HeatmapView(const QString& name, ColormapKind colormap, QWidget* parent = nullptr);
+  ~HeatmapView() override;
+
+  const QString& name() const { return name_; }
+
+  // Shows a grid. resetView zooms out to the whole matrix; otherwise the axes stay where the
+  // user left them (a recompute of the zoomed window arrives this way).
+  void setGrid(std::shared_ptr<const MatrixGrid> grid, bool resetView);
+  void clear();
+  const MatrixGrid* grid() const { return grid_.get(); }
+
+  // Elements per overlay class in the grid shown, and cells drawn in each overlay colour.
+  OverlayCounts overlayCounts() const;
+  int64_t overlayCells(CellClass cls) const;
+
+  // Title line drawn above the map and into exports (file, case, batch/head, settings).
+  void setStamp(const QString& stamp);
+  QString stamp() const { return stamp_; }
+
+  void setColormap(ColormapKind kind);
+  void setScaleKind(ScaleKind kind);
+  // Fixed colour range in data units (turns auto off), or back to automatic.
+  void setColorRange(double lo, double hi);
+  void setAutoRange();
+  const ColorScale& colorScale() const { return scale_; }
+  RangeHistogram* histogram() const { return histogram_; }
+
+  // The window the axes show (clamped to the matrix), and the map's size in pixels.
+  ViewWindow visibleWindow() const;
+  QSize plotPixelSize() const;
+
+  // Writes the figure (PNG / PDF by suffix) atomically; false with a message on failure.
+  bool exportTo(const QString& path, QString* error);
+
+  // Zooms the axes to a window as the user would (viewWindowChanged follows, debounced).
+  void zoomTo(const ViewWindow& window);
+
+  // Emits cellHovered / cellClicked for element (row, col) as the mouse would.
+  void hoverCell(int64_t row, int64_t col);
+  void clickCell(int64_t row, int64_t col);
+
+ signals:
+  void cellHovered(const attnscope::CellReadout& readout);
+  void cellClicked(const attnscope::CellReadout& readout);
+  // The user zoomed or panned (debounced); the window is clamped to the matrix.
+  void viewWindowChanged(const attnscope::ViewWindow& window);
+
+ private:
+  void buildPlot();
+  void buildToolbar(QWidget* bar);
+  void redraw();
+  void updateLegend();
+  void resetAxes();
+  void onAxisRangeChanged();
+  void onMouseMove(QMouseEvent* event);
+  void onMousePress(QMouseEvent* event);
+  void onMouseRelease(QMouseEvent* event);
+  bool elementAt(const QPoint& pos, int64_t* row, int64_t* col) const;
+
+  QString name_;
+  QString stamp_;
+  std::shared_ptr<const MatrixGrid> grid_;
+  ColorScale scale_;
+  bool autoRange_ = true;
+  bool applyingRange_ = false;
+  QPoint pressPos_;
+
+  QCustomPlot* plot_ = nullptr;
+  QCPColorMap* values_ = nullptr;
+  QCPColorMap* overlay_ = nullptr;
+  QCPColorScale* colorScale_ = nullptr;
+  QSharedPointer<ScaleTicker> ticker_;
+  QCPTextElement* title_ = nullptr;
+  QCPGraph* legendEntries_[4] = {};
+  RangeHistogram* histogram_ = nullptr;
+  QComboBox* colormapBox_ = nullptr;
+  QComboBox* scaleBox_ = nullptr;
+  QTimer* zoomTimer_ = nullptr;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,72 @@
+// The GUI test suite (Qt Test, offscreen): plain plot / compute units and the real MainWindow
+// driven on the bundled sample dump. Each slot is one CTest test (gui.<slot>).
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QTemporaryDir>
+#include <functional>
+#include <memory>
+
+#include "app/gui/HeadCompute.h"
+#include "app/gui/MainWindow.h"
+
+namespace attnscope::test {
+
+// The bundled sample dump, and its case whose QK^T overflows fp16 in head 3.
+QString samplePath();
+inline const QString kOverflowCase = QStringLiteral("/fp16_score_overflow");
+
+// A shown MainWindow with errors collected instead of shown (unless keepDialogs).
+struct WindowFixture {
+  std::unique_ptr<MainWindow> window;
+  QStringList errors;
+
+  explicit WindowFixture(bool keepDialogs = false);
+  SessionContext* context() const;
+};
+
+// True once the context holds a result for which `ok` holds and no compute is pending.
+bool waitForResult(MainWindow& window, const std::function<bool(const HeadResult&)>& ok,
+                   int timeoutMs = 60000);
+
+class GuiTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+
+  // PlotUnitTests.cpp
+  void colormap_ends_map_to_end_stops();
+  void colormap_never_paints_nonfinite();
+  void log_and_symlog_scales_invert();
+  void open_target_splits_file_and_case();
+  void command_line_rejects_bad_values();
+  void head_compute_pooled_keeps_single_nan();
+  void head_compute_full_window_matches_pooled_counts();
+
+  // WindowTests.cpp
+  void browser_lists_sample_cases();
+  void browser_filter_hides_other_cases();
+  void drop_opens_several_files();
+  void fp16_unfused_overlay_head3_not_head0();
+  void scale_entry_recomputes_with_new_scale();
+  void scale_slider_and_reset();
+  void stale_results_are_dropped();
+  void non_hdf5_file_shows_error_and_window_survives();
+  void unknown_case_reports_error();
+  void window_menu_lists_docks_and_resets_layout();
+  void command_line_opens_case_with_settings();
+
+  // ViewTests.cpp
+  void inspector_shows_fp16_and_bf16_bits();
+  void hover_and_click_pin_a_cell();
+  void export_writes_png_and_pdf_atomically();
+  void zoom_recomputes_pooled_window();
+  void row_plot_shows_series_and_thresholds();
+
+ private:
+  QTemporaryDir settingsDir_;
+};
+
+}  // namespace attnscope::test

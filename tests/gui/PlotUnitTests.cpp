@@ -1,0 +1,197 @@
+// Units under the GUI: colormaps and value scales, command-line parsing, and the plain-C++
+// head recompute (pooled and full-resolution grids, overlay counts).
+#include <QtTest>
+#include <cmath>
+#include <limits>
+
+#include "app/gui/AppOptions.h"
+#include "app/plot/Colormaps.h"
+#include "core/io/hdf5_dump.h"
+#include "tests/gui/GuiTest.h"
+
+namespace attnscope::test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Colour distance in RGB units.
+int distance(const QColor& a, const QColor& b) {
+  return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) +
+         std::abs(a.blue() - b.blue());
+}
+
+// A synthetic single-head case [1, 1, n, d] with one NaN in the bias at (row, col).
+CaseData singleNanCase(int64_t n, int64_t d, int64_t row, int64_t col) {
+  CaseData c;
+  c.info.path = "/synthetic";
+  c.info.dims = {1, 1, 1, n, n, d, d};
+  c.info.config.dtype = "float32";
+  std::vector<float> x(static_cast<size_t>(n * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  for (const char* name : {"q", "k", "v", "do"}) {
+    c.tensors[name] = HostTensor::from_float(DType::f32, {1, 1, n, d}, x);
+  }
+  std::vector<float> bias(static_cast<size_t>(n * n), 0.0f);
+  bias[static_cast<size_t>(row * n + col)] = kNaN;
+  c.tensors["bias"] = HostTensor::from_float(DType::f32, {1, 1, n, n}, bias);
+  return c;
+}
+
+}  // namespace
+
+void GuiTest::colormap_ends_map_to_end_stops() {
+  for (ColormapKind kind : {ColormapKind::sequential, ColormapKind::diverging}) {
+    const auto& stops = colormapStops(kind);
+    QVERIFY(stops.size() >= 9);
+    ColorScale scale;
+    scale.map = kind;
+    scale.lo = -3;
+    scale.hi = 5;
+    QCOMPARE(scale.colorFor(-3), stops.front().second);
+    QCOMPARE(scale.colorFor(5), stops.back().second);
+    QCOMPARE(scale.colorFor(-100), stops.front().second);  // clamped below the range
+    QCOMPARE(scale.colorFor(100), stops.back().second);
+    QCOMPARE(colormapColor(kind, 0.0), stops.front().second);
+    QCOMPARE(colormapColor(kind, 1.0), stops.back().second);
+  }
+  // Diverging: 0 of a symmetric range sits on the middle (near-white) stop.
+  ColorScale div{ColormapKind::diverging, ScaleKind::linear, -2, 2};
+  QCOMPARE(div.colorFor(0), colormapStops(ColormapKind::diverging)[5].second);
+}
+
+void GuiTest::colormap_never_paints_nonfinite() {
+  const CellClass overlays[] = {CellClass::nan, CellClass::pos_inf, CellClass::neg_inf,
+                                CellClass::masked};
+  for (ColormapKind kind : {ColormapKind::sequential, ColormapKind::diverging}) {
+    const ColorScale scale{kind, ScaleKind::linear, 0, 1};
+    QCOMPARE(scale.colorFor(kNaN), overlayColor(CellClass::nan));
+    QCOMPARE(scale.colorFor(kInf), overlayColor(CellClass::pos_inf));
+    QCOMPARE(scale.colorFor(-kInf), overlayColor(CellClass::neg_inf));
+    QVERIFY(std::isnan(scale.position(kNaN)));
+    // No overlay colour is (nearly) a colormap colour.
+    for (int i = 0; i <= 256; ++i) {
+      const QColor c = colormapColor(kind, i / 256.0);
+      for (CellClass cls : overlays)
+        QVERIFY2(distance(c, overlayColor(cls)) > 60, qPrintable(c.name()));
+    }
+  }
+  // The four overlay colours are distinct from one another.
+  for (CellClass a : overlays) {
+    for (CellClass b : overlays) {
+      if (a != b) QVERIFY(distance(overlayColor(a), overlayColor(b)) > 150);
+    }
+  }
+  QVERIFY(!overlayColor(CellClass::value).isValid());
+}
+
+void GuiTest::log_and_symlog_scales_invert() {
+  for (double v : {1e-6, 0.5, 3.0, 65504.0}) {
+    QVERIFY(std::fabs(fromDisplay(ScaleKind::log, toDisplay(ScaleKind::log, v)) / v - 1) < 1e-12);
+    for (double s : {v, -v}) {
+      const double back = fromDisplay(ScaleKind::symlog, toDisplay(ScaleKind::symlog, s, 0.1), 0.1);
+      QVERIFY(std::fabs(back - s) <= 1e-9 * std::fabs(s));
+    }
+  }
+  QCOMPARE(toDisplay(ScaleKind::symlog, 0.0), 0.0);
+  QVERIFY(std::isinf(toDisplay(ScaleKind::log, 0.0)));
+  const auto [lo, hi] =
+      autoRange(ColormapKind::sequential, ScaleKind::log, {0.f, -4.f, 0.01f, 7.f});
+  QCOMPARE(lo, double{0.01f});
+  QCOMPARE(hi, 7.0);
+  const auto [dlo, dhi] = autoRange(ColormapKind::diverging, ScaleKind::linear, {-1.f, 3.f, kNaN});
+  QCOMPARE(dlo, -3.0);
+  QCOMPARE(dhi, 3.0);
+}
+
+void GuiTest::open_target_splits_file_and_case() {
+  OpenTarget t = parseOpenTarget(QStringLiteral("/data/run.h5::/step_3/layer_1"));
+  QCOMPARE(t.file, QStringLiteral("/data/run.h5"));
+  QCOMPARE(t.casePath, QStringLiteral("/step_3/layer_1"));
+  t = parseOpenTarget(QStringLiteral("run.h5::fp16_score_overflow"));
+  QCOMPARE(t.casePath, QStringLiteral("/fp16_score_overflow"));
+  t = parseOpenTarget(samplePath());
+  QCOMPARE(t.file, samplePath());
+  QVERIFY(t.casePath.isEmpty());
+}
+
+void GuiTest::command_line_rejects_bad_values() {
+  const QString app = QStringLiteral("attnscope");
+  AppOptions o = parseCommandLine({app, "--precision", "fp16", "--mode", "unfused", "--head", "3",
+                                   "--matrix", "P", "a.h5::/x"});
+  QVERIFY2(o.error.isEmpty(), qPrintable(o.error));
+  QCOMPARE(o.precision, std::optional(Precision::f16));
+  QCOMPARE(o.mode, std::optional(Mode::unfused));
+  QCOMPARE(o.head, 3);
+  QCOMPARE(o.matrix, QStringLiteral("P"));
+  QCOMPARE(o.targets.size(), 1);
+  QVERIFY(!parseCommandLine({app, "--precision", "fp8"}).error.isEmpty());
+  QVERIFY(!parseCommandLine({app, "--mode", "flash"}).error.isEmpty());
+  QVERIFY(!parseCommandLine({app, "--head", "-1"}).error.isEmpty());
+  QVERIFY(!parseCommandLine({app, "--scale", "0"}).error.isEmpty());
+  QVERIFY(!parseCommandLine({app, "--matrix", "Z"}).error.isEmpty());
+  QVERIFY(!parseCommandLine({app, "--no-such-option"}).error.isEmpty());
+}
+
+void GuiTest::head_compute_pooled_keeps_single_nan() {
+  const CaseData c = singleNanCase(300, 16, 123, 217);
+  HeadRequest req;
+  req.out_rows = 32;
+  req.out_cols = 24;
+  const Result<HeadResult> r = compute_head(c, req);
+  QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+  const MatrixGrid& s = r->s;
+  QVERIFY(s.pooled);
+  QCOMPARE(s.rows, int64_t{32});
+  QCOMPARE(s.cols, int64_t{24});
+  QCOMPARE(s.counts.nan, int64_t{1});
+  QCOMPARE(std::count(s.cls.begin(), s.cls.end(), CellClass::nan), std::ptrdiff_t{1});
+  const int64_t cell = s.cell_of(123, 217);
+  QVERIFY(cell >= 0);
+  QCOMPARE(s.cls[static_cast<size_t>(cell)], CellClass::nan);
+  const CellReadout readout = s.readout(123, 217);
+  QVERIFY(readout.pooled);
+  QVERIFY(readout.row_begin <= 123 && 123 < readout.row_end);
+  QVERIFY(readout.col_begin <= 217 && 217 < readout.col_end);
+  // The NaN score poisons its softmax row: P is NaN across row 123 (all 300 keys).
+  QCOMPARE(r->p.counts.nan, int64_t{300});
+  QCOMPARE(r->o.rows, int64_t{300});
+  QCOMPARE(r->m.size(), size_t{300});
+}
+
+void GuiTest::head_compute_full_window_matches_pooled_counts() {
+  const CaseData c = singleNanCase(300, 16, 123, 217);
+  HeadRequest req;
+  req.window = MatrixWindow{100, 140, 200, 260};
+  const Result<HeadResult> r = compute_head(c, req);
+  QVERIFY(r.ok());
+  const MatrixGrid& s = r->s;
+  QVERIFY(!s.pooled);
+  QVERIFY(!s.complete());
+  QCOMPARE(s.rows, int64_t{40});
+  QCOMPARE(s.cols, int64_t{60});
+  QCOMPARE(s.counts.nan, int64_t{1});
+  QVERIFY(std::isnan(s.readout(123, 217).value));
+  QCOMPARE(s.readout(99, 217).row, int64_t{-1});  // outside the window
+
+  const Result<DumpReader> dump = DumpReader::open(samplePath().toStdString());
+  QVERIFY(dump.ok());
+  const Result<CaseData> overflow = dump->load("/fp16_score_overflow");
+  QVERIFY(overflow.ok());
+  HeadRequest fp16;
+  fp16.settings.precision = Precision::f16;
+  fp16.mode = Mode::unfused;
+  fp16.head = 3;
+  const Result<HeadResult> h3 = compute_head(*overflow, fp16);
+  QVERIFY(h3.ok());
+  QVERIFY(h3->s.complete());
+  QVERIFY(h3->s.counts.nonfinite() > 0);
+  fp16.head = 0;
+  const Result<HeadResult> h0 = compute_head(*overflow, fp16);
+  QVERIFY(h0.ok());
+  QCOMPARE(h0->s.counts.nonfinite(), int64_t{0});
+  fp16.head = 4;
+  QVERIFY(!compute_head(*overflow, fp16).ok());  // H = 4
+}
+
+}  // namespace attnscope::test

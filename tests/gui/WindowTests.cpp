@@ -1,0 +1,311 @@
+// The real MainWindow on the sample dump: browser, overlays per head, recompute on scale
+// changes, stale results, error reporting, the Window menu and the command line.
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QSlider>
+#include <QTreeWidget>
+#include <QtTest>
+
+#include "app/gui/ComputeWorker.h"
+#include "app/gui/SessionContext.h"
+#include "app/panels/ControlsPanel.h"
+#include "app/panels/DumpBrowserPanel.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/plot/HeatmapView.h"
+#include "tests/gui/GuiTest.h"
+
+namespace attnscope::test {
+namespace {
+
+bool isSelection(const HeadResult& r, int64_t head, Precision p, Mode m) {
+  return r.request.head == head && r.precision == p && r.request.mode == m;
+}
+
+// Cases of an open file whose path or name contains `text` (the browser's filter rule).
+int matchingCases(const SessionContext& ctx, int file, const QString& text) {
+  int n = 0;
+  for (const CaseInfo& c : ctx.file(file).reader->cases()) {
+    n += QString::fromStdString(c.path).contains(text, Qt::CaseInsensitive) ||
+         QString::fromStdString(c.config.name).contains(text, Qt::CaseInsensitive);
+  }
+  return n;
+}
+
+}  // namespace
+
+void GuiTest::browser_lists_sample_cases() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  const QStringList paths = f.window->browser()->casePaths(0);
+  QVERIFY(paths.size() >= 36);
+  QCOMPARE(static_cast<size_t>(paths.size()), f.context()->file(0).reader->cases().size());
+  QVERIFY(paths.contains(kOverflowCase));
+  QVERIFY(paths.contains(QStringLiteral("/train/step_007/layer_03")));
+  QVERIFY(paths.contains(QStringLiteral("/healthy_b2_h8_s1024")));
+  // The file node groups the training cases by step.
+  QTreeWidgetItem* file = f.window->browser()->tree()->topLevelItem(0);
+  QCOMPARE(file->text(0), QStringLiteral("seed_cases.h5"));
+  QVERIFY(!f.window->browser()
+               ->tree()
+               ->findItems(QStringLiteral("step 7"), Qt::MatchExactly | Qt::MatchRecursive)
+               .isEmpty());
+  // The selected case is current in the tree, and opening the same file again reuses it.
+  QCOMPARE(f.window->browser()->tree()->currentItem()->data(0, Qt::UserRole + 1).toString(),
+           kOverflowCase);
+  QCOMPARE(f.context()->openFile(samplePath()), 0);
+  QCOMPARE(f.context()->fileCount(), 1);
+  QVERIFY(f.errors.isEmpty());
+  QVERIFY(f.context()->recentFiles().contains(QFileInfo(samplePath()).absoluteFilePath()));
+}
+
+void GuiTest::browser_filter_hides_other_cases() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), {}}));
+  DumpBrowserPanel* browser = f.window->browser();
+  const int all = browser->casePaths(0).size();
+  QCOMPARE(browser->visibleCaseCount(), all);
+  browser->setFilter(QStringLiteral("FP16"));
+  const int fp16 = matchingCases(*f.context(), 0, QStringLiteral("fp16"));
+  QVERIFY(fp16 >= 2);  // /fp16_score_overflow, /padding_mask_fp16, ...
+  QCOMPARE(browser->visibleCaseCount(), fp16);
+  browser->setFilter(QStringLiteral("step_003"));
+  QCOMPARE(browser->visibleCaseCount(), 4);
+  browser->setFilter(QStringLiteral("no case is called like this"));
+  QCOMPARE(browser->visibleCaseCount(), 0);
+  browser->setFilter(QString());
+  QCOMPARE(browser->visibleCaseCount(), all);
+  // Selecting a case in the tree selects it in the session.
+  const auto items = browser->tree()->findItems(QStringLiteral("/exploding_grad"),
+                                                Qt::MatchExactly | Qt::MatchRecursive);
+  QCOMPARE(items.size(), 1);
+  browser->tree()->setCurrentItem(items.front());
+  QCOMPARE(f.context()->casePath(), QStringLiteral("/exploding_grad"));
+}
+
+void GuiTest::drop_opens_several_files() {
+  QTemporaryDir dir;
+  const QString copy = dir.filePath(QStringLiteral("second_run.h5"));
+  QVERIFY(QFile::copy(samplePath(), copy));
+  WindowFixture f;
+  DumpBrowserPanel* browser = f.window->browser();
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(samplePath()), QUrl::fromLocalFile(copy)});
+  QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(browser, &enter);
+  QVERIFY(enter.isAccepted());
+  QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(browser, &drop);
+  QCOMPARE(f.context()->fileCount(), 2);
+  QCOMPARE(browser->tree()->topLevelItemCount(), 2);
+  QCOMPARE(browser->tree()->topLevelItem(1)->text(0), QStringLiteral("second_run.h5"));
+  QCOMPARE(browser->casePaths(1), browser->casePaths(0));
+  QCOMPARE(browser->visibleCaseCount(), 2 * browser->casePaths(0).size());
+  // A case of the second file is selected like any other; recent files list both.
+  QVERIFY(f.context()->selectCase(1, QStringLiteral("/exploding_grad")));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return r.file_path.find("second_run.h5") != std::string::npos;
+  }));
+  QVERIFY(f.window->heatmaps()->view(QStringLiteral("S"))->stamp().startsWith("second_run.h5"));
+  QCOMPARE(f.context()->recentFiles().size(), 2);
+  QVERIFY(f.errors.isEmpty());
+}
+
+void GuiTest::fp16_unfused_overlay_head3_not_head0() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  SessionContext* ctx = f.context();
+  ctx->setPrecision(Precision::f16);
+  ctx->setMode(Mode::unfused);
+  ctx->setHead(3);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return isSelection(r, 3, Precision::f16, Mode::unfused);
+  }));
+  HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
+  const OverlayCounts c3 = s->overlayCounts();
+  QVERIFY2(c3.pos_inf + c3.nan > 0, "QK^T overflows fp16 in head 3");
+  QVERIFY(s->overlayCells(CellClass::pos_inf) + s->overlayCells(CellClass::nan) > 0);
+  QVERIFY(f.window->heatmaps()->view(QStringLiteral("P"))->overlayCounts().nan > 0);
+  QVERIFY(s->stamp().contains(QStringLiteral("fp16 unfused")));
+  QVERIFY(s->stamp().contains(QStringLiteral("h3")));
+
+  ctx->setHead(0);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return isSelection(r, 0, Precision::f16, Mode::unfused);
+  }));
+  QCOMPARE(s->overlayCounts().nonfinite(), int64_t{0});
+  QCOMPARE(s->overlayCells(CellClass::pos_inf), int64_t{0});
+
+  // Fused fp16 keeps the scores in fp32: head 3 is finite there.
+  ctx->setHead(3);
+  ctx->setMode(Mode::fused);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return isSelection(r, 3, Precision::f16, Mode::fused);
+  }));
+  QCOMPARE(s->overlayCounts().nonfinite(), int64_t{0});
+  QVERIFY(f.errors.isEmpty());
+}
+
+void GuiTest::scale_entry_recomputes_with_new_scale() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.scale == 0.125; }));
+  const auto before = f.context()->result();
+  QSignalSpy finished(f.window->worker(), &ComputeWorker::finished);
+  QLineEdit* edit = f.window->controls()->scaleEdit();
+  QCOMPARE(edit->text(), QStringLiteral("0.125"));
+  edit->setFocus();
+  edit->selectAll();
+  QTest::keyClicks(edit, QStringLiteral("0.5"));
+  QTest::keyClick(edit, Qt::Key_Return);
+  QTRY_VERIFY_WITH_TIMEOUT(finished.count() >= 1, 30000);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.scale == 0.5; }));
+  const auto after = f.context()->result();
+  QVERIFY(after != before);
+  // Fused fp16 scores are fp32 products scaled once: x4 scale is exactly x4 scores.
+  int compared = 0;
+  for (size_t e = 0; e < after->s.raw.size(); ++e) {
+    const float a = before->s.raw[e], b = after->s.raw[e];
+    if (std::isfinite(a) && a != 0) {
+      QCOMPARE(b, 4 * a);
+      ++compared;
+    }
+  }
+  QVERIFY(compared > 1000);
+  QVERIFY(f.window->heatmaps()->view(QStringLiteral("S"))->stamp().contains("scale 0.5"));
+}
+
+void GuiTest::scale_slider_and_reset() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  ControlsPanel* controls = f.window->controls();
+  QSlider* slider = controls->scaleSlider();
+  QCOMPARE(slider->value(), (slider->minimum() + slider->maximum()) / 2);
+  slider->setValue(slider->maximum());
+  QVERIFY(std::fabs(*f.context()->settings().scale / 125.0 - 1) < 1e-12);  // 1000 x 0.125
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.scale > 124; }));
+  QCOMPARE(controls->scaleEdit()->text(), QStringLiteral("125"));
+  f.context()->setScale(std::nullopt);  // what "reset" does
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.scale == 0.125; }));
+  QCOMPARE(slider->value(), (slider->minimum() + slider->maximum()) / 2);
+  QCOMPARE(controls->scaleEdit()->text(), QStringLiteral("0.125"));
+}
+
+void GuiTest::stale_results_are_dropped() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  ComputeWorker* worker = f.window->worker();
+  SessionContext* ctx = f.context();
+  QSignalSpy finished(worker, &ComputeWorker::finished);
+  QSignalSpy dropped(worker, &ComputeWorker::dropped);
+  QSignalSpy applied(ctx, &SessionContext::resultChanged);
+  HeadRequest first = *ctx->currentRequest();
+  first.settings.scale = 0.5;
+  HeadRequest second = first;
+  second.settings.scale = 0.25;
+  const quint64 idFirst = worker->submit(ctx->reader(), ctx->casePath(), first);
+  const quint64 idSecond = worker->submit(ctx->reader(), ctx->casePath(), second);
+  QVERIFY(idSecond > idFirst);
+  QCOMPARE(worker->latestId(), idSecond);
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+  QCOMPARE(finished.at(0).at(0).toULongLong(), idSecond);
+  QTRY_COMPARE_WITH_TIMEOUT(dropped.count(), 1, 30000);
+  QCOMPARE(dropped.at(0).at(0).toULongLong(), idFirst);
+  QTest::qWait(300);
+  QCOMPARE(finished.count(), 1);
+  QCOMPARE(applied.count(), 1);
+  QCOMPARE(ctx->result()->scale, 0.25);
+
+  // Cancel: the running job's result is dropped and nothing is applied.
+  const quint64 idCancelled = worker->submit(ctx->reader(), ctx->casePath(), first);
+  worker->cancel();
+  QVERIFY(!worker->busy());
+  QTRY_VERIFY_WITH_TIMEOUT(dropped.count() == 2, 30000);
+  QCOMPARE(dropped.at(1).at(0).toULongLong(), idCancelled);
+  QCOMPARE(applied.count(), 1);
+}
+
+void GuiTest::non_hdf5_file_shows_error_and_window_survives() {
+  QTemporaryDir dir;
+  const QString bogus = dir.filePath(QStringLiteral("not_a_dump.h5"));
+  {
+    QFile file(bogus);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("this is not an HDF5 file\n");
+  }
+  WindowFixture f(/*keepDialogs=*/true);
+  QVERIFY(!f.window->openTarget({bogus, {}}));
+  QMessageBox* box = nullptr;
+  QTRY_VERIFY((box = f.window->findChild<QMessageBox*>(QStringLiteral("attnscopeError"))) &&
+              box->isVisible());
+  QVERIFY2(box->text().contains(QStringLiteral("not_a_dump.h5")), qPrintable(box->text()));
+  QVERIFY(box->informativeText().startsWith(QStringLiteral("Hint:")));
+  box->close();
+  QTRY_VERIFY(f.window->findChild<QMessageBox*>(QStringLiteral("attnscopeError")) == nullptr);
+  QCOMPARE(f.context()->fileCount(), 0);
+  // A missing file is an error too, and the window still opens a good file afterwards.
+  QVERIFY(!f.window->openTarget({dir.filePath(QStringLiteral("missing.h5")), {}}));
+  QTRY_VERIFY(f.window->findChild<QMessageBox*>(QStringLiteral("attnscopeError")) != nullptr);
+  f.window->findChild<QMessageBox*>(QStringLiteral("attnscopeError"))->close();
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  QVERIFY(f.window->isVisible());
+}
+
+void GuiTest::unknown_case_reports_error() {
+  WindowFixture f;
+  QVERIFY(!f.window->openTarget({samplePath(), QStringLiteral("/no/such/case")}));
+  QCOMPARE(f.errors.size(), 1);
+  QVERIFY(f.errors.front().contains(QStringLiteral("/no/such/case")));
+  QCOMPARE(f.context()->fileCount(), 1);  // the file itself opened fine
+  QVERIFY(f.context()->caseInfo() == nullptr);
+}
+
+void GuiTest::window_menu_lists_docks_and_resets_layout() {
+  WindowFixture f;
+  QMenu* menu = f.window->menuBar()->findChild<QMenu*>(QStringLiteral("windowMenu"));
+  QVERIFY(menu != nullptr);
+  const QList<QDockWidget*> docks = f.window->docks();
+  QCOMPARE(docks.size(), 4);
+  for (QDockWidget* dock : docks) {
+    QVERIFY(menu->actions().contains(dock->toggleViewAction()));
+    QVERIFY(dock->isVisible());
+  }
+  docks[2]->toggleViewAction()->trigger();
+  QVERIFY(!docks[2]->isVisible());
+  docks[2]->toggleViewAction()->trigger();
+  QVERIFY(docks[2]->isVisible());
+  docks[0]->close();
+  docks[3]->close();
+  f.window->resetLayout();
+  for (QDockWidget* dock : docks) QVERIFY(dock->isVisible());
+  // The layout is saved on close and restored by the next window.
+  docks[1]->close();
+  f.window->close();
+  WindowFixture g;
+  QVERIFY(!g.window->docks()[1]->isVisible());
+  g.window->resetLayout();
+  QVERIFY(g.window->docks()[1]->isVisible());
+  g.window->close();  // saves the default layout again for later windows
+}
+
+void GuiTest::command_line_opens_case_with_settings() {
+  WindowFixture f;
+  const AppOptions options = parseCommandLine(
+      {QStringLiteral("attnscope"), "--precision", "fp16", "--mode", "unfused", "--head", "3",
+       "--matrix", "P", samplePath() + QStringLiteral("::fp16_score_overflow")});
+  QVERIFY(options.error.isEmpty());
+  QVERIFY(f.window->applyOptions(options));
+  QCOMPARE(f.context()->casePath(), kOverflowCase);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return isSelection(r, 3, Precision::f16, Mode::unfused);
+  }));
+  QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
+  QVERIFY(f.window->heatmaps()->view(QStringLiteral("S"))->overlayCounts().nonfinite() > 0);
+}
+
+}  // namespace attnscope::test
