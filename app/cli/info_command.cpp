@@ -1,10 +1,9 @@
 // `attnscope-cli info FILE`: lists the cases of a dump (path, shapes, dtypes, attributes,
 // recorded outputs) as a table or, with --json, as one JSON document.
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
-#include <sstream>
 
+#include "case_format.h"
 #include "cli_common.h"
 #include "core/io/hdf5_dump.h"
 #include "json_writer.h"
@@ -14,23 +13,6 @@ namespace attnscope {
 namespace {
 
 constexpr const char* kRecordedNames[] = {"o", "lse", "dq", "dk", "dv"};
-
-std::string format_number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
-std::string dims_text(const CaseDims& d) {
-  std::ostringstream out;
-  out << "B=" << d.batch << " H=" << d.heads;
-  if (d.kv_heads != d.heads) out << " Hk=" << d.kv_heads;
-  out << " Sq=" << d.seqlen_q;
-  if (d.seqlen_k != d.seqlen_q) out << " Sk=" << d.seqlen_k;
-  out << " D=" << d.head_dim;
-  if (d.head_dim_v != d.head_dim) out << " Dv=" << d.head_dim_v;
-  return out.str();
-}
 
 // Distinct stored dtypes of q/k/v, e.g. "float16" or "float16/float32".
 std::string input_dtypes(const CaseInfo& c) {
@@ -92,12 +74,12 @@ void print_descriptions(const std::vector<CaseInfo>& cases) {
 void print_table(const DumpReader& dump) {
   std::cout << dump.path() << ": " << dump.cases().size() << " case"
             << (dump.cases().size() == 1 ? "" : "s") << "\n\n";
-  TextTable table({"path", "name", "shape", "stored", "run dtype", "layout", "scale", "inputs",
-                   "recorded"});
+  TextTable table(
+      {"path", "name", "shape", "stored", "run dtype", "layout", "scale", "inputs", "recorded"});
   for (const CaseInfo& c : dump.cases()) {
     const CaseConfig& cfg = c.config;
-    const std::string scale = format_number(cfg.effective_scale(c.dims.head_dim)) +
-                              (cfg.scale ? "" : " (default)");
+    const std::string scale =
+        format_number(cfg.effective_scale(c.dims.head_dim)) + (cfg.scale ? "" : " (default)");
     table.add_row({c.path, cfg.name.empty() ? "-" : cfg.name, dims_text(c.dims), input_dtypes(c),
                    cfg.dtype.empty() ? "-" : cfg.dtype, layout_name(cfg.layout), scale,
                    extras_text(c), recorded_text(c)});
@@ -111,21 +93,8 @@ void print_table(const DumpReader& dump) {
 }
 
 void write_config(JsonWriter& json, const CaseInfo& c) {
-  const CaseConfig& cfg = c.config;
   json.key("config").begin_object();
-  json.field("scale", cfg.effective_scale(c.dims.head_dim));
-  json.field("scale_from_file", cfg.scale.has_value());
-  json.field("causal", cfg.causal);
-  json.field("causal_align",
-             cfg.causal_align == CausalAlign::bottom_right ? "bottom_right" : "top_left");
-  json.key("dtype");
-  if (cfg.dtype.empty()) json.null(); else json.value(cfg.dtype);
-  json.field("layout", layout_name(cfg.layout));
-  json.field("softcap", cfg.softcap);
-  json.key("step");
-  if (cfg.step) json.value(*cfg.step); else json.null();
-  json.key("layer");
-  if (cfg.layer) json.value(*cfg.layer); else json.null();
+  write_case_config_fields(json, c);
   json.end_object();
 }
 
@@ -139,12 +108,7 @@ void write_json(const DumpReader& dump) {
     json.field("path", c.path);
     json.field("name", c.config.name);
     json.field("description", c.config.description);
-    const CaseDims& d = c.dims;
-    json.key("shape").begin_object();
-    json.field("batch", d.batch).field("heads", d.heads).field("kv_heads", d.kv_heads);
-    json.field("seqlen_q", d.seqlen_q).field("seqlen_k", d.seqlen_k);
-    json.field("head_dim", d.head_dim).field("head_dim_v", d.head_dim_v);
-    json.end_object();
+    write_case_shape(json, c.dims);
     write_config(json, c);
     json.key("tensors").begin_object();
     for (const TensorInfo& t : c.tensors) {
@@ -176,6 +140,7 @@ void write_json(const DumpReader& dump) {
 }  // namespace
 
 int run_info(const CommandArgs& args) {
+  if (!check_options(args, "info", {})) return kExitUnreadable;
   if (args.positional.size() != 1) {
     std::cerr << "attnscope-cli info: expected exactly one FILE (got " << args.positional.size()
               << ")\n";

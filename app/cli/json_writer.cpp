@@ -13,11 +13,21 @@ std::string json_escape(const std::string& text) {
   out += '"';
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -92,8 +102,7 @@ JsonWriter& JsonWriter::value(const std::string& text) {
   return *this;
 }
 
-JsonWriter& JsonWriter::value(double number) {
-  before_value();
+void JsonWriter::write_double(double number) {
   if (std::isnan(number)) {
     out_ << "\"NaN\"";
   } else if (std::isinf(number)) {
@@ -107,6 +116,11 @@ JsonWriter& JsonWriter::value(double number) {
     }
     out_ << buf;
   }
+}
+
+JsonWriter& JsonWriter::value(double number) {
+  before_value();
+  write_double(number);
   return *this;
 }
 
@@ -132,6 +146,17 @@ JsonWriter& JsonWriter::value(const std::vector<int64_t>& numbers) {
   before_value();
   out_ << '[';
   for (size_t i = 0; i < numbers.size(); ++i) out_ << (i ? ", " : "") << numbers[i];
+  out_ << ']';
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(const std::vector<double>& numbers) {
+  before_value();
+  out_ << '[';
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    if (i) out_ << ", ";
+    write_double(numbers[i]);
+  }
   out_ << ']';
   return *this;
 }

@@ -27,6 +27,7 @@ class JsonWriter {
   JsonWriter& value(bool flag);
   JsonWriter& null();
   JsonWriter& value(const std::vector<int64_t>& numbers);
+  JsonWriter& value(const std::vector<double>& numbers);
 
   // key(name).value(v) in one call.
   template <typename T>
@@ -37,6 +38,7 @@ class JsonWriter {
 
  private:
   void before_value();
+  void write_double(double number);
   void newline();
 
   std::ostream& out_;

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<SampleCase> cases = {make_fp16_score_overflow(), make_padding_mask_fp16(),
-                                   make_exploding_grad(), make_healthy()};
+                                   make_exploding_grad(), make_healthy(), make_recorded_mismatch()};
   for (SampleCase& c : make_training_series()) cases.push_back(std::move(c));
   for (const SampleCase& c : cases) {
     const Status written = writer->write_case(c.group_path, c.data);

@@ -147,6 +147,71 @@ SampleCase make_healthy() {
   return {"/healthy_b2_h8_s1024", std::move(c)};
 }
 
+namespace {
+
+// Rescales x[begin, end) so that it has cosine `cosine` with its original values and the same
+// norm: x' = ||x|| (cosine u + sqrt(1 - cosine^2) w), u = x / ||x||, w a random unit vector
+// orthogonal to u.
+void blend_to_cosine(std::vector<double>& x, size_t begin, size_t end, double cosine,
+                     SampleRandom& rng) {
+  double norm = 0;
+  for (size_t e = begin; e < end; ++e) norm += x[e] * x[e];
+  norm = std::sqrt(norm);
+  std::vector<double> w(end - begin);
+  double along = 0, w_norm = 0;
+  for (size_t e = begin; e < end; ++e) {
+    w[e - begin] = rng.normal();
+    along += w[e - begin] * x[e] / norm;
+  }
+  for (size_t e = begin; e < end; ++e) {
+    w[e - begin] -= along * x[e] / norm;
+    w_norm += w[e - begin] * w[e - begin];
+  }
+  w_norm = std::sqrt(w_norm);
+  const double sine = std::sqrt(1 - cosine * cosine);
+  for (size_t e = begin; e < end; ++e) {
+    x[e] = norm * (cosine * x[e] / norm + sine * w[e - begin] / w_norm);
+  }
+}
+
+}  // namespace
+
+SampleCase make_recorded_mismatch() {
+  const Shape shape = {1, 4, 64, 32};
+  const size_t per_head = 64 * 32;
+  SampleRandom rng(505);
+  CaseData c = new_case(
+      "recorded gradients disagree",
+      "finite but wrong recorded gradients (fp64 results rounded to fp16, then corrupted): dq "
+      "head-dim columns 3, 17, 29 of head 1 replaced by noise, dk of head 2 scaled 5x, dv of "
+      "head 3 blended to cosine -0.1; o and lse are right",
+      "float16");
+  put(c, "q", DType::f16, shape, rng.normals(product(shape), 1.0));
+  put(c, "k", DType::f16, shape, rng.normals(product(shape), 1.0));
+  put(c, "v", DType::f16, shape, rng.normals(product(shape), 1.0));
+  put(c, "do", DType::f16, shape, rng.normals(product(shape), 1.0));
+
+  AttnParams p;
+  p.heads = p.kv_heads = shape[1];
+  p.seqlen_q = p.seqlen_k = shape[2];
+  p.head_dim = p.head_dim_v = shape[3];
+  p.scale = 1.0 / std::sqrt(static_cast<double>(shape[3]));
+  const std::vector<double> q = c.q().to_double(), k = c.k().to_double(), v = c.v().to_double();
+  const std::vector<double> dout = c.tensors.at("do").to_double();
+  ReferenceTrace t = reference_attention(p, q.data(), k.data(), v.data(), dout.data());
+  for (size_t i = 0; i < 64; ++i) {
+    for (size_t col : {3, 17, 29}) t.dq[per_head + i * 32 + col] = 0.5 * rng.normal();
+  }
+  for (size_t e = 2 * per_head; e < 3 * per_head; ++e) t.dk[e] *= 5.0;
+  blend_to_cosine(t.dv, 3 * per_head, 4 * per_head, -0.1, rng);
+  put(c, "o", DType::f16, shape, t.o);
+  put(c, "lse", DType::f32, {shape[0], shape[1], shape[2]}, t.lse);
+  put(c, "dq", DType::f16, shape, t.dq);
+  put(c, "dk", DType::f16, shape, t.dk);
+  put(c, "dv", DType::f16, shape, t.dv);
+  return {"/recorded_mismatch", std::move(c)};
+}
+
 std::vector<SampleCase> make_training_series() {
   const Shape shape = {1, 2, 128, 64};
   const std::vector<int64_t> dims = {3, 21, 40, 58};

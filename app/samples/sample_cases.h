@@ -22,6 +22,8 @@ SampleCase make_padding_mask_fp16();
 SampleCase make_exploding_grad();
 // (d) healthy causal case of realistic size with recorded o and lse.
 SampleCase make_healthy();
+// (f) recorded dq / dk / dv that are finite but wrong (bad columns, 5x norm, cosine -0.1).
+SampleCase make_recorded_mismatch();
 // (e) 8 steps x 4 layers whose activations grow until the last steps overflow in fp16.
 std::vector<SampleCase> make_training_series();
 

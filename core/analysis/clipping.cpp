@@ -36,8 +36,8 @@ ClipResult clip_gradients(const std::vector<GradientRef>& grads, double max_norm
   return r;
 }
 
-std::vector<ClipResult> clip_case_gradients(CaseGradients& grads, ClipScope scope,
-                                            double max_norm, Precision precision) {
+std::vector<ClipResult> clip_case_gradients(CaseGradients& grads, ClipScope scope, double max_norm,
+                                            Precision precision) {
   const int64_t q_head = grads.seqlen_q * grads.head_dim;
   const int64_t k_head = grads.seqlen_k * grads.head_dim;
   const int64_t v_head = grads.seqlen_k * grads.head_dim_v;

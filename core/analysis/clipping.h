@@ -50,7 +50,7 @@ struct CaseGradients {
 
 // Clips the case's gradients in place; one ClipResult per clip call (1 for whole_case,
 // B * Hk for per_kv_head, in (b, g) order).
-std::vector<ClipResult> clip_case_gradients(CaseGradients& grads, ClipScope scope,
-                                            double max_norm, Precision precision);
+std::vector<ClipResult> clip_case_gradients(CaseGradients& grads, ClipScope scope, double max_norm,
+                                            Precision precision);
 
 }  // namespace attnscope

@@ -1,5 +1,5 @@
 // Findings: diagnoses a user can act on (DESIGN §4), with where they are, how many elements,
-// a one-line message carrying the numbers that prove it, and a remedy.
+// a one-line message carrying the numbers that prove it, a remedy, and the runs it was seen in.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 
 namespace attnscope {
 
+// Ordered from most to least severe (a smaller value is worse).
 enum class Severity : uint8_t { error, warning, info };
 
 // Finding kinds; finding_kind_name gives the DESIGN §4 spelling.
@@ -27,6 +28,13 @@ enum class FindingKind : uint8_t {
   silent_zero_row,
 };
 
+inline constexpr FindingKind kAllFindingKinds[] = {
+    FindingKind::nonfinite_input,  FindingKind::score_overflow,     FindingKind::mask_fill_overflow,
+    FindingKind::fully_masked_row, FindingKind::masked_nan_leak,    FindingKind::exp_overflow,
+    FindingKind::nonfinite_output, FindingKind::nonfinite_gradient, FindingKind::gradient_explosion,
+    FindingKind::clip_spreads_nan, FindingKind::recorded_mismatch,  FindingKind::precision_loss,
+    FindingKind::silent_zero_row};
+
 const char* finding_kind_name(FindingKind kind);
 const char* severity_name(Severity severity);
 
@@ -34,6 +42,8 @@ const char* severity_name(Severity severity);
 struct IndexRange {
   int64_t first = 0, last = -1;
   bool valid() const { return first <= last; }
+  // Smallest range holding both (an invalid side is ignored).
+  IndexRange merged(const IndexRange& other) const;
 };
 
 struct Finding {
@@ -41,13 +51,22 @@ struct Finding {
   Severity severity = Severity::error;
   std::string tensor;  // "q", "S", "dQ", ...
   int64_t batch = -1;  // -1 = all / not applicable
-  int64_t head = -1;
+  int64_t head = -1;   // -1 = all / several (see heads) / not applicable
+  IndexRange heads;    // the heads concerned when more than one (head = -1)
   IndexRange rows, cols;
   int64_t count = 0;  // elements / rows concerned
   std::string message;
   std::string remedy;
+  // Context: the precision analysed ("fp16") and the kernel modes ("fused", "unfused") in
+  // which the finding was seen; empty when it does not depend on a run (inputs, recordings).
+  std::string precision;
+  std::vector<std::string> modes;
 };
 
 bool has_error(const std::vector<Finding>& findings);
+int64_t count_severity(const std::vector<Finding>& findings, Severity severity);
+
+// Stable order for reports: severity (errors first), then kind, batch, head, first row.
+void sort_findings(std::vector<Finding>& findings);
 
 }  // namespace attnscope

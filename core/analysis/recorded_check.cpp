@@ -9,7 +9,8 @@ namespace {
 double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isfinite(a[i]) && std::isfinite(b[i])) worst = std::fmax(worst, std::fabs(a[i] - b[i]));
+    if (std::isfinite(a[i]) && std::isfinite(b[i]))
+      worst = std::fmax(worst, std::fabs(a[i] - b[i]));
   }
   return worst;
 }
@@ -35,36 +36,41 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
   RecordedComparison out;
   out.tensor = in.tensor;
   const double factor = in.gradient ? 3.0 : 2.0;
-  out.threshold = factor * max_abs_difference(*in.baseline, ref) + accuracy_floor(max_abs_finite(ref));
+  out.baseline_error = max_abs_difference(*in.baseline, ref);
+  out.threshold = factor * out.baseline_error + accuracy_floor(max_abs_finite(ref));
   out.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
 
   const int64_t per_outer = g.rows * g.cols;
   for (int64_t o = 0; o < g.outer; ++o) {
+    const int64_t base = o * per_outer;
+    const PairStats s = compare_values(rec.data() + base, ref.data() + base, per_outer);
     HeadComparison head;
     head.batch = o / g.heads;
     head.head = o % g.heads;
-    double dot = 0, rec_sq = 0, ref_sq = 0;
-    for (int64_t e = o * per_outer; e < (o + 1) * per_outer; ++e) {
-      const double r = rec[e], x = ref[e];
-      if (std::isfinite(r) != std::isfinite(x)) {
-        ++head.nonfinite_mismatch;
-        continue;
+    head.cosine = s.cosine;
+    head.norm_ratio = s.norm_ratio;
+    head.max_error = s.max_error;
+    head.nonfinite_mismatch = s.nonfinite_mismatch;
+    head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
+    for (int64_t e = base; e < base + per_outer; ++e) {
+      const bool finite = std::isfinite(rec[e]) && std::isfinite(ref[e]);
+      const double err = finite ? std::fabs(rec[e] - ref[e]) : 0.0;
+      if (std::isfinite(rec[e]) != std::isfinite(ref[e]) || err > out.threshold) {
+        const int64_t row = (e - base) / g.cols;
+        if (head.bad_row_first < 0) head.bad_row_first = row;
+        head.bad_row_last = row;
       }
-      if (!std::isfinite(r)) continue;
-      dot += r * x;
-      rec_sq += r * r;
-      ref_sq += x * x;
-      const double err = std::fabs(r - x);
-      head.max_error = std::fmax(head.max_error, err);
-      double& column = out.column_max_error[static_cast<size_t>(e % g.cols)];
+      double& column = head.column_max_error[static_cast<size_t>(e % g.cols)];
       column = std::fmax(column, err);
     }
-    if (rec_sq > 0 && ref_sq > 0) {
-      head.cosine = dot / (std::sqrt(rec_sq) * std::sqrt(ref_sq));
-      head.norm_ratio = std::sqrt(rec_sq / ref_sq);
-    } else if (rec_sq != ref_sq) {  // one is all zero, the other not
-      head.cosine = 0;
-      head.norm_ratio = ref_sq > 0 ? 0 : INFINITY;
+    for (size_t c = 0; c < head.column_max_error.size(); ++c) {
+      out.column_max_error[c] = std::fmax(out.column_max_error[c], head.column_max_error[c]);
+    }
+    if (in.same_precision != nullptr) {
+      const PairStats sp =
+          compare_values(rec.data() + base, in.same_precision->data() + base, per_outer);
+      head.same_precision_cosine = sp.cosine;
+      head.same_precision_max_error = sp.max_error;
     }
     head.within_rule = head.nonfinite_mismatch == 0 && head.max_error <= out.threshold;
     out.within_rule = out.within_rule && head.within_rule;

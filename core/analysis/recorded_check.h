@@ -1,13 +1,55 @@
 // Compares outputs recorded from the real run (o, lse, dq, dk, dv in the dump) with
 // attnscope's recomputation: per-head cosine similarity, norm ratio, max error against the
-// accuracy rule of DESIGN §3, and a per-column (head-dim) error profile.
+// accuracy rule of DESIGN §3, and a per-column (head-dim) error profile; plus the pairwise
+// statistics the backend matrix and precision_loss share.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace attnscope {
+
+// a vs ref over n elements: cosine and norm ratio over the pairs finite in both, max |a - ref|
+// over them, relative L2 error ||a - ref|| / ||ref||, and how many pairs are finite in one only.
+struct PairStats {
+  double cosine = 1;      // 1 when both are zero; 0 when exactly one is
+  double norm_ratio = 1;  // ||a|| / ||ref||
+  double max_error = 0;
+  double rel_l2 = 0;
+  double max_abs_ref = 0;
+  int64_t nonfinite = 0;           // non-finite elements of a
+  int64_t nonfinite_mismatch = 0;  // finite in one and not the other
+};
+
+template <typename T>
+PairStats compare_values(const T* a, const double* ref, int64_t n) {
+  PairStats s;
+  double dot = 0, a_sq = 0, ref_sq = 0, err_sq = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const double x = static_cast<double>(a[e]), r = ref[e];
+    if (!std::isfinite(x)) ++s.nonfinite;
+    if (std::isfinite(x) != std::isfinite(r)) ++s.nonfinite_mismatch;
+    if (!std::isfinite(x) || !std::isfinite(r)) continue;
+    dot += x * r;
+    a_sq += x * x;
+    ref_sq += r * r;
+    err_sq += (x - r) * (x - r);
+    s.max_error = std::fmax(s.max_error, std::fabs(x - r));
+    s.max_abs_ref = std::fmax(s.max_abs_ref, std::fabs(r));
+  }
+  if (a_sq > 0 && ref_sq > 0) {
+    s.cosine = dot / (std::sqrt(a_sq) * std::sqrt(ref_sq));
+    s.norm_ratio = std::sqrt(a_sq / ref_sq);
+    s.rel_l2 = std::sqrt(err_sq / ref_sq);
+  } else if (a_sq != ref_sq) {  // one is all zero, the other not
+    s.cosine = 0;
+    s.norm_ratio = ref_sq > 0 ? 0 : INFINITY;
+    s.rel_l2 = ref_sq > 0 ? 1 : INFINITY;
+  }
+  return s;
+}
 
 // A tensor viewed as [outer, rows, cols]: outer = B * heads (query or kv heads), cols = 1 for lse.
 struct TensorGeometry {
@@ -15,29 +57,37 @@ struct TensorGeometry {
   int64_t heads = 1;  // per batch, to name (b, h) from an outer index
 };
 
-// The three computations a recorded tensor is judged against, flat in canonical layout.
+// The computations a recorded tensor is judged against, flat in canonical layout.
 struct RecordedComparisonInputs {
-  std::string tensor;               // "o", "lse", "dq", "dk", "dv"
+  std::string tensor;  // "o", "lse", "dq", "dk", "dv"
   TensorGeometry geometry;
   const std::vector<double>* recorded = nullptr;   // from the dump
   const std::vector<double>* reference = nullptr;  // fp64 recomputation
   const std::vector<double>* baseline = nullptr;   // unfused at the recorded precision
-  bool gradient = false;                           // 3x rule instead of 2x
+  // Optional: the fused recomputation at the recorded precision, compared per head too.
+  const std::vector<double>* same_precision = nullptr;
+  bool gradient = false;  // 3x rule instead of 2x
 };
 
 struct HeadComparison {
   int64_t batch = 0, head = 0;
-  double cosine = 1;      // recorded vs fp64 (1 when both are zero)
-  double norm_ratio = 1;  // ||recorded|| / ||fp64||
-  double max_error = 0;   // max |recorded - fp64| over finite pairs
+  double cosine = 1;               // recorded vs fp64 (1 when both are zero)
+  double norm_ratio = 1;           // ||recorded|| / ||fp64||
+  double max_error = 0;            // max |recorded - fp64| over finite pairs
   int64_t nonfinite_mismatch = 0;  // elements finite in one and not the other
   bool within_rule = true;
+  std::vector<double> column_max_error;  // [cols]: this head's max error per column
+  double same_precision_cosine = 1;      // recorded vs same_precision (when given)
+  double same_precision_max_error = 0;
+  // Rows holding an element beyond the threshold or a non-finite mismatch (-1 when none).
+  int64_t bad_row_first = -1, bad_row_last = -1;
 };
 
 struct RecordedComparison {
   std::string tensor;
-  double threshold = 0;  // factor * max|baseline - fp64| + floor
-  double max_error = 0;  // worst head
+  double threshold = 0;       // factor * max|baseline - fp64| + floor
+  double baseline_error = 0;  // max|baseline - fp64|
+  double max_error = 0;       // worst head
   std::vector<HeadComparison> heads;
   std::vector<double> column_max_error;  // [cols]: max over (outer, rows)
   bool within_rule = true;               // every head within the rule, same non-finite pattern

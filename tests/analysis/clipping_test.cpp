@@ -32,9 +32,8 @@ TEST(Clipping, total_below_max_norm_leaves_gradients_bit_identical) {
 
 TEST(Clipping, total_over_several_tensors_is_norm_of_norms) {
   std::vector<float> a = {3.0f}, b = {4.0f}, c = {12.0f};
-  const ClipResult r =
-      clip_gradients({{"a", a.data(), 1}, {"b", b.data(), 1}, {"c", c.data(), 1}}, 1.0,
-                     Precision::f32);
+  const ClipResult r = clip_gradients({{"a", a.data(), 1}, {"b", b.data(), 1}, {"c", c.data(), 1}},
+                                      1.0, Precision::f32);
   EXPECT_DOUBLE_EQ(r.total_norm, 13.0);
   ASSERT_EQ(r.norms_before.size(), 3u);
   EXPECT_DOUBLE_EQ(r.norms_before[2], 12.0);
@@ -42,8 +41,8 @@ TEST(Clipping, total_over_several_tensors_is_norm_of_norms) {
 
 TEST(Clipping, infinite_total_zeroes_finite_elements_and_turns_inf_into_nan) {
   std::vector<float> a = {1.0f, kInf}, b = {2.0f};
-  const ClipResult r = clip_gradients({{"a", a.data(), 2}, {"b", b.data(), 1}}, 1.0,
-                                      Precision::f32);
+  const ClipResult r =
+      clip_gradients({{"a", a.data(), 2}, {"b", b.data(), 1}}, 1.0, Precision::f32);
   EXPECT_TRUE(r.nonfinite_total);
   EXPECT_EQ(r.coef, 0.0);
   EXPECT_EQ(a[0], 0.0f);
@@ -53,8 +52,8 @@ TEST(Clipping, infinite_total_zeroes_finite_elements_and_turns_inf_into_nan) {
 
 TEST(Clipping, nan_total_makes_every_gradient_nan) {
   std::vector<float> a = {1.0f, std::nanf("")}, b = {2.0f, -3.0f};
-  const ClipResult r = clip_gradients({{"a", a.data(), 2}, {"b", b.data(), 2}}, 1.0,
-                                      Precision::f32);
+  const ClipResult r =
+      clip_gradients({{"a", a.data(), 2}, {"b", b.data(), 2}}, 1.0, Precision::f32);
   EXPECT_TRUE(r.nonfinite_total);
   EXPECT_TRUE(std::isnan(r.coef));
   for (float x : a) EXPECT_TRUE(std::isnan(x));
@@ -83,7 +82,7 @@ TEST(Clipping, per_kv_head_scope_clips_each_gqa_group_alone) {
   ASSERT_EQ(r.size(), 2u);
   EXPECT_NEAR(r[0].total_norm, 100.0 * std::sqrt(2.0), 1e-4);
   EXPECT_LT(r[0].coef, 0.01);
-  EXPECT_EQ(r[1].coef, 1.0);                       // group 1 total = 0.2 < 1
+  EXPECT_EQ(r[1].coef, 1.0);  // group 1 total = 0.2 < 1
   EXPECT_NEAR(grads.dq[0], 1.0 / std::sqrt(2.0), 1e-5);
   EXPECT_EQ(grads.dq[2], 0.1f);
 }

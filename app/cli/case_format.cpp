@@ -1,0 +1,60 @@
+// Shape text and the shape / config JSON of a case.
+#include "case_format.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace attnscope {
+
+std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+std::string dims_text(const CaseDims& d) {
+  std::ostringstream out;
+  out << "B=" << d.batch << " H=" << d.heads;
+  if (d.kv_heads != d.heads) out << " Hk=" << d.kv_heads;
+  out << " Sq=" << d.seqlen_q;
+  if (d.seqlen_k != d.seqlen_q) out << " Sk=" << d.seqlen_k;
+  out << " D=" << d.head_dim;
+  if (d.head_dim_v != d.head_dim) out << " Dv=" << d.head_dim_v;
+  return out.str();
+}
+
+void write_case_shape(JsonWriter& json, const CaseDims& d) {
+  json.key("shape").begin_object();
+  json.field("batch", d.batch).field("heads", d.heads).field("kv_heads", d.kv_heads);
+  json.field("seqlen_q", d.seqlen_q).field("seqlen_k", d.seqlen_k);
+  json.field("head_dim", d.head_dim).field("head_dim_v", d.head_dim_v);
+  json.end_object();
+}
+
+void write_case_config_fields(JsonWriter& json, const CaseInfo& c) {
+  const CaseConfig& cfg = c.config;
+  json.field("scale", cfg.effective_scale(c.dims.head_dim));
+  json.field("scale_from_file", cfg.scale.has_value());
+  json.field("causal", cfg.causal);
+  json.field("causal_align",
+             cfg.causal_align == CausalAlign::bottom_right ? "bottom_right" : "top_left");
+  json.key("dtype");
+  if (cfg.dtype.empty())
+    json.null();
+  else
+    json.value(cfg.dtype);
+  json.field("layout", layout_name(cfg.layout));
+  json.field("softcap", cfg.softcap);
+  json.key("step");
+  if (cfg.step)
+    json.value(*cfg.step);
+  else
+    json.null();
+  json.key("layer");
+  if (cfg.layer)
+    json.value(*cfg.layer);
+  else
+    json.null();
+}
+
+}  // namespace attnscope

@@ -1,0 +1,159 @@
+// Parsing of option values and the loading of dumps / cases for the analysis commands.
+#include "cli_options.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+
+namespace attnscope {
+
+std::optional<Precision> parse_precision_option(const std::string& text) {
+  if (text == "fp16" || text == "float16") return Precision::f16;
+  if (text == "bf16" || text == "bfloat16") return Precision::bf16;
+  if (text == "fp32" || text == "float32") return Precision::f32;
+  return std::nullopt;
+}
+
+std::optional<std::vector<Mode>> parse_modes(const std::string& text) {
+  if (text == "fused") return std::vector<Mode>{Mode::fused};
+  if (text == "unfused") return std::vector<Mode>{Mode::unfused};
+  if (text == "both") return std::vector<Mode>{Mode::fused, Mode::unfused};
+  return std::nullopt;
+}
+
+std::optional<MaskFill> parse_mask_fill(const std::string& text) {
+  if (text == "neg_inf" || text == "-inf") return MaskFill::neg_inf;
+  if (text == "-1e9" || text == "neg_1e9") return MaskFill::neg_1e9;
+  if (text == "finfo_min") return MaskFill::finfo_min;
+  if (text == "safe") return MaskFill::safe;
+  return std::nullopt;
+}
+
+const char* mask_fill_name(MaskFill fill) {
+  switch (fill) {
+    case MaskFill::neg_inf:
+      return "neg_inf";
+    case MaskFill::neg_1e9:
+      return "-1e9";
+    case MaskFill::finfo_min:
+      return "finfo_min";
+    case MaskFill::safe:
+      return "safe";
+  }
+  return "unknown";
+}
+
+std::optional<double> parse_positive(const std::string& text) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(x) || x <= 0) return std::nullopt;
+  return x;
+}
+
+std::optional<ScaleRange> parse_scales(const std::string& text) {
+  const size_t a = text.find(':'), b = text.find(':', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos) return std::nullopt;
+  const auto lo = parse_positive(text.substr(0, a)),
+             hi = parse_positive(text.substr(a + 1, b - a - 1));
+  const auto n = parse_positive(text.substr(b + 1));
+  if (!lo || !hi || !n || *hi < *lo || *n != std::floor(*n) || *n > 1000) return std::nullopt;
+  return ScaleRange{*lo, *hi, static_cast<int>(*n)};
+}
+
+std::pair<std::string, std::string> split_case_ref(const std::string& text) {
+  const size_t sep = text.rfind("::");
+  if (sep == std::string::npos) return {text, ""};
+  return {text.substr(0, sep), text.substr(sep + 2)};
+}
+
+int fail(const std::string& command, const std::string& message, const std::string& hint) {
+  std::cerr << "attnscope-cli " << command << ": " << message << "\n";
+  if (!hint.empty()) std::cerr << "  hint: " << hint << "\n";
+  return kExitUnreadable;
+}
+
+std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
+                                    bool allow_external) {
+  OpenOptions options;
+  options.allow_external = allow_external;
+  Result<DumpReader> dump = DumpReader::open(file, options);
+  if (!dump) {
+    fail(command, dump.error().message, dump.error().hint);
+    return std::nullopt;
+  }
+  return std::move(*dump);
+}
+
+bool reject(const std::string& command, const std::string& message, const std::string& hint) {
+  fail(command, message, hint);
+  return false;
+}
+
+std::optional<std::string> find_case(const std::string& command, const DumpReader& dump,
+                                     const std::string& case_path) {
+  const std::string wanted = case_path.empty() || case_path[0] == '/' ? case_path : "/" + case_path;
+  std::string listing;
+  for (const CaseInfo& c : dump.cases()) {
+    if (c.path == wanted) return wanted;
+    if (listing.size() < 300) listing += (listing.empty() ? "" : ", ") + c.path;
+  }
+  fail(command, dump.path() + ": no case '" + case_path + "'",
+       "cases in this file: " + listing + (listing.size() >= 300 ? ", ..." : "") +
+           " (attnscope-cli info " + dump.path() + " lists them all)");
+  return std::nullopt;
+}
+
+std::optional<CaseData> load_case(const std::string& command, const DumpReader& dump,
+                                  const std::string& case_path) {
+  const std::optional<std::string> path = find_case(command, dump, case_path);
+  if (!path) return std::nullopt;
+  Result<CaseData> data = dump.load(*path);
+  if (!data) {
+    fail(command, dump.path() + "::" + *path + ": " + data.error().message, data.error().hint);
+    return std::nullopt;
+  }
+  return std::move(*data);
+}
+
+bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run) {
+  if (const std::string* p = args.option("precision")) {
+    run.precision = parse_precision_option(*p);
+    if (!run.precision)
+      return reject(command, "bad --precision '" + *p + "'", "use fp16, bf16 or fp32");
+  }
+  if (const std::string* s = args.option("scale")) {
+    run.scale = parse_positive(*s);
+    if (!run.scale) return reject(command, "bad --scale '" + *s + "'", "a positive number");
+  }
+  if (const std::string* f = args.option("mask-fill")) {
+    const auto fill = parse_mask_fill(*f);
+    if (!fill)
+      return reject(command, "bad --mask-fill '" + *f + "'",
+                    "use neg_inf, -1e9, finfo_min or safe");
+    run.mask_fill = *fill;
+  }
+  return true;
+}
+
+std::optional<LoadedCase> load_case_ref(const CommandArgs& args, const std::string& command) {
+  if (args.positional.size() != 1) {
+    fail(command,
+         "expected exactly one FILE::CASE (got " + std::to_string(args.positional.size()) + ")",
+         "e.g. attnscope-cli " + command + " dump.h5::/step_000120/layer_07");
+    return std::nullopt;
+  }
+  const auto [file, case_path] = split_case_ref(args.positional[0]);
+  if (case_path.empty()) {
+    fail(command, "'" + args.positional[0] + "' names no case",
+         "write FILE::CASE, e.g. " + file + "::/fp16_score_overflow");
+    return std::nullopt;
+  }
+  LoadedCase loaded;
+  loaded.dump = open_dump(command, file, args.allow_external);
+  if (!loaded.dump) return std::nullopt;
+  loaded.data = load_case(command, *loaded.dump, case_path);
+  if (!loaded.data) return std::nullopt;
+  return loaded;
+}
+
+}  // namespace attnscope

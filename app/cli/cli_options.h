@@ -1,0 +1,61 @@
+// Option values and inputs shared by the analysis commands: precision / mode / mask-fill /
+// number / scale-range parsing, FILE::CASE references, and opening dumps and cases with
+// messages that name the file, the case and a hint (exit code 2 on failure).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "core/analysis/case_analysis.h"
+#include "core/io/hdf5_dump.h"
+
+namespace attnscope {
+
+std::optional<Precision> parse_precision_option(const std::string& text);  // fp16|bf16|fp32
+std::optional<std::vector<Mode>> parse_modes(const std::string& text);     // fused|unfused|both
+std::optional<MaskFill> parse_mask_fill(
+    const std::string& text);  // neg_inf|-inf|-1e9|finfo_min|safe
+const char* mask_fill_name(MaskFill fill);
+std::optional<double> parse_positive(const std::string& text);
+
+struct ScaleRange {
+  double min = 0, max = 0;
+  int points = 0;
+};
+std::optional<ScaleRange> parse_scales(const std::string& text);  // "MIN:MAX:N"
+
+// "FILE::CASE" -> (FILE, CASE); no "::" -> (text, "").
+std::pair<std::string, std::string> split_case_ref(const std::string& text);
+
+// Prints "attnscope-cli COMMAND: message" (+ hint) to stderr and returns kExitUnreadable.
+int fail(const std::string& command, const std::string& message, const std::string& hint = "");
+
+// fail(), returning false (for option validation).
+bool reject(const std::string& command, const std::string& message, const std::string& hint);
+
+// Opens FILE; on failure prints the reader's message and hint.
+std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
+                                    bool allow_external);
+
+// The canonical path of a case of the dump ("x" -> "/x"); on failure prints the file, the case
+// and the available cases.
+std::optional<std::string> find_case(const std::string& command, const DumpReader& dump,
+                                     const std::string& case_path);
+// find_case, then loads it.
+std::optional<CaseData> load_case(const std::string& command, const DumpReader& dump,
+                                  const std::string& case_path);
+
+// Reads the shared what-if options (--precision, --scale, --mask-fill) into `run`; false after
+// printing the problem.
+bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run);
+
+// The one FILE::CASE positional of matrix / sweep, opened and loaded.
+struct LoadedCase {
+  std::optional<DumpReader> dump;
+  std::optional<CaseData> data;
+};
+std::optional<LoadedCase> load_case_ref(const CommandArgs& args, const std::string& command);
+
+}  // namespace attnscope

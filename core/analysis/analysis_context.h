@@ -1,0 +1,89 @@
+// Internal to core/analysis: what the findings passes read (the case, its runs, the masking
+// analysis, the fp64 recomputation, comparisons and clip reports) and the passes themselves.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/analysis/case_analysis.h"
+#include "core/analysis/finding_text.h"
+#include "core/analysis/mask_analysis.h"
+#include "core/kernel_registry.h"
+
+namespace attnscope {
+
+struct AnalysisContext {
+  const CaseData& data;
+  const CaseInputs& in;  // in.params at the analysed precision
+  const AnalysisSettings& settings;
+  const std::vector<ModeRun>& runs;
+  const MaskInfo& masks;
+  const Reference64* reference = nullptr;  // null when not computed
+  const std::vector<RecordedComparison>& recorded;
+  const std::vector<ClipReport>& clips;
+
+  Precision precision() const { return in.params.precision; }
+  std::string precision_text() const;  // "fp16"
+  // "unfused fp16" for one run; "fused and unfused fp16" for several.
+  std::string runs_text(const std::vector<const ModeRun*>& runs) const;
+  std::vector<std::string> mode_names(const std::vector<const ModeRun*>& runs) const;
+};
+
+// Non-finite elements of one head of a run's tensor viewed as [outer, rows, dim].
+struct NonfiniteHead {
+  int64_t outer = 0;  // b * heads + h
+  int64_t count = 0;
+  IndexRange rows;
+  Provenance cause = Provenance::finite;  // most frequent provenance code
+};
+
+// row_mask (query-row tensors only, else null): elements of a fully masked row are counted as
+// fully_masked_row (every key hidden) or mask_fill (a bias sentinel became -inf), whatever
+// the kernel's provenance says.
+std::vector<NonfiniteHead> nonfinite_heads(const std::vector<float>& x,
+                                           const std::vector<Provenance>& provenance, int64_t outer,
+                                           int64_t rows, int64_t dim,
+                                           const std::vector<RowMask>* row_mask);
+
+// One tensor of every run, for add_nonfinite_findings.
+struct RunTensor {
+  const char* name = "O";  // shown in messages and Finding::tensor
+  const char* head_label = "head";
+  const char* rows_label = "rows";
+  int64_t heads = 0, rows = 0, dim = 0;  // per batch: heads; per head: rows x dim
+  bool query_rows = false;               // rows are query rows (O, dQ), not keys
+  const std::vector<float>& (*data)(const ModeRun&) = nullptr;
+  const std::vector<Provenance>& (*provenance)(const ModeRun&) = nullptr;
+};
+
+// nonfinite_output / nonfinite_gradient findings of one tensor over every run, one per group
+// of heads with the same rows and per-run counts.
+void add_nonfinite_findings(const AnalysisContext& cx, FindingKind kind, const RunTensor& t,
+                            std::vector<Finding>& out);
+
+// Query rows flagged per run, combined per (batch, head): rows = union over runs, count = the
+// most rows any run flagged, tag = the runs that flagged it ("fused and unfused fp16").
+struct RunRowHits {
+  std::vector<HeadHit> hits;
+  std::vector<std::vector<const ModeRun*>> runs;  // per hit
+  // The runs of a group of hits (equal tags imply equal runs).
+  const std::vector<const ModeRun*>& runs_of(const HitGroup& g) const { return runs[g.hits[0]]; }
+};
+// flag(run, row) with row = (b * H + h) * Sq + i.
+RunRowHits row_hits(const AnalysisContext& cx,
+                    const std::function<bool(const ModeRun&, int64_t row)>& flag);
+
+// nonfinite_input, masked_nan_leak, mask_fill_overflow.
+void add_input_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+// score_overflow; returns the largest |q.k| it scanned (none when no head needed a scan).
+std::optional<double> add_score_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+// fully_masked_row, exp_overflow, nonfinite_output, silent_zero_row.
+void add_forward_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+// nonfinite_gradient, gradient_explosion, clip_spreads_nan.
+void add_gradient_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+// recorded_mismatch, precision_loss, and the recorded o / lse's silent_zero_row / exp_overflow.
+void add_recorded_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+
+}  // namespace attnscope

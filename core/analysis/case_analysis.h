@@ -1,0 +1,111 @@
+// The analysis facade the GUI and the CLI both call (plain C++, no LibTorch or Qt): runs a
+// case through the instrumented CPU kernels at the chosen precision in the chosen modes,
+// optionally clips the gradients, compares recorded outputs with the recomputation and turns
+// everything into findings (DESIGN §3, §4) plus the summary stats of `scan --json`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/analysis/clipping.h"
+#include "core/analysis/finding.h"
+#include "core/analysis/recorded_check.h"
+#include "core/case_inputs.h"
+#include "core/case_model.h"
+#include "core/kernel_registry.h"  // mode_name, precision_name
+#include "core/result.h"
+#include "kernels/cpu/fused_attention.h"
+
+namespace attnscope {
+
+struct AnalysisSettings {
+  RunSettings run;  // scale / precision override (default: the case's dtype) / mask fill
+  // Kernel semantics to emulate; by default both, since the user may have run either a fused
+  // kernel (FlashAttention, SDPA) or eager attention.
+  std::vector<Mode> modes = {Mode::fused, Mode::unfused};
+  std::optional<double> clip_norm;  // clip_grad_norm_(max_norm); absent = no clipping
+  ClipScope clip_scope = ClipScope::whole_case;
+  bool recorded_check = true;   // compare recorded o / lse / dq / dk / dv when the case has them
+  bool precision_check = true;  // fp64 recomputation for precision_loss
+  // fp64 gradients (naive reference per head) only when B * H * Sq * Sk is at most this; the
+  // fp64 forward streams rows and has no limit.
+  int64_t reference_gradient_budget = int64_t{1} << 22;
+  double explosion_ratio = 1e3;  // gradient_explosion: head norm / median head norm
+  int threads = 0;               // 0 = hardware concurrency
+};
+
+// One instrumented CPU run of the case.
+struct ModeRun {
+  Mode mode = Mode::fused;
+  Precision precision = Precision::f32;
+  CpuAttnResult out;  // o, lse, m, l, d, dq, dk, dv as fp32 (values exact in the precision)
+  CpuTrace trace;     // tile stats, provenance, row and head gradient norms
+};
+
+// Gradient norms of a case: heads [B, H] for dQ and [B, Hk] for dK / dV; rows [B, H, Sq] for
+// dQ and [B, Hk, Sk] for dK / dV.
+struct GradientNorms {
+  std::vector<double> dq_head, dk_head, dv_head;
+  std::vector<float> dq_row, dk_row, dv_row;
+  double total = 0;  // ||(dQ, dK, dV)||_2
+};
+
+// clip_grad_norm_ applied to one run's gradients.
+struct ClipReport {
+  Mode mode = Mode::fused;
+  ClipScope scope = ClipScope::whole_case;
+  double max_norm = 0;
+  std::vector<ClipResult> clips;  // one per clip call (see clip_case_gradients)
+  GradientNorms before, after;
+  CaseGradients clipped;  // the gradients after clipping
+};
+
+// Non-finite elements of one tensor by class.
+struct NonfiniteTally {
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  int64_t total() const { return nan + pos_inf + neg_inf; }
+};
+
+struct RunStats {
+  Mode mode = Mode::fused;
+  Precision precision = Precision::f32;
+  double max_abs_s = 0;             // over finite visible scores
+  double min_lse = 0, max_lse = 0;  // over finite LSE (0 / 0 when none)
+  NonfiniteTally o, lse, dq, dk, dv;
+  GradientNorms norms;
+};
+
+// fp64 recomputation (forward streamed by rows; gradients only within the budget).
+struct Reference64 {
+  std::vector<double> o, lse;  // [B, H, Sq, Dv], [B, H, Sq]
+  bool has_gradients = false;
+  std::vector<double> dq, dk, dv;  // [B, H, Sq, D], [B, Hk, Sk, D], [B, Hk, Sk, Dv]
+};
+
+struct CaseStats {
+  std::vector<RunStats> runs;
+  int64_t fully_masked_rows = 0;     // (b, h, i) with no visible key
+  std::optional<double> max_abs_qk;  // max |q.k| before scaling where it was scanned
+};
+
+struct CaseAnalysis {
+  std::string path;
+  AttnParams params;  // the run's parameters; mask / bias pointers are cleared
+  std::vector<ModeRun> runs;
+  std::vector<ClipReport> clips;  // one per run when clip_norm is set
+  // o, lse, dq, dk, dv present in the case (gradients only when the fp64 backward fits:
+  // kv group * Sq * Sk <= 2^24 entries).
+  std::vector<RecordedComparison> recorded;
+  std::optional<Reference64> reference;
+  std::vector<Finding> findings;  // sorted (errors first)
+  CaseStats stats;
+
+  const ModeRun* run(Mode mode) const;
+};
+
+// Fails when the case cannot be turned into kernel inputs (bad scale, mask shape).
+Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& settings);
+
+}  // namespace attnscope
