@@ -33,6 +33,20 @@ MatrixWindow resolve_window(const AttnParams& params, MatrixWindow window);
 // The last stage a selection needs (throws when nothing is selected).
 TileStage last_stage(const MatrixSelection& which);
 
+// The operands HeadTiles needs for its last stage: views of the caller's arrays when the
+// emulated precision is f32, else rounded copies; only those the stages up to `last` read
+// (q, kt always; v, dout, vt from dP on), so a pooled S or P holds one K^T copy at most.
+struct TileOperands {
+  HeadContext x;
+  int64_t n_q = 0, n_kv = 0;
+  const float* q = nullptr;        // [Sq x D]
+  const float* v = nullptr;        // [Sk x Dv] (null before dS)
+  const float* dout = nullptr;     // [Sq x Dv] (null before dP; all ones when absent)
+  std::vector<float> kt, vt;       // transpose_kv_tiles layout of K (always) and V (from dP on)
+  std::vector<uint8_t> kv_finite;  // [n_kv] finite_kv_tiles of the kv head (rounded K and V)
+  std::vector<float> q_copy, v_copy, dout_copy;  // owners of q / v / dout when rounded
+};
+
 // One block of recomputed intermediates: query rows t.i0.., keys t.j0.. (absolute indices);
 // matrices at the block's (0, 0) with row stride t.ld; null past `last`.
 struct TileBlock {
@@ -47,8 +61,10 @@ class HeadTiles {
  public:
   HeadTiles(const AttnParams& params, Mode mode, const CpuAttnInputs& inputs, int64_t b, int64_t h,
             TileStage last);
-  // `last`: the last intermediate needed (TileStage). From P on, the forward's m and l (and for
-  // dS, D = rowsum(dO * O)) are recomputed per q tile with the fused forward's own stages.
+  // `last`: the last intermediate needed (TileStage). From P on, the forward's m and l are
+  // recomputed per q tile by a statistics pass (score_tile, mask_tile, online_softmax_update
+  // without P V, so bit for bit the forward's); for dS the full forward runs for
+  // D = rowsum(dO * O).
 
   // Per-worker buffers.
   struct Scratch {
@@ -65,7 +81,7 @@ class HeadTiles {
   void q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scratch& w,
               const std::function<void(const TileBlock&)>& fn) const;
 
-  const HeadOperands& operands() const { return op_; }
+  const TileOperands& operands() const { return op_; }
   Mode mode() const { return mode_; }
 
  private:
@@ -73,10 +89,12 @@ class HeadTiles {
                     const std::function<void(const TileBlock&)>& fn) const;
   void unfused_q_tile(int64_t qt, Scratch& w,
                       const std::function<void(const TileBlock&)>& fn) const;
+  // The forward's m, l of q tile qt into w.m, w.l (rows from qt * Br).
+  void forward_stats(int64_t qt, Scratch& w) const;
 
   const Mode mode_;
   const TileStage last_;
-  HeadOperands op_;
+  TileOperands op_;
 };
 
 }  // namespace attnscope::cpu

@@ -90,16 +90,15 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
   PooledMatrix* mats[] = {&out.s, &out.p, &out.dp, &out.ds};
   const bool selected[] = {which.s, which.p, which.dp, which.ds};
   const size_t n_cells = count(out.rows * out.cols);
-  std::vector<double> sums[4];
   for (int k = 0; k < 4; ++k) {
     if (!selected[k]) continue;
     PooledMatrix& m = *mats[k];
     m.max.assign(n_cells, -kInf);
     m.min.assign(n_cells, kInf);
+    m.mean.assign(n_cells, 0.0f);
     for (std::vector<int32_t>* c : {&m.finite, &m.nan, &m.pos_inf, &m.neg_inf, &m.masked}) {
       c->assign(n_cells, 0);
     }
-    sums[k].assign(n_cells, 0.0);
   }
 
   const bool any_mask = params.causal || cpu::needs_mask_classes(params);
@@ -114,31 +113,78 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
       if (selected[k]) part.cells[k].assign(count(part.n_rows * out.cols), Cell{});
     }
     std::vector<uint8_t> cls;
+    std::vector<uint8_t> clean;  // per tile row: every entry in [c0, c1) visible
     tiles.q_tile(qt, w.col_begin, w.col_end, sc, [&](const cpu::TileBlock& blk) {
       const cpu::ScoreTile& t = blk.t;
+      const int64_t c0 = std::max(t.j0, w.col_begin), c1 = std::min(t.j0 + t.cols, w.col_end);
+      clean.assign(count(t.rows), 1);
       if (any_mask) {
         cls.resize(count(t.rows * t.cols));
         cpu::mask_classes(tiles.operands().x, t, cls.data());
+        for (int64_t r = 0; r < t.rows; ++r) {
+          const uint8_t* c_r = cls.data() + r * t.cols;
+          clean[count(r)] = std::all_of(c_r + (c0 - t.j0), c_r + (c1 - t.j0),
+                                        [](uint8_t c) { return c == kEntryVisible; });
+        }
       }
       const float* src[] = {blk.s, blk.p, blk.dp, blk.ds};
-      const int64_t c0 = std::max(t.j0, w.col_begin), c1 = std::min(t.j0 + t.cols, w.col_end);
-      for (int64_t i = i_first; i <= i_last; ++i) {
-        const int64_t r = i - t.i0;
-        const int64_t cell_row = (row_pix[count(i - w.row_begin)] - part.pr0) * out.cols;
-        const uint8_t* cls_r = any_mask ? cls.data() + r * t.cols : nullptr;
+      // Rows [i, i_end) of the tile share pixel row pr; each group x pixel column is one block.
+      for (int64_t i = i_first; i <= i_last;) {
+        const int64_t pr = row_pix[count(i - w.row_begin)];
+        const int64_t i_end = std::min(i_last + 1, out.row_edges[count(pr + 1)]);
+        const int64_t cell_row = (pr - part.pr0) * out.cols;
+        const bool group_clean =
+            std::all_of(clean.begin() + (i - t.i0), clean.begin() + (i_end - t.i0),
+                        [](uint8_t c) { return c != 0; });
         for (int k = 0; k < 4; ++k) {
           if (!selected[k]) continue;
-          const float* x_r = src[k] + r * t.ld;
           for (int64_t c = c0; c < c1;) {
             const int64_t pc = col_pix[count(c - w.col_begin)];
             const int64_t end = std::min(c1, out.col_edges[count(pc + 1)]);
-            add_segment(part.cells[k][count(cell_row + pc)], x_r + (c - t.j0),
-                        cls_r != nullptr ? cls_r + (c - t.j0) : nullptr, end - c, k == 0);
+            Cell& cell = part.cells[k][count(cell_row + pc)];
+            const float* x = src[k] + (i - t.i0) * t.ld + (c - t.j0);
+            float mx, mn;
+            double sum;
+            // Fast path: an all-visible, all-finite block whose extremes are not zeros (a tie
+            // of -0 and +0 keeps the first one scanned, which the lanes do not track).
+            if (group_clean &&
+                cpu::finite_block_pool(x, i_end - i, end - c, t.ld, &mx, &mn, &sum) && mx != 0 &&
+                mn != 0) {
+              cell.max = std::max(cell.max, mx);
+              cell.min = std::min(cell.min, mn);
+              cell.sum += sum;
+              cell.finite += static_cast<int32_t>((i_end - i) * (end - c));
+            } else {
+              for (int64_t r = i - t.i0; r < i_end - t.i0; ++r) {
+                const uint8_t* cls_r = any_mask ? cls.data() + r * t.cols : nullptr;
+                add_segment(cell, src[k] + r * t.ld + (c - t.j0),
+                            cls_r != nullptr ? cls_r + (c - t.j0) : nullptr, end - c, k == 0);
+              }
+            }
             c = end;
           }
         }
+        i = i_end;
       }
     });
+  };
+
+  // Parts arrive in q tile order, so pixel rows are visited in order and only the last one
+  // can continue into the next part: fp64 sums are kept for that open row alone.
+  std::vector<double> open_sum[4];
+  int64_t open_row = -1;
+  const auto close_row = [&] {
+    if (open_row < 0) return;
+    for (int k = 0; k < 4; ++k) {
+      if (!selected[k]) continue;
+      PooledMatrix& m = *mats[k];
+      for (int64_t c = 0; c < out.cols; ++c) {
+        const size_t at = count(open_row * out.cols + c);
+        const bool none = m.finite[at] == 0;
+        m.mean[at] = none ? NAN : static_cast<float>(open_sum[k][count(c)] / m.finite[at]);
+        if (none) m.max[at] = m.min[at] = NAN;
+      }
+    }
   };
 
   const int64_t qt0 = w.row_begin / kTileRows, qt1 = (w.row_end - 1) / kTileRows;
@@ -151,34 +197,35 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
     });
     for (int64_t item = 0; item < n; ++item) {
       const Partial& part = parts[count(item)];
-      for (int k = 0; k < 4; ++k) {
-        if (!selected[k]) continue;
-        PooledMatrix& m = *mats[k];
-        for (size_t e = 0; e < part.cells[k].size(); ++e) {
-          const Cell& c = part.cells[k][e];
-          const size_t at = count(part.pr0 * out.cols) + e;
-          m.max[at] = std::max(m.max[at], c.max);
-          m.min[at] = std::min(m.min[at], c.min);
-          sums[k][at] += c.sum;
-          m.finite[at] += c.finite;
-          m.nan[at] += c.nan;
-          m.pos_inf[at] += c.pos_inf;
-          m.neg_inf[at] += c.neg_inf;
-          m.masked[at] += c.masked;
+      for (int64_t lr = 0; lr < part.n_rows; ++lr) {
+        const int64_t pr = part.pr0 + lr;
+        if (pr != open_row) {
+          close_row();
+          open_row = pr;
+          for (int k = 0; k < 4; ++k) {
+            if (selected[k]) open_sum[k].assign(count(out.cols), 0.0);
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          if (!selected[k]) continue;
+          PooledMatrix& m = *mats[k];
+          for (int64_t c = 0; c < out.cols; ++c) {
+            const Cell& cell = part.cells[k][count(lr * out.cols + c)];
+            const size_t at = count(pr * out.cols + c);
+            m.max[at] = std::max(m.max[at], cell.max);
+            m.min[at] = std::min(m.min[at], cell.min);
+            open_sum[k][count(c)] += cell.sum;
+            m.finite[at] += cell.finite;
+            m.nan[at] += cell.nan;
+            m.pos_inf[at] += cell.pos_inf;
+            m.neg_inf[at] += cell.neg_inf;
+            m.masked[at] += cell.masked;
+          }
         }
       }
     }
   }
-  for (int k = 0; k < 4; ++k) {
-    if (!selected[k]) continue;
-    PooledMatrix& m = *mats[k];
-    m.mean.resize(n_cells);
-    for (size_t e = 0; e < n_cells; ++e) {
-      const bool none = m.finite[e] == 0;
-      m.mean[e] = none ? NAN : static_cast<float>(sums[k][e] / m.finite[e]);
-      if (none) m.max[e] = m.min[e] = NAN;
-    }
-  }
+  close_row();
   return out;
 }
 
