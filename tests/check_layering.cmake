@@ -1,5 +1,6 @@
 # Fails when a layer includes what DESIGN §1 forbids it: Qt in kernels/ or core/ (core/io
-# included), LibTorch or HDF5 in kernels/, HDF5 in core/ outside core/io/.
+# included), LibTorch or HDF5 in kernels/, HDF5 in core/ outside core/io/, LibTorch anywhere in
+# app/ (it must never meet Qt headers), QCustomPlot in app/ outside app/plot/.
 # Usage: cmake -DROOT=<source dir> -P check_layering.cmake
 set(violations "")
 
@@ -24,6 +25,8 @@ check_dir(kernels "torch/|ATen/|c10/|caffe2/" "LibTorch in kernels/")
 check_dir(kernels "hdf5|H5[A-Za-z]*\\.h" "HDF5 in kernels/")
 check_dir(core "${qt}" "Qt in core/")
 check_dir(core "hdf5|H5[A-Za-z]*\\.h" "HDF5 in core/ outside core/io/" "/core/io/")
+check_dir(app "torch/|ATen/|c10/|caffe2/" "LibTorch in app/")
+check_dir(app "qcustomplot" "QCustomPlot in app/ outside app/plot/" "/app/plot/")
 
 if(violations)
   list(JOIN violations "\n  " text)
