@@ -27,7 +27,8 @@ struct CommandArgs {
 };
 
 // Parses --json / --allow-external, the valued options (--case, --precision, --mode, --clip,
-// --clip-scope, --mask-fill, --scale, --scales) and the flag --forward-only; anything else
+// --clip-scope, --mask-fill, --scale, --scales, --threads, --out, --batch, --head) and the flags
+// --forward-only and --help / -h; anything else
 // starting with '-' -> error text in `error`.
 CommandArgs parse_command_args(const std::vector<std::string>& args, std::string& error);
 
@@ -40,5 +41,7 @@ int run_info(const CommandArgs& args);
 int run_scan(const CommandArgs& args);
 int run_matrix(const CommandArgs& args);
 int run_sweep(const CommandArgs& args);
+int run_results(const CommandArgs& args);  // `run`
+int run_step(const CommandArgs& args);
 
 }  // namespace attnscope

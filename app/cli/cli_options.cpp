@@ -22,9 +22,9 @@ std::optional<std::vector<Mode>> parse_modes(const std::string& text) {
 }
 
 std::optional<MaskFill> parse_mask_fill(const std::string& text) {
-  if (text == "neg_inf" || text == "-inf") return MaskFill::neg_inf;
-  if (text == "-1e9" || text == "neg_1e9") return MaskFill::neg_1e9;
-  if (text == "finfo_min") return MaskFill::finfo_min;
+  if (text == "neg_inf" || text == "-inf" || text == "inf") return MaskFill::neg_inf;
+  if (text == "-1e9" || text == "neg_1e9" || text == "1e9") return MaskFill::neg_1e9;
+  if (text == "finfo_min" || text == "min") return MaskFill::finfo_min;
   if (text == "safe") return MaskFill::safe;
   return std::nullopt;
 }
@@ -116,10 +116,10 @@ std::optional<CaseData> load_case(const std::string& command, const DumpReader& 
 }
 
 bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run) {
-  if (const std::string* p = args.option("precision")) {
+  if (const std::string* p = args.option("precision"); p && *p != "recorded") {
     run.precision = parse_precision_option(*p);
     if (!run.precision)
-      return reject(command, "bad --precision '" + *p + "'", "use fp16, bf16 or fp32");
+      return reject(command, "bad --precision '" + *p + "'", "use fp32, fp16, bf16 or recorded");
   }
   if (const std::string* s = args.option("scale")) {
     run.scale = parse_positive(*s);
@@ -129,10 +129,16 @@ bool read_run_settings(const CommandArgs& args, const std::string& command, RunS
     const auto fill = parse_mask_fill(*f);
     if (!fill)
       return reject(command, "bad --mask-fill '" + *f + "'",
-                    "use neg_inf, -1e9, finfo_min or safe");
+                    "use inf, 1e9, min or safe (or neg_inf, -1e9, finfo_min)");
     run.mask_fill = *fill;
   }
   return true;
+}
+
+std::optional<int> parse_threads(const std::string& text) {
+  const auto n = parse_positive(text);
+  if (!n || *n != std::floor(*n) || *n > 1024) return std::nullopt;
+  return static_cast<int>(*n);
 }
 
 std::optional<LoadedCase> load_case_ref(const CommandArgs& args, const std::string& command) {

@@ -16,9 +16,10 @@ namespace attnscope {
 std::optional<Precision> parse_precision_option(const std::string& text);  // fp16|bf16|fp32
 std::optional<std::vector<Mode>> parse_modes(const std::string& text);     // fused|unfused|both
 std::optional<MaskFill> parse_mask_fill(
-    const std::string& text);  // neg_inf|-inf|-1e9|finfo_min|safe
+    const std::string& text);  // inf|1e9|min|safe, or neg_inf|-inf|-1e9|neg_1e9|finfo_min
 const char* mask_fill_name(MaskFill fill);
 std::optional<double> parse_positive(const std::string& text);
+std::optional<int> parse_threads(const std::string& text);  // 1..1024
 
 struct ScaleRange {
   double min = 0, max = 0;
@@ -47,8 +48,8 @@ std::optional<std::string> find_case(const std::string& command, const DumpReade
 std::optional<CaseData> load_case(const std::string& command, const DumpReader& dump,
                                   const std::string& case_path);
 
-// Reads the shared what-if options (--precision, --scale, --mask-fill) into `run`; false after
-// printing the problem.
+// Reads the shared what-if options (--precision fp32|fp16|bf16|recorded, --scale, --mask-fill)
+// into `run`; false after printing the problem.
 bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run);
 
 // The one FILE::CASE positional of matrix / sweep, opened and loaded.

@@ -5,6 +5,7 @@
 
 #include "case_format.h"
 #include "cli_common.h"
+#include "cli_options.h"
 #include "core/io/hdf5_dump.h"
 #include "json_writer.h"
 #include "text_table.h"
@@ -71,12 +72,12 @@ void print_descriptions(const std::vector<CaseInfo>& cases) {
   }
 }
 
-void print_table(const DumpReader& dump) {
-  std::cout << dump.path() << ": " << dump.cases().size() << " case"
-            << (dump.cases().size() == 1 ? "" : "s") << "\n\n";
+void print_table(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
+  std::cout << dump.path() << ": " << cases.size() << " case" << (cases.size() == 1 ? "" : "s")
+            << "\n\n";
   TextTable table(
       {"path", "name", "shape", "stored", "run dtype", "layout", "scale", "inputs", "recorded"});
-  for (const CaseInfo& c : dump.cases()) {
+  for (const CaseInfo& c : cases) {
     const CaseConfig& cfg = c.config;
     const std::string scale =
         format_number(cfg.effective_scale(c.dims.head_dim)) + (cfg.scale ? "" : " (default)");
@@ -85,7 +86,7 @@ void print_table(const DumpReader& dump) {
                    extras_text(c), recorded_text(c)});
   }
   table.print(std::cout);
-  print_descriptions(dump.cases());
+  print_descriptions(cases);
   if (!dump.rejected().empty()) {
     std::cout << "\nrejected groups:\n";
     for (const Error& e : dump.rejected()) std::cout << "  " << e.describe() << "\n";
@@ -98,12 +99,12 @@ void write_config(JsonWriter& json, const CaseInfo& c) {
   json.end_object();
 }
 
-void write_json(const DumpReader& dump) {
+void write_json(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
   JsonWriter json(std::cout);
   json.begin_object();
   json.field("file", dump.path());
   json.key("cases").begin_array();
-  for (const CaseInfo& c : dump.cases()) {
+  for (const CaseInfo& c : cases) {
     json.begin_object();
     json.field("path", c.path);
     json.field("name", c.config.name);
@@ -142,22 +143,25 @@ void write_json(const DumpReader& dump) {
 int run_info(const CommandArgs& args) {
   if (!check_options(args, "info", {})) return kExitUnreadable;
   if (args.positional.size() != 1) {
-    std::cerr << "attnscope-cli info: expected exactly one FILE (got " << args.positional.size()
-              << ")\n";
+    std::cerr << "attnscope-cli info: expected exactly one FILE[::CASE] (got "
+              << args.positional.size() << ")\n";
     return kExitUnreadable;
   }
-  OpenOptions options;
-  options.allow_external = args.allow_external;
-  Result<DumpReader> dump = DumpReader::open(args.positional[0], options);
-  if (!dump) {
-    std::cerr << "attnscope-cli info: " << dump.error().message << "\n";
-    if (!dump.error().hint.empty()) std::cerr << "  hint: " << dump.error().hint << "\n";
-    return kExitUnreadable;
+  const auto [file, case_path] = split_case_ref(args.positional[0]);
+  std::optional<DumpReader> dump = open_dump("info", file, args.allow_external);
+  if (!dump) return kExitUnreadable;
+  std::vector<CaseInfo> cases = dump->cases();
+  if (!case_path.empty()) {
+    const std::optional<std::string> one = find_case("info", *dump, case_path);
+    if (!one) return kExitUnreadable;
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [&](const CaseInfo& c) { return c.path != *one; }),
+                cases.end());
   }
   if (args.json) {
-    write_json(*dump);
+    write_json(*dump, cases);
   } else {
-    print_table(*dump);
+    print_table(*dump, cases);
   }
   return dump->rejected().empty() ? kExitOk : kExitFindings;
 }

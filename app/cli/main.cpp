@@ -5,34 +5,14 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "cli_usage.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: attnscope-cli <command> [options] FILE\n"
-    "\n"
-    "commands:\n"
-    "  info FILE [--json] [--allow-external]\n"
-    "      list the cases of a dump: shapes, dtypes, attributes, recorded outputs\n"
-    "  scan FILE[::CASE] [--json] [--case PATH] [--precision fp16|bf16|fp32]\n"
-    "       [--mode fused|unfused|both] [--clip NORM] [--clip-scope case|kv-head]\n"
-    "       [--mask-fill neg_inf|-1e9|finfo_min|safe] [--scale S]\n"
-    "      recompute every case (or one) with the instrumented CPU kernels at its recorded\n"
-    "      precision in fused and unfused mode and report findings (DESIGN section 4)\n"
-    "  matrix FILE::CASE [--json] [--scale S] [--mask-fill F]\n"
-    "      backend matrix: the case through every kernel variant and precision vs fp64\n"
-    "  sweep FILE::CASE [--json] [--scales MIN:MAX:N] [--precision P] [--mode M]\n"
-    "        [--mask-fill F] [--forward-only]\n"
-    "      softmax-scale sweep (log-spaced): non-finite counts and max |S| per scale and\n"
-    "      precision, and the finite (safe) scale range of each\n"
-    "\n"
-    "exit codes: 0 ok; 1 error-severity findings (scan), rejected cases (info), a\n"
-    "non-finite or failed supported run (matrix), the case's own scale non-finite in some\n"
-    "series (sweep); 2 unreadable input or bad usage\n";
-
 const std::vector<std::string> kValued = {"case",       "precision", "mode",  "clip",
-                                          "clip-scope", "mask-fill", "scale", "scales"};
-const std::vector<std::string> kFlags = {"forward-only"};
+                                          "clip-scope", "mask-fill", "scale", "scales",
+                                          "threads",    "out",       "batch", "head"};
+const std::vector<std::string> kFlags = {"forward-only", "help"};
 
 }  // namespace
 
@@ -52,7 +32,9 @@ CommandArgs parse_command_args(const std::vector<std::string>& args, std::string
   for (size_t n = 0; n < args.size(); ++n) {
     const std::string& arg = args[n];
     const std::string name = arg.rfind("--", 0) == 0 ? arg.substr(2, arg.find('=') - 2) : "";
-    if (arg == "--json") {
+    if (arg == "-h") {
+      parsed.flags.push_back("help");
+    } else if (arg == "--json") {
       parsed.json = true;
     } else if (arg == "--allow-external") {
       parsed.allow_external = true;
@@ -97,21 +79,31 @@ int main(int argc, char** argv) {
   using namespace attnscope;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-    (args.empty() ? std::cerr : std::cout) << kUsage;
+    (args.empty() ? std::cerr : std::cout) << top_usage();
     return args.empty() ? kExitUnreadable : kExitOk;
   }
   const std::string command = args[0];
   std::string error;
   const CommandArgs parsed =
       parse_command_args(std::vector<std::string>(args.begin() + 1, args.end()), error);
-  if (!error.empty()) {
-    std::cerr << "attnscope-cli " << command << ": " << error << "\n\n" << kUsage;
+  const char* usage = command_usage(command);
+  if (usage == nullptr) {
+    std::cerr << "attnscope-cli: unknown command '" << command << "'\n\n" << top_usage();
     return kExitUnreadable;
+  }
+  if (!error.empty()) {
+    std::cerr << "attnscope-cli " << command << ": " << error << "\n\n" << usage;
+    return kExitUnreadable;
+  }
+  if (parsed.flag("help")) {
+    std::cout << usage;
+    return kExitOk;
   }
   if (command == "info") return run_info(parsed);
   if (command == "scan") return run_scan(parsed);
-  if (command == "matrix") return run_matrix(parsed);
+  if (command == "compare" || command == "matrix") return run_matrix(parsed);
   if (command == "sweep") return run_sweep(parsed);
-  std::cerr << "attnscope-cli: unknown command '" << command << "'\n\n" << kUsage;
+  if (command == "run") return run_results(parsed);
+  if (command == "step") return run_step(parsed);
   return kExitUnreadable;
 }

@@ -1,6 +1,8 @@
 // `attnscope-cli scan FILE[::CASE]`: analyses every case (or one) with the instrumented CPU
 // kernels and prints the findings as a table or, with --json, as the DESIGN §4 document.
 // Cases are analysed one at a time and streamed out, so memory stays that of one case.
+#include <fnmatch.h>
+
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -114,14 +116,42 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
     }
     s.clip_scope = *c == "case" ? ClipScope::whole_case : ClipScope::per_kv_head;
   }
+  if (const std::string* t = args.option("threads")) {
+    const auto threads = parse_threads(*t);
+    if (!threads) return reject(kCommand, "bad --threads '" + *t + "'", "a count from 1 to 1024");
+    s.threads = *threads;
+  }
   return true;
+}
+
+// The cases `pattern` names: all when empty, the fnmatch matches when it holds a wildcard,
+// else the one exact case; nullopt (after printing) when it names none.
+std::optional<std::vector<std::string>> select_cases(const DumpReader& dump,
+                                                     const std::string& pattern) {
+  std::vector<std::string> paths;
+  if (!pattern.empty() && pattern.find_first_of("*?[") == std::string::npos) {
+    const std::optional<std::string> one = find_case(kCommand, dump, pattern);
+    if (!one) return std::nullopt;
+    return std::vector<std::string>{*one};
+  }
+  const std::string glob = pattern.empty() || pattern[0] == '/' ? pattern : "/" + pattern;
+  for (const CaseInfo& c : dump.cases()) {
+    if (glob.empty() || fnmatch(glob.c_str(), c.path.c_str(), 0) == 0) paths.push_back(c.path);
+  }
+  if (paths.empty()) {
+    fail(kCommand, dump.path() + ": no case matches '" + pattern + "'",
+         "attnscope-cli info " + dump.path() + " lists the cases");
+    return std::nullopt;
+  }
+  return paths;
 }
 
 }  // namespace
 
 int run_scan(const CommandArgs& args) {
-  if (!check_options(args, kCommand,
-                     {"case", "precision", "mode", "clip", "clip-scope", "mask-fill", "scale"})) {
+  if (!check_options(
+          args, kCommand,
+          {"case", "precision", "mode", "clip", "clip-scope", "mask-fill", "scale", "threads"})) {
     return kExitUnreadable;
   }
   if (args.positional.size() != 1) {
@@ -136,19 +166,14 @@ int run_scan(const CommandArgs& args) {
   std::optional<DumpReader> dump = open_dump(kCommand, file, args.allow_external);
   if (!dump) return kExitUnreadable;
 
-  std::vector<std::string> paths;
-  for (const CaseInfo& c : dump->cases()) paths.push_back(c.path);
-  if (!case_path.empty()) {
-    const std::optional<std::string> one = find_case(kCommand, *dump, case_path);
-    if (!one) return kExitUnreadable;
-    paths = {*one};
-  }
+  const std::optional<std::vector<std::string>> paths = select_cases(*dump, case_path);
+  if (!paths) return kExitUnreadable;
   const auto start = std::chrono::steady_clock::now();
   JsonWriter json(std::cout);
   if (args.json) json.begin_object().field("file", dump->path()).key("cases").begin_array();
   std::vector<CaseSummary> summaries;
   bool errors = false, unreadable = false;
-  for (const std::string& path : paths) {
+  for (const std::string& path : *paths) {
     std::optional<CaseData> data = load_case(kCommand, *dump, path);
     if (!data) {
       unreadable = true;

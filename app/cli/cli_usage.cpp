@@ -1,0 +1,81 @@
+// Usage text of attnscope-cli (printed by --help, and after a usage error).
+#include "cli_usage.h"
+
+namespace attnscope {
+namespace {
+
+constexpr const char* kInfo =
+    "usage: attnscope-cli info FILE [--json] [--allow-external]\n"
+    "  list the cases of a dump: shapes, dtypes, attributes, recorded outputs\n"
+    "  exit 1 when groups were rejected as invalid cases\n";
+
+constexpr const char* kScan =
+    "usage: attnscope-cli scan FILE[::CASE] [--json] [--case GLOB]\n"
+    "         [--precision fp32|fp16|bf16|recorded] [--mode fused|unfused|both]\n"
+    "         [--scale X] [--clip NORM] [--clip-scope case|kv-head]\n"
+    "         [--mask-fill inf|1e9|min|safe] [--threads N] [--allow-external]\n"
+    "  recompute every case (or those --case GLOB matches, fnmatch-style, e.g.\n"
+    "  '/train/step_00[5-7]/*') with the instrumented CPU kernels and report findings.\n"
+    "  --precision recorded (default) uses the case's dtype attribute; --mode both (default)\n"
+    "  runs the fused and the unfused kernel; --scale overrides the softmax scale; --clip\n"
+    "  applies clip_grad_norm_(NORM) to the recomputed gradients\n"
+    "  exit 1 when some finding has error severity\n";
+
+constexpr const char* kCompare =
+    "usage: attnscope-cli compare FILE::CASE [--json] [--scale X] [--mask-fill F]\n"
+    "  backend matrix: the case through every kernel variant and precision vs fp64\n"
+    "  (alias: matrix); exit 1 when a supported run failed or went non-finite\n";
+
+constexpr const char* kSweep =
+    "usage: attnscope-cli sweep FILE::CASE [--json] [--scales MIN:MAX:N] [--precision P]\n"
+    "         [--mode M] [--mask-fill F] [--forward-only]\n"
+    "  softmax-scale sweep (log-spaced): non-finite counts and max |S| per scale and\n"
+    "  precision, and the finite range of each; exit 1 when the case's own scale is\n"
+    "  non-finite in some series\n";
+
+constexpr const char* kRun =
+    "usage: attnscope-cli run FILE[::CASE] --out RESULTS.h5 [--case GLOB] [--precision P]\n"
+    "         [--mode fused|unfused] [--scale X] [--mask-fill F] [--threads N]\n"
+    "  recompute each case and write a schema-1 dump: the inputs, the attributes, and the\n"
+    "  recomputed o, lse, m, dq, dk, dv (fp32) plus a `findings` attribute (JSON) per case\n"
+    "  exit 1 when some finding has error severity\n";
+
+constexpr const char* kStep =
+    "usage: attnscope-cli step FILE::CASE [--batch B] [--head H] [--precision P]\n"
+    "         [--scale X] [--mask-fill F]\n"
+    "  walk the fused backward of one (batch, head) step by step and stop at the first\n"
+    "  step that produces a non-finite value: its index, stage, tiles, ranges and values\n"
+    "  exit 1 when such a step was found, 0 when the whole backward is finite\n";
+
+constexpr const char* kTop =
+    "usage: attnscope-cli <command> [options]   (attnscope-cli <command> --help for more)\n"
+    "\n"
+    "commands:\n"
+    "  info FILE              list the cases of a dump\n"
+    "  scan FILE[::CASE]      recompute cases and report findings\n"
+    "  compare FILE::CASE     backend matrix vs fp64 (alias: matrix)\n"
+    "  sweep FILE::CASE       softmax-scale sweep\n"
+    "  run FILE[::CASE]       recompute and write the results to --out RESULTS.h5\n"
+    "  step FILE::CASE        step the fused backward to the first non-finite value\n"
+    "\n"
+    "A case is named FILE::/group/path. Exit codes: 0 ok; 1 error-severity findings (scan,\n"
+    "run), rejected cases (info), a non-finite or failed supported run (compare), the case's\n"
+    "scale non-finite (sweep), a non-finite step (step); 2 unreadable input or bad usage\n";
+
+}  // namespace
+
+const char* top_usage() {
+  return kTop;
+}
+
+const char* command_usage(const std::string& command) {
+  if (command == "info") return kInfo;
+  if (command == "scan") return kScan;
+  if (command == "compare" || command == "matrix") return kCompare;
+  if (command == "sweep") return kSweep;
+  if (command == "run") return kRun;
+  if (command == "step") return kStep;
+  return nullptr;
+}
+
+}  // namespace attnscope
