@@ -43,12 +43,17 @@ bool rounded_all_finite(Precision precision, const float* x, int64_t n) {
   return true;
 }
 
-TileOperands tile_operands(const AttnParams& p, Mode mode, const CpuAttnInputs& inputs, int64_t b,
-                           int64_t h, TileStage last) {
+// validate() plus a (b, h) inside the batch and the query heads.
+void validate_head(const AttnParams& p, const CpuAttnInputs& inputs, int64_t b, int64_t h) {
   validate(p, inputs);
   if (b < 0 || b >= p.batch || h < 0 || h >= p.heads) {
     throw std::invalid_argument("cpu_attention: batch / head index out of range");
   }
+}
+
+TileOperands tile_operands(const AttnParams& p, Mode mode, const CpuAttnInputs& inputs, int64_t b,
+                           int64_t h, TileStage last) {
+  validate_head(p, inputs, b, h);
   const int64_t Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim, Dv = p.head_dim_v;
   const int64_t bh = b * p.heads + h, bkv = b * p.kv_heads + p.kv_head_of(h);
   TileOperands op;
@@ -91,10 +96,7 @@ TileOperands tile_operands(const AttnParams& p, Mode mode, const CpuAttnInputs& 
 
 HeadOperands head_operands(const AttnParams& p, Mode mode, const CpuAttnInputs& inputs, int64_t b,
                            int64_t h) {
-  validate(p, inputs);
-  if (b < 0 || b >= p.batch || h < 0 || h >= p.heads) {
-    throw std::invalid_argument("cpu_attention: batch / head index out of range");
-  }
+  validate_head(p, inputs, b, h);
   const int64_t Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim, Dv = p.head_dim_v;
   const int64_t bh = b * p.heads + h, bkv = b * p.kv_heads + p.kv_head_of(h);
   HeadOperands op;
