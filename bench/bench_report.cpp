@@ -208,6 +208,7 @@ void write_json(std::ostream& os, const BenchReport& report) {
      << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster)\""
      << ",\n";
   if (report.has_heatmap) heatmap_json(os, report.heatmap);
+  os << report.gpu_json;
   os << "  \"points\": [\n";
   for (size_t i = 0; i < report.points.size(); ++i) {
     point_json(os, report.points[i]);
@@ -248,6 +249,7 @@ void write_table(std::ostream& os, const BenchReport& report) {
     }
   }
   if (report.has_heatmap) heatmap_table(os, report.heatmap);
+  os << report.gpu_table;
 }
 
 }  // namespace attnscope::bench

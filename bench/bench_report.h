@@ -22,6 +22,8 @@ struct BenchReport {
   std::vector<PointResult> points;
   bool has_heatmap = false;
   HeatmapResult heatmap;
+  // The GPU part (gpu_bench.h), pre-rendered: a JSON member ending in ",\n" and a table.
+  std::string gpu_json, gpu_table;
 };
 
 // Labels of the variants each point times, in order.

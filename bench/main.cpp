@@ -1,14 +1,17 @@
 // attnscope-bench: times our CPU fused attention (instrumentation off and on) against LibTorch
 // math attention with autograd and PyTorch's CPU flash SDPA kernel, in one process and one run,
-// through the kernel-variant registry (DESIGN §7). Exit codes: 0 ran, 2 bad usage.
+// through the kernel-variant registry (DESIGN §7); on a CUDA machine also our CUDA kernel against
+// PyTorch's CUDA SDPA backends (gpu_bench.h). Exit codes: 0 ran, 2 bad usage.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_report.h"
 #include "bench_timing.h"
+#include "gpu_bench.h"
 #include "core/kernel_registry.h"
 #include "heatmap_bench.h"
 
@@ -20,15 +23,20 @@ using namespace attnscope::bench;
 constexpr const char* kUsage =
     "usage: attnscope-bench [--json] [--grid default|full] [--reps N] [--warmup N] "
     "[--threads N] [--heads N] [--seqlen N] [--head-dim N] [--no-heatmap]\n"
+    "       [--no-gpu | --gpu-only] [--gpu-quick]\n"
     "  default grid: S=2048, D=64, B*H=8, causal off, fp32 and bf16 (--seqlen / --head-dim\n"
     "                change S / D there)\n"
     "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n"
-    "  both add a pooled 1024x1024 heatmap of one head at S=16384 (--no-heatmap skips it)\n";
+    "  both add a pooled 1024x1024 heatmap of one head at S=16384 (--no-heatmap skips it)\n"
+    "  GPU part (CUDA device only): own CUDA kernel vs SDPA flash / efficient / cuDNN at\n"
+    "                S in {2048,8192} x D in {64,128} x causal off/on, bf16 (--gpu-quick: S=256,\n"
+    "                D=64); --gpu-only skips the CPU points and the heatmap\n";
 
 struct Options {
   bool json = false;
   bool full_grid = false;
   bool heatmap = true;
+  bool gpu = true, cpu = true, gpu_quick = false;
   int heads = 8;
   int seqlen = 2048, head_dim = 64;  // of the default grid
   BenchSettings settings;
@@ -51,6 +59,12 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
       o.json = true;
     } else if (a == "--no-heatmap") {
       o.heatmap = false;
+    } else if (a == "--no-gpu") {
+      o.gpu = false;
+    } else if (a == "--gpu-only") {
+      o.cpu = o.heatmap = false;
+    } else if (a == "--gpu-quick") {
+      o.gpu_quick = true;
     } else if (a == "--grid" && has_value) {
       const std::string g = argv[++i];
       if (g != "full" && g != "default") return error = "--grid takes default or full", false;
@@ -120,8 +134,16 @@ int main(int argc, char** argv) {
   }
   BenchReport report;
   report.settings = options.settings;
-  for (const BenchPoint& point : grid(options)) {
+  for (const BenchPoint& point : options.cpu ? grid(options) : std::vector<BenchPoint>{}) {
     report.points.push_back(run_point(point, options.settings));
+  }
+  if (options.gpu) {
+    const GpuReport gpu = run_gpu_bench(options.settings, options.gpu_quick);
+    std::ostringstream json, table;
+    write_gpu_json(json, gpu);
+    write_gpu_table(table, gpu);
+    report.gpu_json = json.str();
+    report.gpu_table = table.str();
   }
   if (options.heatmap) {
     std::fprintf(stderr, "attnscope-bench: pooled 1024x1024 heatmap at S=16384\n");

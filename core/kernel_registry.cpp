@@ -1,5 +1,6 @@
-// The registry table: reference, cpu-fused, cpu-unfused, torch-math, torch-flash-cpu; support
-// checks with reasons and the error-as-value runner.
+// The registry table: reference, cpu-fused, cpu-unfused, torch-math, torch-flash-cpu (plus the
+// GPU variants of core/cuda_variants.h on CUDA machines); support checks with reasons and the
+// error-as-value runner.
 #include "core/kernel_registry.h"
 
 #include <algorithm>
@@ -7,6 +8,9 @@
 #include <string>
 
 #include "core/variant_runs.h"
+#if defined(ATTNSCOPE_WITH_CUDA)
+#include "core/cuda_variants.h"
+#endif
 
 namespace attnscope {
 namespace {
@@ -107,6 +111,9 @@ std::vector<KernelVariant> build_table() {
                {Mode::fused},
                torch_flash_cpu_limits,
                make_torch_flash_cpu_run});
+#if defined(ATTNSCOPE_WITH_CUDA)
+  add_cuda_variants(t);  // only when a CUDA device is present
+#endif
   return t;
 }
 

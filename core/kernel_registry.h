@@ -68,7 +68,7 @@ using PrepareFn = std::function<std::unique_ptr<VariantRun>(const AttnParams&, c
 
 struct KernelVariant {
   std::string name;         // "cpu-fused": what the backend picker and the CLI show
-  std::string backend;      // "reference", "cpu", "torch" (later "cuda")
+  std::string backend;      // "reference", "cpu", "torch", "cuda", "torch-cuda"
   std::string description;  // one line for tooltips and --help
   std::vector<Precision> precisions;
   // The kernel semantics (DESIGN §3) the variant implements; empty = any mode (the fp64

@@ -1,0 +1,222 @@
+// GPU bench points, their ratios and targets, as JSON and as a table (see gpu_bench.h).
+// Every GPU variant waits for its kernels in forward() / backward(), so the wall-clock medians
+// of bench_timing bracket the device work.
+#include "gpu_bench.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/kernel_registry.h"
+
+namespace attnscope::bench {
+namespace {
+
+enum class Phase { fwd, bwd, fwd_bwd };
+constexpr Phase kPhases[] = {Phase::fwd, Phase::bwd, Phase::fwd_bwd};
+
+const char* phase_name(Phase ph) {
+  return ph == Phase::fwd ? "fwd" : ph == Phase::bwd ? "bwd" : "fwd_bwd";
+}
+
+double ms_of(const VariantTiming& t, Phase ph) {
+  return ph == Phase::fwd ? t.time.fwd_ms : ph == Phase::bwd ? t.time.bwd_ms : t.time.fwd_bwd_ms;
+}
+
+double tflops(const BenchPoint& p, const VariantTiming& t, Phase ph) {
+  const double flops = ph == Phase::fwd   ? fwd_flops(p)
+                       : ph == Phase::bwd ? bwd_flops(p)
+                                          : fwd_flops(p) + bwd_flops(p);
+  return flops / (ms_of(t, ph) * 1e9);
+}
+
+const VariantTiming* find(const PointResult& r, const std::string& label) {
+  for (const VariantTiming& t : r.timings) {
+    if (t.label == label && t.ok) return &t;
+  }
+  return nullptr;
+}
+
+// other's time / own's time (> 1: own is faster); NaN when either did not run.
+double speedup(const PointResult& r, const char* own, const char* other, Phase ph) {
+  const VariantTiming* a = find(r, own);
+  const VariantTiming* b = find(r, other);
+  return a && b ? ms_of(*b, ph) / ms_of(*a, ph) : NAN;
+}
+
+std::string num(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+struct Target {
+  const char* name;
+  double value, limit;
+  bool at_least;
+};
+
+// DESIGN §7 / issue 8 targets; the speed ones apply at S = 8192, D = 128.
+std::vector<Target> targets(const PointResult& r) {
+  std::vector<Target> out;
+  if (r.point.seqlen == 8192 && r.point.head_dim == 128) {
+    out.push_back({"own_fwd_vs_sdpa_flash", speedup(r, kGpuOwn, kGpuFlash, Phase::fwd), 0.5, true});
+    out.push_back({"own_bwd_vs_sdpa_flash", speedup(r, kGpuOwn, kGpuFlash, Phase::bwd), 0.5, true});
+  }
+  out.push_back({"instrumentation_overhead_fwd_bwd",
+                 speedup(r, kGpuOwn, kGpuOwnInstr, Phase::fwd_bwd) - 1, 0.05, false});
+  return out;
+}
+
+bool met(const Target& t) {
+  return t.at_least ? t.value >= t.limit : t.value <= t.limit;
+}
+
+std::vector<BenchPoint> gpu_grid(bool quick) {
+  std::vector<BenchPoint> points;
+  const std::vector<int64_t> seqlens =
+      quick ? std::vector<int64_t>{256} : std::vector<int64_t>{2048, 8192};
+  const std::vector<int64_t> dims =
+      quick ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 128};
+  for (int64_t s : seqlens) {
+    for (int64_t d : dims) {
+      for (bool causal : {false, true}) {
+        points.push_back({std::max<int64_t>(1, 16384 / s), 16, s, d, causal, Precision::bf16});
+      }
+    }
+  }
+  return points;
+}
+
+void ratios_json(std::ostream& os, const PointResult& r, const char* own) {
+  const char* others[] = {kGpuFlash, kGpuEfficient, kGpuCudnn};
+  for (size_t i = 0; i < 3; ++i) {
+    os << (i ? ", " : "") << "\"" << own << "_vs_" << others[i] << "\": {";
+    for (Phase ph : kPhases) {
+      os << (ph == Phase::fwd ? "" : ", ") << "\"" << phase_name(ph)
+         << "\": " << num(speedup(r, own, others[i], ph));
+    }
+    os << "}";
+  }
+}
+
+void point_json(std::ostream& os, const PointResult& r) {
+  const BenchPoint& p = r.point;
+  os << "      {\"batch\": " << p.batch << ", \"heads\": " << p.heads
+     << ", \"seqlen\": " << p.seqlen << ", \"head_dim\": " << p.head_dim
+     << ", \"causal\": " << (p.causal ? "true" : "false") << ", \"precision\": \""
+     << precision_name(p.precision) << "\", \"tflop\": {\"fwd\": " << num(fwd_flops(p) / 1e12)
+     << ", \"bwd\": " << num(bwd_flops(p) / 1e12) << "},\n";
+  os << "       \"variants\": [\n";
+  for (size_t i = 0; i < r.timings.size(); ++i) {
+    const VariantTiming& t = r.timings[i];
+    os << "         {\"label\": " << quoted(t.label) << ", \"ok\": " << (t.ok ? "true" : "false");
+    if (t.ok) {
+      os << ", \"reps\": " << t.reps;
+      for (Phase ph : kPhases) os << ", \"" << phase_name(ph) << "_ms\": " << num(ms_of(t, ph));
+      for (Phase ph : kPhases)
+        os << ", \"" << phase_name(ph) << "_tflops\": " << num(tflops(p, t, ph));
+    } else {
+      os << ", \"reason\": " << quoted(t.reason);
+    }
+    os << "}" << (i + 1 < r.timings.size() ? "," : "") << "\n";
+  }
+  os << "       ],\n       \"ratios\": {";
+  ratios_json(os, r, kGpuOwn);
+  os << ",\n                  ";
+  ratios_json(os, r, kGpuOwnInstr);
+  os << "},\n       \"targets\": {";
+  const std::vector<Target> ts = targets(r);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << num(ts[i].value) << ", \""
+       << (ts[i].at_least ? "min" : "max") << "\": " << num(ts[i].limit)
+       << ", \"met\": " << (met(ts[i]) ? "true" : "false") << "}";
+  }
+  os << "}}";
+}
+
+}  // namespace
+
+GpuReport run_gpu_bench(const BenchSettings& settings, bool quick) {
+  GpuReport report;
+  const KernelVariant* own = find_variant(kGpuOwn);
+  if (own == nullptr) {
+    report.skipped = "no CUDA device (or built without nvcc): GPU part skipped";
+    std::fprintf(stderr, "attnscope-bench: %s\n", report.skipped.c_str());
+    return report;
+  }
+  report.ran = true;
+  report.device = own->description;
+  std::vector<TimingPlan> plan = {{own, false}, {own, true}};
+  for (const char* name : {kGpuFlash, kGpuEfficient, kGpuCudnn}) {
+    if (const KernelVariant* v = find_variant(name)) plan.push_back({v, false});
+  }
+  for (const BenchPoint& point : gpu_grid(quick)) {
+    std::fprintf(stderr, "attnscope-bench: GPU B=%lld H=%lld S=%lld D=%lld bf16 %s\n",
+                 static_cast<long long>(point.batch), static_cast<long long>(point.heads),
+                 static_cast<long long>(point.seqlen), static_cast<long long>(point.head_dim),
+                 point.causal ? "causal" : "full");
+    report.points.push_back({point, time_point(plan, point, settings, make_bench_inputs(point))});
+  }
+  return report;
+}
+
+void write_gpu_json(std::ostream& os, const GpuReport& report) {
+  os << "  \"gpu\": {\"ran\": " << (report.ran ? "true" : "false");
+  if (!report.ran) {
+    os << ", \"skipped\": " << quoted(report.skipped) << "},\n";
+    return;
+  }
+  os << ", \"device\": " << quoted(report.device)
+     << ", \"flops\": \"TFLOP/s: fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
+     << ",\n    \"points\": [\n";
+  for (size_t i = 0; i < report.points.size(); ++i) {
+    point_json(os, report.points[i]);
+    os << (i + 1 < report.points.size() ? ",\n" : "\n");
+  }
+  os << "    ]},\n";
+}
+
+void write_gpu_table(std::ostream& os, const GpuReport& report) {
+  if (!report.ran) {
+    os << "\nGPU: " << report.skipped << "\n";
+    return;
+  }
+  char line[256];
+  os << "\nGPU: " << report.device << " (TFLOP/s)\n";
+  for (const PointResult& r : report.points) {
+    const BenchPoint& p = r.point;
+    std::snprintf(line, sizeof line, "\nB=%lld H=%lld S=%lld D=%lld bf16 %s\n",
+                  static_cast<long long>(p.batch), static_cast<long long>(p.heads),
+                  static_cast<long long>(p.seqlen), static_cast<long long>(p.head_dim),
+                  p.causal ? "causal" : "non-causal");
+    os << line;
+    for (const VariantTiming& t : r.timings) {
+      if (!t.ok) {
+        os << "  " << t.label << ": not run: " << t.reason << "\n";
+        continue;
+      }
+      std::snprintf(line, sizeof line,
+                    "  %-22s fwd %8.3f ms %7.1f  bwd %8.3f ms %7.1f  f+b %8.3f ms %7.1f\n",
+                    t.label.c_str(), t.time.fwd_ms, tflops(p, t, Phase::fwd), t.time.bwd_ms,
+                    tflops(p, t, Phase::bwd), t.time.fwd_bwd_ms, tflops(p, t, Phase::fwd_bwd));
+      os << line;
+    }
+    for (const Target& t : targets(r)) {
+      std::snprintf(line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, num(t.value).c_str(),
+                    t.at_least ? ">=" : "<=", num(t.limit).c_str(), met(t) ? "met" : "MISSED");
+      os << line;
+    }
+  }
+}
+
+}  // namespace attnscope::bench
