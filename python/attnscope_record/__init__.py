@@ -1,0 +1,14 @@
+"""attnscope_record: record PyTorch attention calls into attnscope dumps (HDF5, schema 1).
+
+    rec = attnscope_record.Recorder("attn.h5", steps=[120], when="nonfinite", model=model)
+    with rec.step(step):
+        loss = model(batch).loss
+        loss.backward()
+
+then `attnscope attn.h5` (GUI) or `attnscope-cli scan attn.h5`.
+"""
+from .recorder import Recorder, attention
+from .selection import CallInfo, Selection, nonfinite
+from .writer import RecordingError
+
+__all__ = ["Recorder", "attention", "CallInfo", "Selection", "nonfinite", "RecordingError"]

@@ -1,0 +1,93 @@
+"""Writes finished calls as schema-1 cases (/step_NNNNNN/layer_MM) into one HDF5 file.
+
+The file is created (truncated) at the first write and reopened in append mode for each
+later flush, so it is a complete, readable dump between steps even if the run dies. A size
+budget bounds it: a case that would cross the budget is not written and recording stops.
+Element types keep the run's precision exactly: float16/32/64 as themselves, bfloat16 as
+uint16 bit patterns with dataset attribute dtype="bfloat16", masks as numpy bool.
+"""
+import os
+
+import h5py
+import numpy as np
+import torch
+
+# Upper bound on HDF5 metadata per dataset / group (headers, attributes, B-tree nodes).
+DATASET_OVERHEAD = 4096
+GROUP_OVERHEAD = 4096
+
+
+class RecordingError(Exception):
+    """A problem that stops recording; its message names the file and gives a hint."""
+
+
+def host_array(t: torch.Tensor):
+    """(numpy array, dataset attributes) holding exactly the tensor's values on the host."""
+    t = t.detach().to("cpu").contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16), {"dtype": "bfloat16"}
+    if t.dtype in (torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8):
+        return t.numpy(), {}
+    raise RecordingError(f"unsupported element type {t.dtype}")
+
+
+def to_4d(name: str, a: np.ndarray, rank: int) -> np.ndarray:
+    """SDPA masks broadcast against [B, H, Sq, Sk]: give them the leading 1s schema 1 reads."""
+    if name in ("mask", "bias") and a.ndim < rank:
+        return a.reshape((1,) * (rank - a.ndim) + a.shape)
+    return a
+
+
+def group_path(step: int, layer: int) -> str:
+    return f"/step_{step:06d}/layer_{layer:02d}"
+
+
+class DumpWriter:
+    def __init__(self, path, budget_bytes: int):
+        self.path = os.fspath(path)
+        self.budget = int(budget_bytes)
+        self.used = 0
+        self.cases = 0
+        self._created = False
+
+    def case_bytes(self, arrays) -> int:
+        return GROUP_OVERHEAD + sum(a.nbytes + DATASET_OVERHEAD for a, _ in arrays.values())
+
+    def write(self, step: int, layer: int, arrays, attrs) -> str:
+        """arrays: name -> (ndarray, dataset attrs). Returns the group path written."""
+        size = self.case_bytes(arrays)
+        if self.used + size > self.budget:
+            raise RecordingError(
+                f"size budget of {self.budget / 2**20:.1f} MiB for {self.path} reached: case "
+                f"{group_path(step, layer)} needs {size / 2**20:.2f} MiB, "
+                f"{self.used / 2**20:.2f} MiB already used by {self.cases} cases; hint: raise "
+                "budget_mb or select fewer steps/layers")
+        where = group_path(step, layer)
+        try:
+            if not self._created:
+                parent = os.path.dirname(os.path.abspath(self.path))
+                if not os.path.isdir(parent):
+                    raise OSError(f"directory {parent} does not exist")
+            with h5py.File(self.path, "a" if self._created else "w") as f:
+                self._created = True
+                if where in f:
+                    raise RecordingError(f"{self.path}: group {where} already exists (the same "
+                                         "step number was recorded twice); hint: pass distinct "
+                                         "step numbers to Recorder.step()")
+                g = f.create_group(where)
+                for key, value in attrs.items():
+                    g.attrs[key] = value
+                rank = arrays["q"][0].ndim
+                for name, (a, dattrs) in arrays.items():
+                    d = g.create_dataset(name, data=to_4d(name, a, rank))
+                    for key, value in dattrs.items():
+                        d.attrs[key] = value
+        except RecordingError:
+            raise
+        except (OSError, ValueError, TypeError) as error:
+            raise RecordingError(f"cannot write {where} to {self.path}: {error}; hint: check "
+                                 "that the directory exists and is writable and that no other "
+                                 "process holds the file open") from error
+        self.used += size
+        self.cases += 1
+        return where
