@@ -47,7 +47,7 @@ class PendingCall:
             self.attrs["causal_align"] = "top_left"
         if dropout_p:
             self.attrs["dropout_p"] = float(dropout_p)
-        self.failed = None
+        self.expects_backward = False
 
     def _keep(self, name, tensor):
         self.tensors[name] = tensor.detach()
@@ -66,8 +66,13 @@ class PendingCall:
 
     def watch_output(self, o):
         self._keep("o", o)
+        self.expects_backward = o.requires_grad
         if o.requires_grad:
             o.register_hook(self._grad_hook("do"))
+
+    def missed_backward(self) -> bool:
+        """The output needed a gradient but backward has not reached this call yet."""
+        return self.expects_backward and "do" not in self.tensors
 
     def _grad_hook(self, name):
         def hook(grad):

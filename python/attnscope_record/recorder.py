@@ -85,6 +85,7 @@ class Recorder:
         self._depth = 0
         self._live = False
         self._inside = False
+        self._warned_backward = False
 
     # --- activation -------------------------------------------------------------------------
     def __enter__(self):
@@ -226,6 +227,11 @@ class Recorder:
     # --- end of step: decide and write ------------------------------------------------------
     def _end_step(self):
         pending, self._pending = self._pending, []
+        if any(call.missed_backward() for call in pending) and not self._warned_backward:
+            self._warned_backward = True
+            warn(f"step {pending[0].info.step} ended before backward reached its attention "
+                 "calls: their do, dq, dk, dv are not recorded; hint: run loss.backward() "
+                 "inside `with rec.step(...)`")
         for call in pending:
             if self.stopped is not None:
                 break

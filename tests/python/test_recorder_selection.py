@@ -128,6 +128,22 @@ class SelectionTest(unittest.TestCase):
         self.assertEqual(float(t["do"][0, 1, 3, 4]), float("inf"))
         self.assertFalse(bool(torch.isfinite(t["dq"]).all()))
 
+    def test_backward_outside_the_step_warns_once_and_keeps_the_forward(self):
+        model = make_model()
+        rec = Recorder(self.path, layers=[0])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for s in range(2):
+                with rec.step(s):
+                    out = model(torch.randn(2, 3, 5, 8))
+                out.sum().backward()
+        self.assertEqual(len(caught), 1)
+        self.assertRegex(str(caught[0].message), "step 0 ended before backward reached its "
+                         "attention calls.*hint: run loss.backward")
+        self.assertEqual(rec.written, ["/step_000000/layer_00", "/step_000001/layer_00"])
+        t, _ = read_case(self.path, rec.written[1])
+        self.assertEqual(sorted(t), ["k", "o", "q", "v"])
+
     def test_custom_predicate_sees_tensors(self):
         rec = self.record(run_steps=range(3),
                           when=lambda call: call.info.layer == 1 and "dv" in call.tensors)
