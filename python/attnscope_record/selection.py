@@ -6,7 +6,7 @@ end of its step.
 """
 import fnmatch
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, Union
 
 import torch
 

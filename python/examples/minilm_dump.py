@@ -6,9 +6,9 @@
 healthy:  forward + backward of a cosine-similarity loss on sentence pairs through SDPA; all 6
           layers recorded with q, k, v, key-padding mask, o, dO, dQ, dK, dV.
 overflow: fp16 model with eager attention whose layer-2 q/k/v input is scaled by --factor
-          (massive activations) and keys padded with BERT's -10000 bias: q k^T passes 65504 and turns
-          inf, softmax NaN. Only calls whose
-          output or gradients are non-finite are recorded.
+          (massive activations), keys padded with BERT's -10000 bias: q k^T passes 65504,
+          turns inf, softmax NaN. Only calls whose output or gradients are non-finite are
+          recorded.
 padding:  fp16 model with eager attention and a query x key padding mask filled with -1e9 in
           fp32: cast to fp16 the fill becomes -inf, padded query rows are fully masked -> NaN.
 Then: attnscope OUT.h5 (GUI) or attnscope-cli scan OUT.h5.
