@@ -38,8 +38,12 @@ log "torch: $("$PYTHON" -c 'import torch; print(torch.__version__, torch.version
 
 # GoogleTest: the installed package, else built from a source tree into the build dir.
 PREFIX="$TORCH_PREFIX"
-if ! ls /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
-  /usr/local/lib/cmake/GTest/GTestConfig.cmake >/dev/null 2>&1; then
+have_gtest=0
+for cfg in /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
+  /usr/local/lib/cmake/GTest/GTestConfig.cmake; do
+  [[ -f "$cfg" ]] && have_gtest=1
+done
+if [[ "$have_gtest" == 0 ]]; then
   src="${GTEST_SRC:-}"
   for cand in /usr/src/googletest "$ROOT/.gpu_deps/googletest"; do
     [[ -z "$src" && -f "$cand/CMakeLists.txt" ]] && src="$cand"
@@ -68,6 +72,10 @@ step "cuda unit tests (cpu)" unit_tests.log "$BUILD/tests/gpu/attnscope_cuda_uni
 step "ctest -L gpu" ctest_gpu.log ctest --test-dir "$BUILD" -L gpu --output-on-failure \
   --timeout 400 || status=1
 grep -E "tests passed|Passed|Failed|Skipped|\*\*\*" "$OUT/ctest_gpu.log" | tail -12 >>"$SUMMARY" || true
+if grep -q "Skipped" "$OUT/ctest_gpu.log" && nvidia-smi -L >/dev/null 2>&1; then
+  log "gpu tests were skipped on a machine with a GPU: the CUDA runtime saw no device"
+  status=1
+fi
 step "bench (GPU part)" bench.log bash -c \
   "'$BUILD/bench/attnscope-bench' --json --gpu-only --reps 5 --warmup 1 >'$OUT/bench_gpu.json'" ||
   status=1
