@@ -1,9 +1,13 @@
 // Parsing of option values and the loading of dumps / cases for the analysis commands.
 #include "cli_options.h"
 
+#include <fnmatch.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+
+#include "core/io/dump_probe.h"
 
 namespace attnscope {
 
@@ -74,6 +78,12 @@ int fail(const std::string& command, const std::string& message, const std::stri
 
 std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
                                     bool allow_external) {
+  ProbeOptions probe;  // a crash or hang of HDF5 on a hostile file stays in the probe process
+  probe.allow_external = allow_external;
+  if (const Status probed = probe_dump(file, probe); !probed) {
+    fail(command, probed.error().message, probed.error().hint);
+    return std::nullopt;
+  }
   OpenOptions options;
   options.allow_external = allow_external;
   Result<DumpReader> dump = DumpReader::open(file, options);
@@ -113,6 +123,29 @@ std::optional<CaseData> load_case(const std::string& command, const DumpReader& 
     return std::nullopt;
   }
   return std::move(*data);
+}
+
+std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& command,
+                                                         const DumpReader& dump,
+                                                         const std::string& pattern) {
+  std::vector<const CaseInfo*> paths;
+  if (!pattern.empty() && pattern.find_first_of("*?[") == std::string::npos) {
+    const std::optional<std::string> one = find_case(command, dump, pattern);
+    if (!one) return std::nullopt;
+    for (const CaseInfo& c : dump.cases()) {
+      if (c.path == *one) return std::vector<const CaseInfo*>{&c};
+    }
+  }
+  const std::string glob = pattern.empty() || pattern[0] == '/' ? pattern : "/" + pattern;
+  for (const CaseInfo& c : dump.cases()) {
+    if (glob.empty() || fnmatch(glob.c_str(), c.path.c_str(), 0) == 0) paths.push_back(&c);
+  }
+  if (paths.empty()) {
+    fail(command, dump.path() + ": no case matches '" + pattern + "'",
+         "attnscope-cli info " + dump.path() + " lists the cases");
+    return std::nullopt;
+  }
+  return paths;
 }
 
 bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run) {

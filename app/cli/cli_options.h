@@ -48,6 +48,12 @@ std::optional<std::string> find_case(const std::string& command, const DumpReade
 std::optional<CaseData> load_case(const std::string& command, const DumpReader& dump,
                                   const std::string& case_path);
 
+// The cases `pattern` names, in file order: all when empty, the fnmatch matches when it
+// holds a wildcard, else the one exact case; nullopt (after printing) when it names none.
+std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& command,
+                                                         const DumpReader& dump,
+                                                         const std::string& pattern);
+
 // Reads the shared what-if options (--precision fp32|fp16|bf16|recorded, --scale, --mask-fill)
 // into `run`; false after printing the problem.
 bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run);

@@ -18,8 +18,10 @@ constexpr const char* kScan =
     "  '/train/step_00[5-7]/*') with the instrumented CPU kernels and report findings.\n"
     "  --precision recorded (default) uses the case's dtype attribute; --mode both (default)\n"
     "  runs the fused and the unfused kernel; --scale overrides the softmax scale; --clip\n"
-    "  applies clip_grad_norm_(NORM) to the recomputed gradients\n"
-    "  exit 1 when some finding has error severity\n";
+    "  applies clip_grad_norm_(NORM) to the recomputed gradients; --threads N (default: all\n"
+    "  cores) analyses several cases at once, printed in case order as they finish\n"
+    "  exit 1 when some finding has error severity; Ctrl-C prints the finished cases and\n"
+    "  exits 130\n";
 
 constexpr const char* kCompare =
     "usage: attnscope-cli compare FILE::CASE [--json] [--scale X] [--mask-fill F]\n"
@@ -31,14 +33,14 @@ constexpr const char* kSweep =
     "         [--mode M] [--mask-fill F] [--forward-only]\n"
     "  softmax-scale sweep (log-spaced): non-finite counts and max |S| per scale and\n"
     "  precision, and the finite range of each; exit 1 when the case's own scale is\n"
-    "  non-finite in some series\n";
+    "  non-finite in some series; Ctrl-C exits 130\n";
 
 constexpr const char* kRun =
     "usage: attnscope-cli run FILE[::CASE] --out RESULTS.h5 [--case GLOB] [--precision P]\n"
     "         [--mode fused|unfused] [--scale X] [--mask-fill F] [--threads N]\n"
     "  recompute each case and write a schema-1 dump: the inputs, the attributes, and the\n"
     "  recomputed o, lse, m, dq, dk, dv (fp32) plus a `findings` attribute (JSON) per case\n"
-    "  exit 1 when some finding has error severity\n";
+    "  exit 1 when some finding has error severity; Ctrl-C exits 130 and writes nothing\n";
 
 constexpr const char* kStep =
     "usage: attnscope-cli step FILE::CASE [--batch B] [--head H] [--precision P]\n"
@@ -60,7 +62,8 @@ constexpr const char* kTop =
     "\n"
     "A case is named FILE::/group/path. Exit codes: 0 ok; 1 error-severity findings (scan,\n"
     "run), rejected cases (info), a non-finite or failed supported run (compare), the case's\n"
-    "scale non-finite (sweep), a non-finite step (step); 2 unreadable input or bad usage\n";
+    "scale non-finite (sweep), a non-finite step (step); 2 unreadable input or bad usage;\n"
+    "130 interrupted (Ctrl-C)\n";
 
 }  // namespace
 

@@ -1,7 +1,8 @@
 // `attnscope-cli run FILE[::CASE] --out RESULTS.h5`: recomputes cases with the instrumented CPU
 // kernels and writes a schema-1 dump holding, per case, the inputs and attributes, the
 // recomputed o, lse, dq, dk, dv (fp32), an extra dataset `m` and a `findings` attribute (the
-// findings as a JSON string). Written to RESULTS.h5.tmp, then renamed.
+// findings as a JSON string). Cases run on --threads workers and are written in case order to
+// RESULTS.h5.tmp, renamed when complete; Ctrl-C removes the temp file and writes nothing.
 #include <hdf5.h>
 
 #include <cstdio>
@@ -9,8 +10,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "case_pipeline.h"
 #include "cli_options.h"
 #include "findings_json.h"
+#include "interrupt.h"
 
 namespace attnscope {
 namespace {
@@ -111,7 +114,7 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
 
 int run_results(const CommandArgs& args) {
   if (!check_options(args, kCommand,
-                     {"out", "precision", "mode", "scale", "mask-fill", "threads"})) {
+                     {"out", "case", "precision", "mode", "scale", "mask-fill", "threads"})) {
     return kExitUnreadable;
   }
   const std::string* out = args.option("out");
@@ -119,7 +122,7 @@ int run_results(const CommandArgs& args) {
     return fail(kCommand, "expected FILE[::CASE] and --out RESULTS.h5",
                 "attnscope-cli run dump.h5::/case --out results.h5");
   }
-  const auto [file, case_path] = split_case_ref(args.positional[0]);
+  const std::string file = split_case_ref(args.positional[0]).first;
   if (same_file(file, *out)) {
     return fail(kCommand, "--out " + *out + " is the input file", "write to another path");
   }
@@ -127,37 +130,75 @@ int run_results(const CommandArgs& args) {
   if (!read_settings(args, settings)) return kExitUnreadable;
   std::optional<DumpReader> dump = open_dump(kCommand, file, args.allow_external);
   if (!dump) return kExitUnreadable;
+  std::string case_path = split_case_ref(args.positional[0]).second;
+  if (const std::string* c = args.option("case")) case_path = *c;
+  const std::optional<std::vector<const CaseInfo*>> cases =
+      select_cases(kCommand, *dump, case_path);
+  if (!cases) return kExitUnreadable;
   std::vector<std::string> paths;
-  for (const CaseInfo& c : dump->cases()) paths.push_back(c.path);
-  if (!case_path.empty()) {
-    const std::optional<std::string> one = find_case(kCommand, *dump, case_path);
-    if (!one) return kExitUnreadable;
-    paths = {*one};
-  }
+  for (const CaseInfo* c : *cases) paths.push_back(c->path);
   const std::string temp = *out + ".tmp";
-  Result<DumpWriter> writer = DumpWriter::create(temp);
-  if (!writer) return fail(kCommand, writer.error().message, writer.error().hint);
+  Result<DumpWriter> created = DumpWriter::create(temp);
+  if (!created) return fail(kCommand, created.error().message, created.error().hint);
+  std::optional<DumpWriter> writer(std::move(*created));
+  const auto [workers, kernel_threads] = split_threads(settings.threads, paths.size());
+  settings.threads = kernel_threads;
+  set_interrupt_cleanup(temp);
+  install_interrupt_handler();
+
+  // One slot per case in flight: filled by a worker, written and cleared in case order.
+  struct Slot {
+    std::optional<CaseData> data;
+    std::optional<CaseAnalysis> analysis;
+    Error error;
+  };
+  std::vector<Slot> slots(paths.size());
   std::vector<Extras> extras;
   bool errors = false;
-  for (const std::string& path : paths) {
-    std::optional<CaseData> data = load_case(kCommand, *dump, path);
-    if (!data) {
-      std::remove(temp.c_str());
-      return kExitUnreadable;
+  auto work = [&](size_t n) {
+    Slot& slot = slots[n];
+    Result<CaseData> data = dump->load(paths[n]);
+    Result<CaseAnalysis> a =
+        data ? analyze_case(*data, settings) : Result<CaseAnalysis>(data.error());
+    if (!a) {
+      slot.error = a.error();
+      return;
     }
-    const Result<CaseAnalysis> a = analyze_case(*data, settings);
-    const ModeRun* run = a ? a->run(settings.modes[0]) : nullptr;
-    const Status written = !a    ? Status(a.error())
-                           : run ? writer->write_case(path, results_case(*data, *run))
+    slot.data = std::move(*data);
+    slot.analysis = std::move(*a);
+  };
+  auto emit = [&](size_t n) {
+    Slot slot = std::move(slots[n]);
+    const ModeRun* run = slot.analysis ? slot.analysis->run(settings.modes[0]) : nullptr;
+    const Status written = !slot.analysis ? Status(slot.error)
+                           : run ? writer->write_case(paths[n], results_case(*slot.data, *run))
                                  : Status(make_error(ErrorCode::io, "the analysis made no run"));
     if (!written) {
-      std::remove(temp.c_str());
-      return fail(kCommand, file + "::" + path + ": " + written.error().message,
-                  written.error().hint);
+      Error e = written.error();
+      e.message = file + "::" + paths[n] + ": " + e.message;
+      throw e;  // stops the pipeline
     }
-    errors = errors || has_error(a->findings);
-    extras.push_back({path, run->out.m, findings_text(a->findings)});
-    std::cout << path << ": " << a->findings.size() << " findings\n";
+    errors = errors || has_error(slot.analysis->findings);
+    extras.push_back({paths[n], run->out.m, findings_text(slot.analysis->findings)});
+    std::cout << paths[n] << ": " << slot.analysis->findings.size() << " findings" << std::endl;
+  };
+  PipelineOptions options;
+  options.workers = workers;
+  options.progress_label = kCommand;
+  PipelineOutcome outcome;
+  try {
+    outcome = run_in_order(paths.size(), options, work, emit);
+  } catch (const Error& e) {
+    writer.reset();
+    std::remove(temp.c_str());
+    return fail(kCommand, e.message, e.hint);
+  }
+  if (outcome.interrupted) {
+    writer.reset();  // closes the file before it is removed
+    std::remove(temp.c_str());
+    std::cerr << "attnscope-cli run: interrupted after " << outcome.emitted << " of "
+              << paths.size() << " cases; " << *out << " not written\n";
+    return kExitInterrupted;
   }
   const Status closed = writer->close();
   if (!closed || !write_extras(temp, extras) || std::rename(temp.c_str(), out->c_str()) != 0) {

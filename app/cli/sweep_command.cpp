@@ -1,12 +1,14 @@
 // `attnscope-cli sweep FILE::CASE`: softmax-scale sweep (core/analysis/scale_sweep.h) as a
 // table or JSON: per (precision, mode) the finite scale range and where the case turns
-// non-finite, and per scale the non-finite count and max |S| of every series.
+// non-finite, and per scale the non-finite count and max |S| of every series. Ctrl-C stops it
+// between two runs (exit 130, nothing on stdout).
 #include <algorithm>
 #include <iostream>
 
 #include "cli_options.h"
 #include "core/analysis/finding_text.h"
 #include "core/analysis/scale_sweep.h"
+#include "interrupt.h"
 #include "json_writer.h"
 #include "text_table.h"
 
@@ -117,8 +119,16 @@ int run_sweep(const CommandArgs& args) {
   if (!loaded) return kExitUnreadable;
   SweepSettings settings;
   if (!read_settings(args, settings)) return kExitUnreadable;
+  settings.stop = &interrupt_flag();
+  install_interrupt_handler();
   const Result<ScaleSweep> s = scale_sweep(*loaded->data, settings);
   if (!s) return fail(kCommand, s.error().message, s.error().hint);
+  if (s->interrupted) {
+    const size_t planned = s->scales.size() * settings.precisions.size() * settings.modes.size();
+    std::cerr << "attnscope-cli sweep: interrupted after " << std::min(s->points.size(), planned)
+              << " of " << planned << " scale points (plus bisection runs); nothing printed\n";
+    return kExitInterrupted;
+  }
   const std::string path = loaded->data->info.path;
   if (args.json) {
     write_json(loaded->dump->path(), path, *s);

@@ -17,6 +17,8 @@ struct Runner {
   std::vector<float> q, k, v, dout;
   const SweepSettings& settings;
 
+  bool stopped() const { return settings.stop != nullptr && settings.stop->load(); }
+
   SweepPoint run(double scale, Precision p, Mode mode) {
     AttnParams prm = params;
     prm.scale = scale;
@@ -72,7 +74,7 @@ SafeRange safe_range(const std::vector<SweepPoint>& series, double case_scale, R
   for (size_t n = 0; n + 1 < series.size(); ++n) {
     if (!series[n].finite() || series[n + 1].finite()) continue;
     double lo = series[n].scale, hi = series[n + 1].scale;  // finite at lo, not at hi
-    for (int step = 0; step < refine_steps; ++step) {
+    for (int step = 0; step < refine_steps && !runner.stopped(); ++step) {
       const double mid = std::sqrt(lo * hi);
       (runner.run(mid, r.precision, r.mode).finite() ? lo : hi) = mid;
     }
@@ -111,7 +113,13 @@ Result<ScaleSweep> scale_sweep(const CaseData& data, const SweepSettings& settin
                 settings};
   for (double s : sweep.scales) {
     for (Precision p : settings.precisions) {
-      for (Mode m : settings.modes) sweep.points.push_back(runner.run(s, p, m));
+      for (Mode m : settings.modes) {
+        if (runner.stopped()) {
+          sweep.interrupted = true;
+          return sweep;
+        }
+        sweep.points.push_back(runner.run(s, p, m));
+      }
     }
   }
   const size_t per_scale = settings.precisions.size() * settings.modes.size();
@@ -120,6 +128,10 @@ Result<ScaleSweep> scale_sweep(const CaseData& data, const SweepSettings& settin
     for (size_t n = series; n < sweep.points.size(); n += per_scale)
       points.push_back(sweep.points[n]);
     sweep.ranges.push_back(safe_range(points, sweep.case_scale, runner, settings.refine_steps));
+  }
+  if (runner.stopped()) {  // a bisection was cut short: its threshold is not trustworthy
+    sweep.interrupted = true;
+    sweep.ranges.clear();
   }
   return sweep;
 }

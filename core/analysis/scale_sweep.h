@@ -4,6 +4,7 @@
 // data of a "safe range" plot).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -27,6 +28,8 @@ struct SweepSettings {
   bool backward = true;   // count non-finite gradients too
   int refine_steps = 12;  // bisection steps on the first finite -> non-finite transition
   int threads = 0;
+  // Polled before every run; once true the sweep returns what it has (ScaleSweep::interrupted).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct SweepPoint {
@@ -55,6 +58,8 @@ struct ScaleSweep {
   std::vector<double> scales;
   std::vector<SweepPoint> points;  // scale-major: for each scale, every (precision, mode)
   std::vector<SafeRange> ranges;   // per (precision, mode)
+  // `stop` ended the sweep early: points holds the runs done so far, ranges is empty.
+  bool interrupted = false;
 };
 
 // Fails when the case cannot be turned into kernel inputs or the scale range is invalid.

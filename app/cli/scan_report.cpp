@@ -1,0 +1,174 @@
+// Table and JSON reports of `scan`.
+#include "scan_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "case_format.h"
+#include "core/analysis/finding_text.h"
+#include "findings_json.h"
+
+namespace attnscope {
+namespace {
+
+// "clip_grad_norm_(max_norm=1, whole case) on fused bf16: total 1.76e5 -> 1, coef 5.69e-6".
+std::vector<std::string> clip_lines(const CaseAnalysis& a) {
+  std::vector<std::string> lines;
+  for (const ClipReport& c : a.clips) {
+    std::string coefs;
+    for (const ClipResult& r : c.clips) coefs += (coefs.empty() ? "" : ", ") + num(r.coef);
+    lines.push_back("clip_grad_norm_(max_norm=" + num(c.max_norm) + ", " +
+                    (c.scope == ClipScope::whole_case ? "whole case" : "per kv head") + ") on " +
+                    mode_name(c.mode) + " " + precision_name(a.params.precision) + ": total " +
+                    num(c.before.total) + " -> " + num(c.after.total) + ", coef " + coefs);
+  }
+  return lines;
+}
+
+std::string location(const Finding& f) {
+  std::string out;
+  auto add = [&](const std::string& part) {
+    if (!part.empty()) out += (out.empty() ? "" : ", ") + part;
+  };
+  if (f.batch >= 0) add("batch " + std::to_string(f.batch));
+  if (f.head >= 0) add("head " + std::to_string(f.head));
+  add(range_text("heads", f.heads));
+  add(range_text("rows", f.rows));
+  add(range_text("cols", f.cols));
+  return out.empty() ? "-" : out;
+}
+
+// "score_overflow x2 nonfinite_output" over the error and warning findings.
+std::string kinds_text(const std::vector<Finding>& findings) {
+  std::map<std::string, int> counts;
+  std::vector<std::string> order;
+  for (const Finding& f : findings) {
+    if (f.severity == Severity::info) continue;
+    const std::string k = finding_kind_name(f.kind);
+    if (counts[k]++ == 0) order.push_back(k);
+  }
+  std::string out;
+  for (const std::string& k : order) {
+    out += (out.empty() ? "" : " ") + k + (counts[k] > 1 ? " x" + std::to_string(counts[k]) : "");
+  }
+  return out.empty() ? "-" : out;
+}
+
+class TableReport : public ScanReport {
+ public:
+  explicit TableReport(std::ostream& out) : out_(out) {}
+
+  void begin(const std::string& file, const std::vector<const CaseInfo*>& cases) override {
+    file_ = file;
+    widths_ = {4, 5, 9, 6, 8, 4};
+    for (const CaseInfo* c : cases) {
+      widths_[0] = std::max(widths_[0], c->path.size());
+      widths_[1] = std::max(widths_[1], dims_text(c->dims).size());
+    }
+    out_ << file << ": " << cases.size() << " case" << (cases.size() == 1 ? "" : "s") << "\n\n";
+    row({"case", "shape", "precision", "errors", "warnings", "info", "kinds"});
+    std::vector<std::string> rule;
+    for (size_t w : widths_) rule.push_back(std::string(w, '-'));
+    rule.push_back("-----");
+    row(rule);
+    out_.flush();
+  }
+
+  void add(const CaseInfo& info, const CaseAnalysis& a, const AnalysisSettings&) override {
+    int64_t n[3];
+    for (int s = 0; s < 3; ++s) {
+      n[s] = count_severity(a.findings, static_cast<Severity>(s));
+      totals_[s] += n[s];
+    }
+    row({info.path, dims_text(info.dims), precision_name(a.params.precision), std::to_string(n[0]),
+         std::to_string(n[1]), std::to_string(n[2]), kinds_text(a.findings)});
+    out_.flush();
+    if (!a.findings.empty() || !a.clips.empty()) {
+      details_.push_back({info.path, a.findings, clip_lines(a)});
+    }
+  }
+
+  void end(const ScanTotals& t) override {
+    for (const Detail& d : details_) {
+      out_ << "\n" << d.path << "\n";
+      for (const std::string& line : d.clips) out_ << "  " << line << "\n";
+      for (const Finding& f : d.findings) {
+        out_ << "  " << severity_name(f.severity) << "  " << finding_kind_name(f.kind) << "  "
+             << f.tensor << "  " << location(f);
+        if (!f.modes.empty()) out_ << "  [" << modes_text(f.modes, f.precision) << "]";
+        out_ << "\n    " << f.message << "\n    remedy: " << f.remedy << "\n";
+      }
+    }
+    char timing[64];
+    std::snprintf(timing, sizeof timing, "%.2f s", t.seconds);
+    out_ << "\n" << file_ << ": ";
+    if (t.interrupted) out_ << "interrupted, " << t.scanned << " of ";
+    out_ << t.total << " case" << (t.total == 1 ? "" : "s") << " scanned in " << timing << ": "
+         << totals_[0] << " errors, " << totals_[1] << " warnings, " << totals_[2] << " info\n";
+    out_.flush();
+  }
+
+ private:
+  struct Detail {
+    std::string path;
+    std::vector<Finding> findings;
+    std::vector<std::string> clips;  // one line per clipped run
+  };
+
+  // Cells padded to the fixed widths; the last column is not padded.
+  void row(const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      line += cells[c];
+      if (c < widths_.size())
+        line += std::string(widths_[c] - std::min(widths_[c], cells[c].size()) + 2, ' ');
+    }
+    out_ << line << '\n';
+  }
+
+  std::ostream& out_;
+  std::string file_;
+  std::vector<size_t> widths_;
+  int64_t totals_[3] = {0, 0, 0};
+  std::vector<Detail> details_;
+};
+
+class JsonReport : public ScanReport {
+ public:
+  explicit JsonReport(std::ostream& out) : out_(out), json_(out) {}
+
+  void begin(const std::string& file, const std::vector<const CaseInfo*>&) override {
+    json_.begin_object().field("file", file).key("cases").begin_array();
+    out_.flush();
+  }
+
+  void add(const CaseInfo& info, const CaseAnalysis& a, const AnalysisSettings& s) override {
+    write_case_analysis(json_, info, a, s);
+    out_.flush();
+  }
+
+  void end(const ScanTotals& t) override {
+    json_.end_array();
+    json_.field("cases_total", static_cast<int64_t>(t.total));
+    json_.field("interrupted", t.interrupted);
+    json_.field("seconds", t.seconds).end_object();
+    out_.flush();
+  }
+
+ private:
+  std::ostream& out_;
+  JsonWriter json_;
+};
+
+}  // namespace
+
+std::unique_ptr<ScanReport> make_table_report(std::ostream& out) {
+  return std::make_unique<TableReport>(out);
+}
+
+std::unique_ptr<ScanReport> make_json_report(std::ostream& out) {
+  return std::make_unique<JsonReport>(out);
+}
+
+}  // namespace attnscope
