@@ -15,7 +15,8 @@ log() { echo "[attnscope setup] $*" >&2; }
 
 install_debian_packages() {
   local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
-    libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth)
+    libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth
+    clang-14 libclang-rt-14-dev)  # clang: the libFuzzer build of scripts/fuzz.sh
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||

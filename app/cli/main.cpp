@@ -6,12 +6,14 @@
 
 #include "cli_common.h"
 #include "cli_usage.h"
+#include "core/memory_budget.h"
 
 namespace {
 
 const std::vector<std::string> kValued = {"case",       "precision", "mode",  "clip",
                                           "clip-scope", "mask-fill", "scale", "scales",
-                                          "threads",    "out",       "batch", "head"};
+                                          "threads",    "out",       "batch", "head",
+                                          "memory-budget"};
 const std::vector<std::string> kFlags = {"forward-only", "help"};
 
 }  // namespace
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   std::string error;
-  const CommandArgs parsed =
+  CommandArgs parsed =
       parse_command_args(std::vector<std::string>(args.begin() + 1, args.end()), error);
   const char* usage = command_usage(command);
   if (usage == nullptr) {
@@ -98,6 +100,14 @@ int main(int argc, char** argv) {
   if (parsed.flag("help")) {
     std::cout << usage;
     return kExitOk;
+  }
+  if (const std::string* budget = parsed.option("memory-budget")) {
+    const Status set = set_memory_budget(*budget, "--memory-budget");
+    if (!set) {
+      std::cerr << "attnscope-cli " << command << ": " << set.error().describe() << "\n";
+      return kExitUnreadable;
+    }
+    parsed.options.erase("memory-budget");  // applies to every command
   }
   if (command == "info") return run_info(parsed);
   if (command == "scan") return run_scan(parsed);

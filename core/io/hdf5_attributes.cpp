@@ -148,6 +148,14 @@ Result<CaseConfig> read_case_config(hid_t group, const std::string& where) {
       auto number = read_number_attribute(group, attr, where);
       if (!number) return number.error();
       const double x = *number;
+      if ((name == "scale" || name == "softcap") && !std::isfinite(x)) {
+        return make_error(
+            ErrorCode::format,
+            where + ": attribute '" + name + "' = " + std::to_string(x) + " is not a finite number",
+            "fix the recorder (a non-finite " + name +
+                " makes every score non-finite); override it with --scale, or "
+                "drop the attribute to use the default");
+      }
       if (name == "scale") config.scale = x;
       if (name == "softcap") config.softcap = x;
       if (name == "causal") config.causal = x != 0;

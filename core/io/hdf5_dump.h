@@ -13,6 +13,16 @@
 
 namespace attnscope {
 
+namespace h5 {
+class Handle;
+}
+
+// Schema version written as an int attribute on the root group by DumpWriter. Files without it
+// (h5py exports, older attnscope) are read as schema 1; newer versions are read as far as
+// schema 1 goes.
+inline constexpr const char* kSchemaVersionAttribute = "attnscope_schema";
+inline constexpr int kSchemaVersion = 1;
+
 struct OpenOptions {
   bool allow_external = false;  // follow external links / external raw storage / virtual datasets
   int64_t max_tensor_bytes = int64_t{8} << 30;  // refuse any single dataset larger than this
@@ -25,23 +35,33 @@ class DumpReader {
   // Fails (format / unsupported / too_large / io) when the file cannot be read or holds no
   // valid case; the error is then the first rejected group's, or "no case ... found".
   static Result<DumpReader> open(const std::string& path, const OpenOptions& options = {});
+  // The same from an in-memory file image (`name` stands for the file in messages); the bytes
+  // are copied. Used by the fuzzer and by probes of untrusted data.
+  static Result<DumpReader> open_image(const void* data, size_t size, const std::string& name,
+                                       const OpenOptions& options = {});
   DumpReader(DumpReader&&) noexcept;
   DumpReader& operator=(DumpReader&&) noexcept;
   ~DumpReader();
 
   const std::string& path() const;
+  // The file's kSchemaVersionAttribute, 0 when absent (unversioned schema 1).
+  int schema_version() const;
   // Cases ordered by (step, layer) attributes, else by the numbers in their group paths.
   const std::vector<CaseInfo>& cases() const;
   // Groups that looked like cases but were rejected (bad shapes, ...), with the reason.
   const std::vector<Error>& rejected() const;
 
   // Reads one case (by group path, "/step_1/layer_0"; the leading '/' may be omitted) into
-  // canonical layout. Safe to call from several threads (HDF5 calls are serialised).
+  // canonical layout. Fails (too_large) before reading when its tensors need more than the
+  // memory budget (core/memory_budget.h). Safe to call from several threads (HDF5 calls are
+  // serialised).
   Result<CaseData> load(const std::string& case_path) const;
 
  private:
   struct State;
   explicit DumpReader(std::unique_ptr<State> state);
+  static Result<DumpReader> from_file(Result<h5::Handle> file, const std::string& path,
+                                      const OpenOptions& options);
   std::unique_ptr<State> state_;
 };
 
@@ -54,7 +74,9 @@ struct WriteOptions {
   int deflate_level = 4;  // 0 = no compression (chunked + shuffle + deflate otherwise)
 };
 
-// Writes cases into a new file (truncating an existing one of the same path on create()).
+// Writes cases into a hidden temporary next to the target path; close() fsyncs it and renames
+// it over the target (an existing file there is replaced only then). A writer destroyed
+// without close(), or killed, leaves the previous file intact.
 class DumpWriter {
  public:
   static Result<DumpWriter> create(const std::string& path, const WriteOptions& options = {});

@@ -1,11 +1,14 @@
 // DumpReader: opens a schema-1 HDF5 dump read-only, discovers its cases from metadata and loads
 // one case's tensors on demand into canonical layout.
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "core/io/hdf5_common.h"
+#include "core/memory_budget.h"
 
 namespace attnscope {
 
@@ -17,6 +20,7 @@ struct DumpReader::State {
   Handle file;
   std::vector<CaseInfo> cases;
   std::vector<Error> rejected;
+  int schema_version = 0;
 
   ~State() {
     auto lock = h5::lock_library();
@@ -45,29 +49,90 @@ std::optional<Error> check_readable(const std::string& path) {
   return std::nullopt;
 }
 
-Result<Handle> open_file(const std::string& path) {
-  if (auto e = check_readable(path)) return *e;
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    h5::error_detail();
-    return make_error(ErrorCode::format, path + ": not an HDF5 file (no HDF5 signature)",
-                      "attnscope reads HDF5 dumps (schema 1); write one with h5py or the "
-                      "attnscope_record hook");
-  }
+Handle file_access(bool file_locking) {
   Handle fapl = h5::plist_handle(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
 #if H5_VERSION_GE(1, 10, 7)
-  H5Pset_file_locking(fapl.get(), true, true);
+  if (file_locking) H5Pset_file_locking(fapl.get(), true, true);
 #endif
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  return fapl;
+}
+
+Error not_hdf5_error(const std::string& name) {
+  return make_error(ErrorCode::format, name + ": not an HDF5 file (no HDF5 signature)",
+                    "attnscope reads HDF5 dumps (schema 1); write one with h5py or the "
+                    "attnscope_record hook");
+}
+
+Result<Handle> finish_open(hid_t id, const std::string& name) {
+  Handle file(id, H5Fclose);
   if (!file) {
     const std::string detail = h5::error_detail();
     return make_error(ErrorCode::format,
-                      path + ": not a readable HDF5 file (truncated or corrupt)" +
+                      name + ": not a readable HDF5 file (truncated or corrupt)" +
                           (detail.empty() ? "" : " (HDF5: " + detail + ")"),
                       "the file may have been cut short (incomplete copy or a crashed writer); "
                       "re-export or re-copy it");
   }
   return Result<Handle>(std::move(file));
+}
+
+Result<Handle> open_file(const std::string& path) {
+  if (auto e = check_readable(path)) return *e;
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    h5::error_detail();
+    return not_hdf5_error(path);
+  }
+  Handle fapl = file_access(true);
+  return finish_open(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path);
+}
+
+// The HDF5 signature sits at offset 0, 512, 1024, 2048, ... (after a user block).
+bool image_has_signature(const uint8_t* data, size_t size) {
+  static const uint8_t kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  for (size_t at = 0; at + 8 <= size; at = at == 0 ? 512 : at * 2) {
+    if (std::memcmp(data + at, kSignature, 8) == 0) return true;
+  }
+  return false;
+}
+
+Result<Handle> open_image(const void* data, size_t size, const std::string& name) {
+  if (data == nullptr || !image_has_signature(static_cast<const uint8_t*>(data), size)) {
+    return not_hdf5_error(name);
+  }
+  Handle fapl = file_access(false);
+  H5Pset_fapl_core(fapl.get(), 64 << 10, false);
+  if (H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0) {
+    return make_error(ErrorCode::io, name + ": cannot copy the file image: " + h5::error_detail(),
+                      "the image may be too large for the memory available");
+  }
+  return finish_open(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), name);
+}
+
+// kSchemaVersionAttribute of the root group; 0 when absent or not a small non-negative integer.
+int read_schema_version(hid_t file, const std::string& name) {
+  Handle root = h5::object_handle(H5Oopen(file, "/", H5P_DEFAULT));
+  if (!root || H5Aexists(root.get(), kSchemaVersionAttribute) <= 0) {
+    h5::error_detail();
+    return 0;
+  }
+  auto version = h5::read_number_attribute(root.get(), kSchemaVersionAttribute, name + ": /");
+  h5::error_detail();
+  if (!version || !(*version >= 0 && *version <= 1e6)) return 0;
+  return static_cast<int>(*version);
+}
+
+// Bytes load() holds at its peak: every tensor in canonical layout plus the largest one's raw
+// read buffer (saturating; shapes were bounded by discovery).
+int64_t load_bytes(const CaseInfo& info) {
+  int64_t total = 0, largest = 0;
+  for (const TensorInfo& t : info.tensors) {
+    int64_t bytes = static_cast<int64_t>(dtype_size(t.dtype));
+    for (int64_t d : t.shape) bytes = saturating_product({bytes, d});
+    largest = std::max(largest, bytes);
+    if (__builtin_add_overflow(total, bytes, &total)) return INT64_MAX;
+  }
+  return __builtin_add_overflow(total, largest, &total) ? INT64_MAX : total;
 }
 
 Error no_case_error(const std::string& path, const std::vector<Error>& rejected) {
@@ -139,12 +204,23 @@ DumpReader::~DumpReader() = default;
 
 Result<DumpReader> DumpReader::open(const std::string& path, const OpenOptions& options) {
   auto lock = h5::lock_library();
-  auto file = open_file(path);
+  return from_file(open_file(path), path, options);
+}
+
+Result<DumpReader> DumpReader::open_image(const void* data, size_t size, const std::string& name,
+                                          const OpenOptions& options) {
+  auto lock = h5::lock_library();
+  return from_file(attnscope::open_image(data, size, name), name, options);
+}
+
+Result<DumpReader> DumpReader::from_file(Result<h5::Handle> file, const std::string& path,
+                                         const OpenOptions& options) {
   if (!file) return file.error();
   auto state = std::make_unique<State>();
   state->path = path;
   state->options = options;
   state->file = std::move(*file);
+  state->schema_version = read_schema_version(state->file.get(), path);
   h5::Discovery found = h5::discover_cases(state->file.get(), path, options);
   if (found.cases.empty()) return no_case_error(path, found.rejected);
   state->cases = std::move(found.cases);
@@ -154,6 +230,9 @@ Result<DumpReader> DumpReader::open(const std::string& path, const OpenOptions& 
 
 const std::string& DumpReader::path() const {
   return state_->path;
+}
+int DumpReader::schema_version() const {
+  return state_->schema_version;
 }
 const std::vector<CaseInfo>& DumpReader::cases() const {
   return state_->cases;
@@ -173,6 +252,9 @@ Result<CaseData> DumpReader::load(const std::string& case_path) const {
     return make_error(ErrorCode::not_found, state_->path + ": no case at '" + case_path + "'",
                       "list the cases with `attnscope-cli scan " + state_->path + "`");
   }
+  Status fits =
+      check_memory(state_->path + ": " + info->path + ": loading its tensors", load_bytes(*info));
+  if (!fits) return fits.error();
   CaseData data;
   data.info = *info;
   for (const TensorInfo& t : info->tensors) {

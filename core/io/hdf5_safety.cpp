@@ -126,8 +126,8 @@ Result<std::vector<int64_t>> read_extent(hid_t dataset, size_t element_size,
                          "shape " + dims_text(dims) + " needs " + std::to_string(bytes) +
                              " bytes, more than the limit of " +
                              std::to_string(options.max_tensor_bytes),
-                         "raise the limit (OpenOptions::max_tensor_bytes / --max-tensor-bytes) "
-                         "if the machine has the memory");
+                         "no dump attnscope can analyse holds a tensor this large; the file is "
+                         "probably corrupt (programs can raise OpenOptions::max_tensor_bytes)");
   }
   return shape;
 }

@@ -1,8 +1,10 @@
 // DumpWriter: writes cases in schema 1 the way h5py would (float16 as IEEE half, bool as h5py's
-// enum, strings as variable-length UTF-8), deterministically (no object timestamps).
+// enum, strings as variable-length UTF-8), deterministically (no object timestamps), into a
+// hidden temporary that close() fsyncs and renames over the target (AtomicFile).
 #include <algorithm>
 #include <map>
 
+#include "core/io/atomic_file.h"
 #include "core/io/hdf5_common.h"
 
 namespace attnscope {
@@ -12,7 +14,11 @@ using h5::Handle;
 struct DumpWriter::State {
   std::string path;
   WriteOptions options;
+  AtomicFile atomic;  // destroyed after `file`: an unclosed writer's temporary is removed
   Handle file;
+
+  State(std::string p, WriteOptions o, AtomicFile a)
+      : path(std::move(p)), options(o), atomic(std::move(a)) {}
 
   ~State() {
     auto lock = h5::lock_library();
@@ -152,19 +158,23 @@ DumpWriter::~DumpWriter() = default;
 
 Result<DumpWriter> DumpWriter::create(const std::string& path, const WriteOptions& options) {
   auto lock = h5::lock_library();
+  Result<AtomicFile> atomic = AtomicFile::create(path);
+  if (!atomic) return atomic.error();
   Handle fcpl = untimed_plist(H5P_FILE_CREATE);
   Handle fapl = h5::plist_handle(H5Pcreate(H5P_FILE_ACCESS));
 #if H5_VERSION_GE(1, 10, 7)
   H5Pset_file_locking(fapl.get(), true, true);
 #endif
-  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
+  Handle file(H5Fcreate(atomic->temp_path().c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()),
+              H5Fclose);
   if (!file) {
     return make_error(ErrorCode::io, path + ": cannot create the file: " + h5::error_detail(),
                       "check that the directory exists and is writable");
   }
-  auto state = std::make_unique<State>();
-  state->path = path;
-  state->options = options;
+  Handle root = h5::object_handle(H5Oopen(file.get(), "/", H5P_DEFAULT));
+  Status version = h5::write_int_attribute(root.get(), kSchemaVersionAttribute, kSchemaVersion);
+  if (!version) return make_error(ErrorCode::io, path + ": " + version.error().message);
+  auto state = std::make_unique<State>(path, options, std::move(*atomic));
   state->file = std::move(file);
   return DumpWriter(std::move(state));
 }
@@ -199,14 +209,17 @@ Status DumpWriter::write_case(const std::string& group_path, const CaseData& dat
 Status DumpWriter::close() {
   auto lock = h5::lock_library();
   if (!state_ || !state_->file) return Ok{};
-  const hid_t id = state_->file.get();
-  const bool flushed = H5Fflush(id, H5F_SCOPE_LOCAL) >= 0;
-  state_->file.reset();
-  if (!flushed) {
-    return make_error(ErrorCode::io, state_->path + ": cannot flush: " + h5::error_detail(),
+  const bool flushed = H5Fflush(state_->file.get(), H5F_SCOPE_LOCAL) >= 0;
+  const std::string detail = flushed ? "" : h5::error_detail();
+  const bool closed = H5Fclose(state_->file.get()) >= 0;
+  state_->file = Handle();
+  if (!flushed || !closed) {
+    state_->atomic.discard();
+    return make_error(ErrorCode::io,
+                      state_->path + ": cannot flush: " + (closed ? detail : h5::error_detail()),
                       "check the disk space");
   }
-  return Ok{};
+  return state_->atomic.commit();
 }
 
 }  // namespace attnscope

@@ -282,17 +282,22 @@ TEST(Malformed, alias_conflict_is_rejected) {
   expect_open_error(path, ErrorCode::format, {"/case/dout", "'do'"});
 }
 
-TEST(Malformed, nan_scale_is_kept_as_is) {
-  const std::string path = crafted("nan_scale");
-  {
-    Craft f(path);
-    f.qkv("/case");
-    f.double_attr("/case", "scale", std::numeric_limits<double>::quiet_NaN());
+TEST(Malformed, non_finite_scale_and_softcap_are_refused) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::pair<const char*, double> cases[] = {
+      {"scale", nan}, {"scale", -inf}, {"softcap", inf}};
+  for (const auto& [attr, value] : cases) {
+    const std::string path = crafted(std::string("nonfinite_") + attr);
+    {
+      Craft f(path);
+      f.qkv("/case");
+      f.double_attr("/case", attr, value);
+    }
+    expect_open_error(path, ErrorCode::format,
+                      {"/case", std::string("attribute '") + attr + "' = " + std::to_string(value),
+                       "not a finite number"});
   }
-  auto dump = DumpReader::open(path);
-  ASSERT_TRUE(dump.ok()) << dump.error().describe();
-  ASSERT_TRUE(dump->cases()[0].config.scale.has_value());
-  EXPECT_TRUE(std::isnan(*dump->cases()[0].config.scale));
 }
 
 }  // namespace

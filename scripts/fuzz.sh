@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Bounded libFuzzer run over the dump reader (fuzz/dump_reader_fuzz.cpp): builds the fuzzer
+# with clang-14 in its own build dir, seeds it with tests/data/bad/ and the sample dump's small
+# cases, fuzzes for a fixed time and fails on any crash, sanitizer report, leak or hang (an
+# input taking more than 10 s). Reproducers land in BUILD/artifacts/; keep each as a regression
+# file tests/data/bad/fuzz_<what>.h5.
+#   ATTNSCOPE_FUZZ_SECONDS  fuzzing time (default 180)
+#   ATTNSCOPE_FUZZ_BUILD    build dir (default ./build-fuzz); its corpus/ persists between runs
+#   ATTNSCOPE_FUZZ_ARGS     extra libFuzzer flags (e.g. "-seed=1 -jobs=2")
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${ATTNSCOPE_FUZZ_BUILD:-$ROOT/build-fuzz}"
+TIME="${ATTNSCOPE_FUZZ_SECONDS:-180}"
+VENV="${ATTNSCOPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/attnscope/venv}"
+log() { echo "[attnscope fuzz] $*" >&2; }
+
+if [[ ! -f "$BUILD/build.ninja" ]]; then
+  CC=clang-14 CXX=clang++-14 cmake -S "$ROOT/fuzz" -B "$BUILD" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$BUILD" -j "$(nproc)"
+
+rm -rf "$BUILD/seeds"
+"$VENV/bin/python" "$ROOT/fuzz/make_seeds.py" "$ROOT/resources/samples/seed_cases.h5" \
+  "$ROOT/tests/data/bad" "$BUILD/seeds"
+mkdir -p "$BUILD/corpus" "$BUILD/artifacts"
+
+log "fuzzing for $TIME s"
+# detect_leaks: a leak in the reader's error paths is a bug too.
+ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
+  LSAN_OPTIONS="suppressions=$ROOT/fuzz/lsan.supp:print_suppressions=0" \
+  "$BUILD/dump_reader_fuzz" -max_total_time="$TIME" -timeout=10 -rss_limit_mb=2048 \
+  -max_len=196608 -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/" \
+  ${ATTNSCOPE_FUZZ_ARGS:-} "$BUILD/corpus" "$BUILD/seeds"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the whole project with AddressSanitizer + UndefinedBehaviorSanitizer (gcc) in its own
+# build directory and runs the whole test suite there. Any ASan / UBSan report fails the run;
+# LeakSanitizer suppressions (tests/robustness/lsan.supp) cover third-party libraries only.
+# CUDA stays off here: device code cannot be instrumented, the CUDA runtime needs ASan's shadow
+# gap unprotected, and the gpu-labelled tests run (unsanitized) in the normal build.
+#   ATTNSCOPE_ASAN_BUILD  build dir (default ./build-asan)
+#   ATTNSCOPE_JOBS        build / ctest parallelism (default nproc)
+# Extra arguments go to ctest (e.g. -R io.).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${ATTNSCOPE_ASAN_BUILD:-$ROOT/build-asan}"
+JOBS="${ATTNSCOPE_JOBS:-$(nproc)}"
+VENV="${ATTNSCOPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/attnscope/venv}"
+log() { echo "[attnscope sanitize] $*" >&2; }
+
+# Packages and the venv (setup.sh is idempotent; it also builds ./build, incrementally).
+bash "$ROOT/scripts/setup.sh"
+
+FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+if [[ ! -f "$BUILD/build.ninja" ]]; then
+  prefix="$("$VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  log "configuring $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_PREFIX_PATH="$prefix" -DPython3_EXECUTABLE="$VENV/bin/python" \
+    -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" \
+    -DCMAKE_CUDA_COMPILER=CMAKE_CUDA_COMPILER-NOTFOUND \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+fi
+log "building $BUILD ($JOBS jobs)"
+start=$(date +%s)
+cmake --build "$BUILD" -j "$JOBS"
+log "build took $(($(date +%s) - start)) s"
+
+# halt_on_error + exitcode make every report a failing test; detect_leaks with third-party
+# suppressions.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:exitcode=86"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87:suppressions=$ROOT/tests/robustness/ubsan.supp"
+export LSAN_OPTIONS="suppressions=$ROOT/tests/robustness/lsan.supp:print_suppressions=0"
+export QT_QPA_PLATFORM=offscreen
+start=$(date +%s)
+cd "$BUILD"
+ctest --output-on-failure -j "$JOBS" --timeout 1500 "$@"
+log "tests took $(($(date +%s) - start)) s"
