@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Builds the fuzzer's seed corpus: the hostile corpus plus the sample dump's small cases.
+The fuzz_*.h5 reproducers (HDF5 library faults) are left out: they would only re-report.
 
     make_seeds.py SAMPLE BAD_DIR OUT_DIR
 
@@ -21,7 +22,7 @@ def main():
     sample, bad, out = sys.argv[1:4]
     os.makedirs(out, exist_ok=True)
     for name in sorted(os.listdir(bad)):
-        if name.endswith(".h5"):
+        if name.endswith(".h5") and not name.startswith("fuzz_"):
             shutil.copy(os.path.join(bad, name), os.path.join(out, "bad_" + name))
     cases = []
     with h5py.File(sample, "r") as f:

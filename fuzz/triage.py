@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Classifies the reproducers a fuzz run left in ARTIFACTS and fails on any that is attnscope's.
+
+    triage.py FUZZER ARTIFACTS_DIR
+
+Each crash- / leak- / timeout- / oom- file is re-run alone; the first stack frame of the report
+that is not the sanitizer, libFuzzer or libc decides: inside libhdf5 it is a bug of the HDF5
+library itself, which attnscope contains by opening untrusted files in attnscope-probe first
+(core/io/dump_probe.h), so it is listed but does not fail; anything else fails. Keep every new
+reproducer as tests/data/bad/fuzz_<what>.h5.
+"""
+import os
+import re
+import subprocess
+import sys
+
+FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+)(.*)$")
+RUNTIME = ("__interceptor_", "__asan", "__sanitizer", "__lsan", "__ubsan", "fuzzer::", "malloc",
+           "calloc", "realloc", "operator new", "__libc_", "libc.so", "memcpy", "memmove",
+           "memset", "strlen", "__GI_", "raise", "abort")
+
+
+def owner(report):
+    for line in report.splitlines():
+        match = FRAME.match(line)
+        if not match:
+            continue
+        text = match.group(1) + match.group(2)
+        if any(r in text for r in RUNTIME):
+            continue
+        return "hdf5" if "libhdf5" in text else text.strip()
+    return "unknown"
+
+
+def main():
+    fuzzer, artifacts = sys.argv[1:3]
+    failed = 0
+    names = sorted(n for n in os.listdir(artifacts)
+                   if n.split("-")[0] in ("crash", "leak", "timeout", "oom") or "-crash-" in n
+                   or "-timeout-" in n or "-leak-" in n or "-oom-" in n)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0")
+    for name in names:
+        run = subprocess.run([fuzzer, "-timeout=10", "-rss_limit_mb=2048",
+                              os.path.join(artifacts, name)], capture_output=True, text=True,
+                             timeout=600, env=env)
+        where = owner(run.stderr) if run.returncode != 0 else "does not reproduce"
+        kind = next((l.strip() for l in run.stderr.splitlines() if "ERROR:" in l), "")
+        verdict = "HDF5 library bug, contained by attnscope-probe" if where == "hdf5" else "FAIL"
+        if where == "does not reproduce":
+            verdict = "flaky (no report when re-run alone)"
+        print("%s: %s: %s [%s]" % (name, verdict, kind[:160], where[:120]))
+        failed += verdict == "FAIL"
+    print("%d reproducers, %d attnscope failures" % (len(names), failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
