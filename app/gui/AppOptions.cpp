@@ -7,7 +7,7 @@
 namespace attnscope {
 namespace {
 
-const QStringList kMatrices = {"S", "P", "dP", "dS", "O", "dQ"};
+const QStringList kMatrices = {"S", "P", "dP", "dS", "O", "dQ", "dK", "dV", "O err", "dQ err"};
 
 struct Parser {
   QCommandLineParser parser;
@@ -16,12 +16,15 @@ struct Parser {
   QCommandLineOption scale{"scale", "Softmax scale (default: the case's).", "SCALE"};
   QCommandLineOption batch{"batch", "Batch index to show.", "B"};
   QCommandLineOption head{"head", "Head index to show.", "H"};
-  QCommandLineOption matrix{"matrix", "Heatmap tab to show: S, P, dP, dS, O, dQ.", "NAME"};
+  QCommandLineOption matrix{
+      "matrix", "Heatmap tab to show: S, P, dP, dS, O, dQ, dK, dV, 'O err', 'dQ err'.", "NAME"};
   QCommandLineOption screenshot{
       "screenshot", "Save a PNG of the window after the first compute and quit.", "PNG"};
 
   Parser() {
-    parser.setApplicationDescription("attnscope: visual debugger for fused attention");
+    parser.setApplicationDescription(
+        "attnscope: visual debugger for fused attention\n"
+        "attnscope --bench-gui [RUNS]: slider-to-render latency at S=2048, D=64 (offscreen)");
     parser.addHelpOption();
     parser.addOptions({precision, mode, scale, batch, head, matrix, screenshot});
     parser.addPositionalArgument("FILE[::CASE]", "Dump files to open; ::CASE selects a case.",

@@ -1,154 +1,19 @@
 // Recomputation of one (batch, head) for the views: the head is cut out of the case into a
-// B = H = Hk = 1 problem (mask / bias pointers offset, strides kept), then the CPU kernels run.
+// B = H = Hk = 1 problem (HeadSlice), the CPU kernels give S, P, dP, dS and the row series, the
+// chosen registry variant (default: the own CPU kernel) gives O, LSE and the gradients.
 #include "app/gui/HeadCompute.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "app/gui/HeadGrids.h"
+#include "app/gui/HeadSlice.h"
+#include "core/kernel_registry.h"
+#include "kernels/reference/reference_attention.h"
+
 namespace attnscope {
 namespace {
-
-// One head of a case as its own single-head problem.
-struct HeadSlice {
-  AttnParams params;
-  std::vector<float> q, k, v, dout;
-
-  CpuAttnInputs inputs() const {
-    return {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
-  }
-};
-
-std::vector<float> slice_f32(const std::vector<double>& x, int64_t offset, int64_t n) {
-  return std::vector<float>(x.begin() + offset, x.begin() + offset + n);
-}
-
-HeadSlice slice_head(const CaseInputs& in, int64_t b, int64_t h) {
-  const AttnParams& p = in.params;
-  HeadSlice s;
-  s.params = p;
-  s.params.batch = s.params.heads = s.params.kv_heads = 1;
-  const int64_t kvh = p.kv_head_of(h);
-  const int64_t q_head = (b * p.heads + h) * p.seqlen_q;
-  const int64_t k_head = (b * p.kv_heads + kvh) * p.seqlen_k;
-  s.q = slice_f32(in.q, q_head * p.head_dim, p.seqlen_q * p.head_dim);
-  s.k = slice_f32(in.k, k_head * p.head_dim, p.seqlen_k * p.head_dim);
-  s.v = slice_f32(in.v, k_head * p.head_dim_v, p.seqlen_k * p.head_dim_v);
-  if (in.has_dout) s.dout = slice_f32(in.dout, q_head * p.head_dim_v, p.seqlen_q * p.head_dim_v);
-  if (p.mask != nullptr) s.params.mask = p.mask + b * p.mask_strides.b + h * p.mask_strides.h;
-  if (p.bias != nullptr) s.params.bias = p.bias + b * p.bias_strides.b + h * p.bias_strides.h;
-  return s;
-}
-
-CellClass classify(float x, bool masked) {
-  if (std::isnan(x)) return CellClass::nan;
-  if (masked) return CellClass::masked;
-  if (std::isinf(x)) return x > 0 ? CellClass::pos_inf : CellClass::neg_inf;
-  return CellClass::value;
-}
-
-void count_class(OverlayCounts& c, CellClass cls, int64_t n) {
-  switch (cls) {
-    case CellClass::nan:
-      c.nan += n;
-      break;
-    case CellClass::pos_inf:
-      c.pos_inf += n;
-      break;
-    case CellClass::neg_inf:
-      c.neg_inf += n;
-      break;
-    case CellClass::masked:
-      c.masked += n;
-      break;
-    case CellClass::value:
-      break;
-  }
-}
-
-std::vector<int64_t> unit_edges(int64_t begin, int64_t n) {
-  std::vector<int64_t> edges(static_cast<size_t>(n + 1));
-  for (int64_t e = 0; e <= n; ++e) edges[static_cast<size_t>(e)] = begin + e;
-  return edges;
-}
-
-// A full-resolution grid of `raw` values over rows [r0, r0 + rows) x cols [c0, c0 + cols);
-// masked may be empty (nothing masked).
-MatrixGrid full_grid(const char* name, std::vector<float> raw, const std::vector<uint8_t>& masked,
-                     int64_t r0, int64_t rows, int64_t c0, int64_t cols, int64_t total_rows,
-                     int64_t total_cols) {
-  MatrixGrid g;
-  g.name = name;
-  g.rows = rows;
-  g.cols = cols;
-  g.total_rows = total_rows;
-  g.total_cols = total_cols;
-  g.row_edges = unit_edges(r0, rows);
-  g.col_edges = unit_edges(c0, cols);
-  const size_t n = raw.size();
-  g.value.resize(n);
-  g.cls.resize(n);
-  for (size_t e = 0; e < n; ++e) {
-    const CellClass cls = classify(raw[e], !masked.empty() && masked[e] != kEntryVisible);
-    g.cls[e] = cls;
-    g.value[e] = cls == CellClass::value ? raw[e] : std::nanf("");
-    count_class(g.counts, cls, 1);
-  }
-  g.raw = std::move(raw);
-  return g;
-}
-
-MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, const PooledMatrix& m,
-                       int64_t total_rows, int64_t total_cols) {
-  MatrixGrid g;
-  g.name = name;
-  g.pooled = true;
-  g.rows = pm.rows;
-  g.cols = pm.cols;
-  g.total_rows = total_rows;
-  g.total_cols = total_cols;
-  g.row_edges = pm.row_edges;
-  g.col_edges = pm.col_edges;
-  g.cell_min = m.min;
-  g.cell_max = m.max;
-  const size_t n = m.max.size();
-  g.value.resize(n);
-  g.cls.resize(n);
-  for (size_t e = 0; e < n; ++e) {
-    CellClass cls = CellClass::value;
-    if (m.nan[e] > 0) {
-      cls = CellClass::nan;
-    } else if (m.pos_inf[e] > 0) {
-      cls = CellClass::pos_inf;
-    } else if (m.neg_inf[e] > 0) {
-      cls = CellClass::neg_inf;
-    } else if (m.finite[e] == 0) {
-      cls = CellClass::masked;
-    }
-    g.cls[e] = cls;
-    g.value[e] = cls != CellClass::value                      ? std::nanf("")
-                 : std::fabs(m.max[e]) >= std::fabs(m.min[e]) ? m.max[e]
-                                                              : m.min[e];
-    g.counts.nan += m.nan[e];
-    g.counts.pos_inf += m.pos_inf[e];
-    g.counts.neg_inf += m.neg_inf[e];
-    g.counts.masked += m.masked[e];
-  }
-  return g;
-}
-
-std::vector<float> row_norms(const std::vector<float>& x, int64_t rows, int64_t cols) {
-  std::vector<float> norms(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) {
-    double sum = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      const double e = x[static_cast<size_t>(i * cols + c)];
-      sum += e * e;
-    }
-    norms[static_cast<size_t>(i)] = static_cast<float>(std::sqrt(sum));
-  }
-  return norms;
-}
 
 MatrixWindow resolve(const MatrixWindow& w, int64_t sq, int64_t sk) {
   MatrixWindow r;
@@ -183,10 +48,47 @@ void score_grids(const HeadSlice& slice, const CpuAttnOptions& opt, const HeadRe
   for (int k = 0; k < 4; ++k) *grids[k] = pooled_grid(kScoreMatrices[k], pm, *mats[k], sq, sk);
 }
 
+std::vector<float> to_f32(const std::vector<double>& x) {
+  return std::vector<float>(x.begin(), x.end());
+}
+
+// Replaces the CPU kernel's O, LSE and gradients with those of a registry variant.
+Status run_backend(const HeadSlice& slice, const HeadRequest& req, CpuAttnResult& r,
+                   std::string& ran) {
+  const KernelVariant* variant = find_variant(req.backend);
+  if (variant == nullptr) {
+    return make_error(ErrorCode::invalid_argument, "unknown backend '" + req.backend + "'",
+                      "pick one of the backend list (core/kernel_registry)");
+  }
+  RunConfig config;
+  config.precision =
+      variant->precisions.size() == 1 ? variant->precisions.front() : slice.params.precision;
+  config.mode = variant->modes.empty() ? req.mode : variant->modes.front();
+  config.threads = req.threads;
+  AttnParams params = slice.params;
+  params.precision = config.precision;
+  Result<VariantOutputs> out = run_variant(*variant, params, config, slice.variant_inputs());
+  if (!out) return out.error();
+  r.o = to_f32(out->o);
+  r.lse = to_f32(out->lse);
+  r.dq = to_f32(out->dq);
+  r.dk = to_f32(out->dk);
+  r.dv = to_f32(out->dv);
+  ran = variant->name;
+  return Ok{};
+}
+
+MatrixGrid error_grid(const char* name, const std::vector<float>& x, const std::vector<double>& ref,
+                      int64_t rows, int64_t cols) {
+  std::vector<float> err(x.size());
+  for (size_t e = 0; e < x.size(); ++e) err[e] = static_cast<float>(x[e] - ref[e]);
+  return dense_grid(name, std::move(err), rows, cols);
+}
+
 }  // namespace
 
 const MatrixGrid* HeadResult::grid(const std::string& name) const {
-  const MatrixGrid* all[] = {&s, &p, &dp, &ds, &o, &dq};
+  const MatrixGrid* all[] = {&s, &p, &dp, &ds, &o, &dq, &dk, &dv, &o_err, &dq_err};
   for (const MatrixGrid* g : all) {
     if (g->name == name) return g;
   }
@@ -217,18 +119,35 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   out.precision = slice.params.precision;
   out.scale = slice.params.scale;
   out.has_dout = inputs->has_dout;
-  const int64_t sq = d.seqlen_q, sk = d.seqlen_k;
+  const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
   out.seqlen_q = sq;
   out.seqlen_k = sk;
-  out.head_dim = d.head_dim;
-  out.head_dim_v = d.head_dim_v;
+  out.head_dim = dh;
+  out.head_dim_v = dv;
   score_grids(slice, opt, request, out);
 
   CpuAttnResult r = cpu_attention(slice.params, opt, slice.inputs());
-  out.o_norm = row_norms(r.o, sq, d.head_dim_v);
-  out.dq_norm = row_norms(r.dq, sq, d.head_dim);
-  out.o = full_grid("O", std::move(r.o), {}, 0, sq, 0, d.head_dim_v, sq, d.head_dim_v);
-  out.dq = full_grid("dQ", std::move(r.dq), {}, 0, sq, 0, d.head_dim, sq, d.head_dim);
+  if (!request.backend.empty()) {
+    if (Status s = run_backend(slice, request, r, out.backend); !s) return s.error();
+  }
+  if (request.clip_norm) {
+    const std::vector<GradientRef> grads = {
+        {"dQ", r.dq.data(), sq * dh}, {"dK", r.dk.data(), sk * dh}, {"dV", r.dv.data(), sk * dv}};
+    out.clip = clip_gradients(grads, *request.clip_norm, out.precision);
+  }
+  if (request.reference) {
+    const ReferenceTrace ref =
+        reference_attention(slice.params, slice.q64.data(), slice.k64.data(), slice.v64.data(),
+                            slice.dout64.empty() ? nullptr : slice.dout64.data());
+    out.o_err = error_grid("O err", r.o, ref.o, sq, dv);
+    out.dq_err = error_grid("dQ err", r.dq, ref.dq, sq, dh);
+  }
+  out.o_norm = row_norms(r.o, sq, dv);
+  out.dq_norm = row_norms(r.dq, sq, dh);
+  out.o = dense_grid("O", std::move(r.o), sq, dv);
+  out.dq = dense_grid("dQ", std::move(r.dq), sq, dh);
+  out.dk = dense_grid("dK", std::move(r.dk), sk, dh);
+  out.dv = dense_grid("dV", std::move(r.dv), sk, dv);
   out.m = std::move(r.m);
   out.lse = std::move(r.lse);
   out.l = std::move(r.l);

@@ -1,13 +1,17 @@
 // Plain C++ adapter (no Qt) from a loaded case plus the GUI's what-if settings to what the
 // views of one (batch, head) show: S, P, dP, dS (full resolution or pooled to the view's pixel
-// size), O and dQ of that head, and the per-row series m, LSE, l, ||O_i||, ||dQ_i||.
+// size), O, dQ, dK, dV of that head from the chosen backend (optionally clipped like
+// clip_grad_norm_ over the head's gradients), their error against the fp64 reference, and the
+// per-row series m, LSE, l, ||O_i||, ||dQ_i||.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/plot/MatrixGrid.h"
+#include "core/analysis/clipping.h"
 #include "core/case_inputs.h"
 #include "core/case_model.h"
 #include "core/result.h"
@@ -25,6 +29,11 @@ struct HeadRequest {
   MatrixWindow window;
   int64_t out_rows = 512, out_cols = 512;
   int threads = 0;  // kernel worker threads; 0 = all cores
+  // Registry variant computing O, LSE, dQ, dK, dV (core/kernel_registry.h); empty = the own
+  // CPU kernel in `mode`. A variant with a fixed mode runs in that mode.
+  std::string backend;
+  std::optional<double> clip_norm;  // clip the head's (dQ, dK, dV) like clip_grad_norm_
+  bool reference = false;           // compute the error grids against the fp64 reference
 };
 
 // Everything the views of one head show, plus the settings it was computed with.
@@ -34,23 +43,29 @@ struct HeadResult {
   std::string case_path;
   Precision precision = Precision::f32;  // the precision that ran
   double scale = 1.0;                    // the softmax scale that ran
+  std::string backend = "cpu";           // what computed O, LSE, dQ, dK, dV
   bool has_dout = false;                 // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
-  MatrixGrid s, p, dp, ds;  // score-shaped, over request.window
-  MatrixGrid o, dq;         // [Sq x Dv], [Sq x D] of the head, full resolution
+  MatrixGrid s, p, dp, ds;   // score-shaped, over request.window
+  MatrixGrid o, dq;          // [Sq x Dv], [Sq x D] of the head, full resolution
+  MatrixGrid dk, dv;         // [Sk x D], [Sk x Dv]: this query head's share of dK, dV
+  MatrixGrid o_err, dq_err;  // backend minus fp64 reference; empty unless request.reference
   std::vector<float> m, lse, l, o_norm, dq_norm;  // [Sq] per query row
+  std::optional<ClipResult> clip;  // over {dQ, dK, dV} of the head when clip_norm was set
   double elapsed_ms = 0;
 
-  // The grid named "S", "P", "dP", "dS", "O" or "dQ"; nullptr for other names.
+  // The grid of a heatmap name (kHeadMatrices); nullptr for other names.
   const MatrixGrid* grid(const std::string& name) const;
 };
 
 // Names of the heatmaps, in tab order.
 inline constexpr const char* kScoreMatrices[] = {"S", "P", "dP", "dS"};
-inline constexpr const char* kHeadMatrices[] = {"S", "P", "dP", "dS", "O", "dQ"};
+inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP", "dS",    "O",
+                                                "dQ", "dK", "dV", "O err", "dQ err"};
 
-// Recomputes one head of a loaded case. Fails (invalid_argument) on a bad (batch, head) or
-// settings make_case_inputs refuses. Runs the CPU kernels; never call it on the GUI thread.
+// Recomputes one head of a loaded case. Fails (invalid_argument) on a bad (batch, head),
+// settings make_case_inputs refuses or a backend that cannot run them. Runs the CPU kernels
+// (and LibTorch for torch-* backends); never call it on the GUI thread.
 Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request);
 
 }  // namespace attnscope

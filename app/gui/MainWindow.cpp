@@ -16,13 +16,20 @@
 #include <QTimer>
 #include <QToolButton>
 
+#include "app/gui/AnalysisController.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/SessionContext.h"
+#include "app/gui/StepperController.h"
+#include "app/gui/TaskRunner.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
+#include "app/panels/FindingsPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/InspectorPanel.h"
+#include "app/panels/OverviewPanel.h"
 #include "app/panels/RowPlotPanel.h"
+#include "app/panels/StepperPanel.h"
+#include "app/panels/SweepPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/PlotExport.h"
 
@@ -56,6 +63,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resizeDocks({docks_[0], docks_[2]}, {340, 300}, Qt::Horizontal);
   resizeDocks({docks_[0], docks_[1]}, {380, 320}, Qt::Vertical);
   resizeDocks({docks_[3]}, {260}, Qt::Vertical);
+  buildAnalysisDocks();
   buildMenus();
   buildStatusBar();
 
@@ -115,11 +123,61 @@ void MainWindow::buildMenus() {
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
 
+  buildDebugMenu();
   QMenu* window = menuBar()->addMenu(tr("&Window"));
   window->setObjectName(QStringLiteral("windowMenu"));
   for (QDockWidget* dock : docks_) window->addAction(dock->toggleViewAction());
   window->addSeparator();
   window->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
+}
+
+void MainWindow::buildAnalysisDocks() {
+  stepper_ = new StepperController(context_, this);
+  analysis_ = new AnalysisController(context_, this);
+  stepperPanel_ = new StepperPanel(context_, stepper_, this);
+  findings_ = new FindingsPanel(context_, analysis_, this);
+  overview_ = new OverviewPanel(context_, analysis_, this);
+  sweep_ = new SweepPanel(context_, analysis_, this);
+  QDockWidget* findings = addPanelDock(findings_, tr("Findings"), QStringLiteral("findingsDock"),
+                                       Qt::RightDockWidgetArea);
+  QDockWidget* overview = addPanelDock(overview_, tr("Overview"), QStringLiteral("overviewDock"),
+                                       Qt::RightDockWidgetArea);
+  QDockWidget* stepper = addPanelDock(stepperPanel_, tr("Stepper"), QStringLiteral("stepperDock"),
+                                      Qt::BottomDockWidgetArea);
+  QDockWidget* sweep = addPanelDock(sweep_, tr("Scale sweep"), QStringLiteral("sweepDock"),
+                                    Qt::BottomDockWidgetArea);
+  tabifyDockWidget(findings, overview);
+  findings->raise();
+  tabifyDockWidget(docks_[3], stepper);
+  tabifyDockWidget(stepper, sweep);
+  docks_[3]->raise();
+  connect(sweep, &QDockWidget::visibilityChanged, analysis_, &AnalysisController::setSweepEnabled);
+  auto failed = [this](const QString& what, const QString& message) {
+    statusText_->setText(tr("%1 failed: %2").arg(what, message));
+  };
+  connect(analysis_, &AnalysisController::failed, this, failed);
+  connect(stepper_, &StepperController::failed, this,
+          [this](const QString& m) { showError(tr("Stepper"), m, tr("see the stepper panel")); });
+  connect(analysis_->seriesRunner(), &TaskRunner::progress, this, [this](int done, int total) {
+    statusText_->setText(tr("step x layer overview: %1 / %2 cases").arg(done).arg(total));
+  });
+}
+
+void MainWindow::buildDebugMenu() {
+  QMenu* debug = menuBar()->addMenu(tr("&Debug"));
+  debug->setObjectName(QStringLiteral("debugMenu"));
+  QAction* forward =
+      debug->addAction(tr("Step &forward"), stepper_, &StepperController::stepForward);
+  forward->setObjectName(QStringLiteral("stepForwardAction"));
+  forward->setShortcut(QKeySequence(Qt::Key_F10));
+  QAction* back = debug->addAction(tr("Step &back"), stepper_, &StepperController::stepBack);
+  back->setObjectName(QStringLiteral("stepBackAction"));
+  back->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F10));
+  QAction* run = debug->addAction(tr("&Run to next non-finite"), stepper_,
+                                  &StepperController::runToNextNonfinite);
+  run->setObjectName(QStringLiteral("runToNonfiniteAction"));
+  run->setShortcut(QKeySequence(Qt::Key_F5));
+  debug->addAction(tr("R&estart stepper"), stepper_, &StepperController::restart);
 }
 
 void MainWindow::buildStatusBar() {
@@ -137,6 +195,7 @@ void MainWindow::buildStatusBar() {
   statusBar()->addPermanentWidget(cancel_);
   connect(cancel_, &QToolButton::clicked, this, [this] {
     worker_->cancel();
+    analysis_->cancelAll();
     statusText_->setText(tr("recompute cancelled"));
   });
   connect(worker_, &ComputeWorker::busyChanged, this, [this](bool busy) {

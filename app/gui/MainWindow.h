@@ -1,6 +1,7 @@
 // The attnscope main window: heatmap tabs in the centre, docks for the dump browser, controls,
-// inspector and row plots (Window menu re-opens any, layout saved and restorable), the menus
-// and shortcuts, the background recompute and the busy indicator.
+// inspector, row plots, findings, overview, stepper and scale sweep (Window menu re-opens any,
+// layout saved and restorable), the menus and shortcuts, the background recompute and the busy
+// indicator.
 #pragma once
 
 #include <QMainWindow>
@@ -15,9 +16,15 @@ class QToolButton;
 
 namespace attnscope {
 
+class AnalysisController;
 class ComputeWorker;
 class ControlsPanel;
 class DumpBrowserPanel;
+class FindingsPanel;
+class OverviewPanel;
+class StepperController;
+class StepperPanel;
+class SweepPanel;
 class HeatmapPanel;
 class InspectorPanel;
 class RowPlotPanel;
@@ -37,6 +44,12 @@ class MainWindow : public QMainWindow {
   InspectorPanel* inspector() const { return inspector_; }
   HeatmapPanel* heatmaps() const { return heatmaps_; }
   RowPlotPanel* rowPlots() const { return rowPlots_; }
+  StepperController* stepper() const { return stepper_; }
+  StepperPanel* stepperPanel() const { return stepperPanel_; }
+  AnalysisController* analysis() const { return analysis_; }
+  FindingsPanel* findings() const { return findings_; }
+  OverviewPanel* overview() const { return overview_; }
+  SweepPanel* sweep() const { return sweep_; }
   QList<QDockWidget*> docks() const;
 
   // Opens FILE and selects CASE (the first case when none is named); false after reporting
@@ -64,6 +77,8 @@ class MainWindow : public QMainWindow {
   QDockWidget* addPanelDock(QWidget* panel, const QString& title, const QString& objectName,
                             Qt::DockWidgetArea area);
   void buildMenus();
+  void buildAnalysisDocks();
+  void buildDebugMenu();
   void buildStatusBar();
   void scheduleCompute();
   void onComputeFinished();
@@ -77,6 +92,12 @@ class MainWindow : public QMainWindow {
   InspectorPanel* inspector_ = nullptr;
   HeatmapPanel* heatmaps_ = nullptr;
   RowPlotPanel* rowPlots_ = nullptr;
+  StepperController* stepper_ = nullptr;
+  StepperPanel* stepperPanel_ = nullptr;
+  AnalysisController* analysis_ = nullptr;
+  FindingsPanel* findings_ = nullptr;
+  OverviewPanel* overview_ = nullptr;
+  SweepPanel* sweep_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray defaultState_;
   QProgressBar* busy_ = nullptr;

@@ -3,11 +3,17 @@
 
 #include <QFileInfo>
 #include <QSettings>
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/io/dump_probe.h"
 
 namespace attnscope {
 namespace {
 
 constexpr int kMaxRecent = 10;
+// Score matrices up to this many entries always get the fp64 reference errors.
+constexpr int64_t kAlwaysReference = int64_t{512} * 512;
 const char* const kRecentKey = "recentFiles";
 
 bool sameWindow(const MatrixWindow& a, const MatrixWindow& b) {
@@ -17,7 +23,7 @@ bool sameWindow(const MatrixWindow& a, const MatrixWindow& b) {
 
 bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
   return a.scale == b.scale && a.precision == b.precision && a.mode == b.mode &&
-         a.maskFill == b.maskFill;
+         a.maskFill == b.maskFill && a.backend == b.backend && a.clipNorm == b.clipNorm;
 }
 
 }  // namespace
@@ -53,6 +59,13 @@ int SessionContext::indexOfFile(const QString& path) const {
 int SessionContext::openFile(const QString& path) {
   const int existing = indexOfFile(path);
   if (existing >= 0) return existing;
+  // A hostile file that crashes HDF5 itself is opened first in the attnscope-probe process.
+  if (const Status probed = probe_dump(QFile::encodeName(path).toStdString()); !probed) {
+    emit errorRaised(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
+                     QString::fromStdString(probed.error().message),
+                     QString::fromStdString(probed.error().hint));
+    return -1;
+  }
   Result<DumpReader> reader = DumpReader::open(QFile::encodeName(path).toStdString());
   if (!reader) {
     const Error& e = reader.error();
@@ -160,6 +173,24 @@ void SessionContext::setMaskFill(MaskFill fill) {
   changeSettings(next);
 }
 
+void SessionContext::setBackend(const std::string& backend) {
+  ComputeSettings next = settings_;
+  next.backend = backend;
+  changeSettings(next);
+}
+
+void SessionContext::setClipNorm(std::optional<double> maxNorm) {
+  ComputeSettings next = settings_;
+  next.clipNorm = maxNorm;
+  changeSettings(next);
+}
+
+void SessionContext::setReferenceWanted(bool wanted) {
+  if (wanted == referenceWanted_) return;
+  referenceWanted_ = wanted;
+  if (wanted && result_ && result_->o_err.empty()) emit inputsChanged();
+}
+
 double SessionContext::defaultScale() const {
   const CaseInfo* c = caseInfo();
   return c ? c->config.effective_scale(c->dims.head_dim) : 1.0;
@@ -183,7 +214,13 @@ void SessionContext::setScoreView(const ViewWindow& view, QSize pixels) {
       w.col_end >= c->dims.seqlen_k) {
     w = MatrixWindow{};
   }
-  if (sameWindow(w, window_) && pixels == pixels_) return;
+  // Pooling to a few pixels more or less looks the same; re-requesting it would recompute the
+  // head after every result whose labels nudge the plot's layout.
+  const auto close = [](int a, int b) { return std::abs(a - b) <= std::max(a, b) / 8; };
+  if (sameWindow(w, window_) && close(pixels.width(), pixels_.width()) &&
+      close(pixels.height(), pixels_.height())) {
+    return;
+  }
   window_ = w;
   pixels_ = pixels;
   // A result that already holds the whole matrix at full resolution covers every zoom.
@@ -199,6 +236,9 @@ std::optional<HeadRequest> SessionContext::currentRequest() const {
   r.settings.precision = effectivePrecision();
   r.settings.mask_fill = settings_.maskFill;
   r.mode = settings_.mode;
+  r.backend = settings_.backend;
+  r.clip_norm = settings_.clipNorm;
+  r.reference = referenceWanted_ || c->dims.seqlen_q * c->dims.seqlen_k <= kAlwaysReference;
   r.batch = batch_;
   r.head = head_;
   r.out_rows = std::max(1, pixels_.height());
@@ -223,17 +263,34 @@ void SessionContext::pin(const CellReadout& readout) {
   emit cellPinned(readout);
 }
 
+void SessionContext::setStepTile(const StepTile& tile) {
+  stepTile_ = tile;
+  emit stepChanged();
+}
+
+void SessionContext::focus(const FocusTarget& target) {
+  if (target.batch >= 0) setBatch(target.batch);
+  if (target.head >= 0) setHead(target.head);
+  emit focusRequested(target);
+}
+
 QString SessionContext::stamp() const {
   if (!result_) return {};
   const HeadResult& r = *result_;
   return QStringLiteral("%1 · %2 · b%3 h%4 · %5 %6 · scale %7 · mask %8")
-      .arg(QFileInfo(QFile::decodeName(r.file_path.c_str())).fileName(),
-           QString::fromStdString(r.case_path))
-      .arg(r.request.batch)
-      .arg(r.request.head)
-      .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode))
-      .arg(r.scale, 0, 'g', 8)
-      .arg(maskFillName(r.request.settings.mask_fill));
+             .arg(QFileInfo(QFile::decodeName(r.file_path.c_str())).fileName(),
+                  QString::fromStdString(r.case_path))
+             .arg(r.request.batch)
+             .arg(r.request.head)
+             .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode))
+             .arg(r.scale, 0, 'g', 8)
+             .arg(maskFillName(r.request.settings.mask_fill)) +
+         QStringLiteral(" · clip %1")
+             .arg(r.request.clip_norm ? QString::number(*r.request.clip_norm, 'g', 6)
+                                      : QStringLiteral("off")) +
+         (r.backend == "cpu"
+              ? QString()
+              : QStringLiteral(" · backend %1").arg(QString::fromStdString(r.backend)));
 }
 
 }  // namespace attnscope

@@ -22,6 +22,24 @@ struct ComputeSettings {
   std::optional<Precision> precision;
   Mode mode = Mode::fused;
   MaskFill maskFill = MaskFill::neg_inf;
+  std::string backend;             // registry variant for O / gradients; empty = own CPU kernel
+  std::optional<double> clipNorm;  // clip_grad_norm_(max_norm) over the head's gradients
+};
+
+// The backward stepper's current step (DESIGN §6), highlighted on every heatmap: query rows
+// [rowBegin, rowEnd) x keys [colBegin, colEnd); a step over all tiles spans everything.
+struct StepTile {
+  bool valid = false;
+  QString stage;
+  int64_t qTile = -1, kvTile = -1;
+  int64_t rowBegin = 0, rowEnd = 0, colBegin = 0, colEnd = 0;
+};
+
+// Where a finding points (findings list click): a tensor's rows / cols of one (batch, head).
+struct FocusTarget {
+  QString tensor;  // "S", "dQ", "q", ... (the heatmap shown when one matches)
+  int64_t batch = -1, head = -1;
+  int64_t rowFirst = 0, rowLast = -1, colFirst = 0, colLast = -1;  // inclusive; last < first: all
 };
 
 struct OpenDump {
@@ -60,6 +78,12 @@ class SessionContext : public QObject {
   void setPrecision(std::optional<Precision> precision);
   void setMode(Mode mode);
   void setMaskFill(MaskFill fill);
+  void setBackend(const std::string& backend);
+  void setClipNorm(std::optional<double> maxNorm);
+  // The error-vs-reference heatmaps are shown: results then carry the fp64 reference errors
+  // (costly at long sequences, so only on demand; small cases always have them).
+  void setReferenceWanted(bool wanted);
+  bool referenceWanted() const { return referenceWanted_; }
   // The case's own scale (attribute, else 1/sqrt(D)) and the values a compute will use.
   double defaultScale() const;
   double effectiveScale() const;
@@ -80,8 +104,14 @@ class SessionContext : public QObject {
   const CellReadout& hovered() const { return hovered_; }
   void pin(const CellReadout& readout);
 
-  // "file · case · b0 h3 · fp16 unfused · scale 0.125 · mask -inf" of the current result, for
-  // titles and exports; empty without a result.
+  void setStepTile(const StepTile& tile);
+  const StepTile& stepTile() const { return stepTile_; }
+  // Selects the target's batch / head and asks the views to show its location.
+  void focus(const FocusTarget& target);
+
+  // "file · case · b0 h3 · fp16 unfused · scale 0.125 · mask -inf · clip off" (plus
+  // " · backend NAME" for a registry backend) of the current result, for titles and exports;
+  // empty without a result.
   QString stamp() const;
 
  signals:
@@ -93,6 +123,8 @@ class SessionContext : public QObject {
   void resultChanged();
   void hoverChanged();
   void cellPinned(const attnscope::CellReadout& readout);
+  void stepChanged();
+  void focusRequested(const attnscope::FocusTarget& target);
   void errorRaised(const QString& title, const QString& message, const QString& hint);
 
  private:
@@ -108,6 +140,8 @@ class SessionContext : public QObject {
   QSize pixels_{512, 512};
   std::shared_ptr<const HeadResult> result_;
   CellReadout hovered_;
+  StepTile stepTile_;
+  bool referenceWanted_ = false;
 };
 
 // Display names used by the controls and stamps.

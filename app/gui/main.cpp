@@ -2,10 +2,14 @@
 // --screenshot, saves a PNG of the window after the first compute and quits.
 #include <QApplication>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "app/gui/AppOptions.h"
 #include "app/gui/ComputeWorker.h"
+#include "app/gui/GuiBench.h"
 #include "app/gui/MainWindow.h"
 
 namespace {
@@ -30,9 +34,20 @@ void screenshotWhenReady(attnscope::MainWindow& window, const QString& path) {
   });
 }
 
+// `--bench-gui [RUNS]` as the first argument runs the GUI bench (offscreen unless a platform
+// is set) instead of the window.
+int benchMain(int argc, char** argv) {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  attnscope::GuiBenchOptions options;
+  if (argc > 2) options.runs = std::max(1, std::atoi(argv[2]));
+  return attnscope::runGuiBench(options);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--bench-gui") == 0) return benchMain(argc, argv);
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("attnscope"));
   QApplication::setApplicationName(QStringLiteral("attnscope"));

@@ -1,6 +1,7 @@
 // What-if controls bound to the SessionContext (see ControlsPanel.h).
 #include "app/panels/ControlsPanel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleValidator>
 #include <QFormLayout>
@@ -16,6 +17,7 @@
 #include <cmath>
 
 #include "app/gui/SessionContext.h"
+#include "core/kernel_registry.h"
 
 namespace attnscope {
 namespace {
@@ -54,6 +56,21 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
   for (MaskFill f : {MaskFill::neg_inf, MaskFill::neg_1e9, MaskFill::finfo_min, MaskFill::safe}) {
     maskFill_->addItem(maskFillName(f), static_cast<int>(f));
   }
+  backend_ = new QComboBox(this);
+  backend_->setObjectName(QStringLiteral("backendBox"));
+  backend_->addItem(tr("attnscope CPU (mode above)"), QString());
+  backend_->setItemData(0, tr("own CPU kernels emulating the precision in the chosen mode"),
+                        Qt::ToolTipRole);
+  for (const KernelVariant& v : kernel_variants()) {
+    backend_->addItem(QString::fromStdString(v.name), QString::fromStdString(v.name));
+    backend_->setItemData(backend_->count() - 1, QString::fromStdString(v.description),
+                          Qt::ToolTipRole);
+  }
+  backend_->setToolTip(
+      tr("What computes O, LSE and the gradients (S, P, dP, dS always come "
+         "from the own CPU kernel)"));
+  auto* clipBox = new QWidget(this);
+  buildClipRow(clipBox);
   batch_ = new QSpinBox(this);
   batch_->setObjectName(QStringLiteral("batchBox"));
   head_ = new QSpinBox(this);
@@ -64,6 +81,8 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
   form->addRow(tr("precision"), precision_);
   form->addRow(tr("mode"), mode_);
   form->addRow(tr("mask fill"), maskFill_);
+  form->addRow(tr("backend"), backend_);
+  form->addRow(tr("clip norm"), clipBox);
   form->addRow(tr("batch"), batch_);
   form->addRow(tr("head"), head_);
   auto* layout = new QVBoxLayout(this);
@@ -82,12 +101,74 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
   connect(maskFill_, &QComboBox::activated, this, [this](int index) {
     context_->setMaskFill(static_cast<MaskFill>(maskFill_->itemData(index).toInt()));
   });
+  connect(backend_, &QComboBox::activated, this, [this](int index) {
+    context_->setBackend(backend_->itemData(index).toString().toStdString());
+  });
   connect(batch_, qOverload<int>(&QSpinBox::valueChanged), context_, &SessionContext::setBatch);
   connect(head_, qOverload<int>(&QSpinBox::valueChanged), context_, &SessionContext::setHead);
   connect(context_, &SessionContext::caseChanged, this, &ControlsPanel::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ControlsPanel::showSettings);
   connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showSettings);
+  connect(context_, &SessionContext::resultChanged, this, &ControlsPanel::showClipReport);
   onCaseChanged();
+}
+
+void ControlsPanel::buildClipRow(QWidget* box) {
+  clipOn_ = new QCheckBox(tr("clip"), box);
+  clipOn_->setObjectName(QStringLiteral("clipBox"));
+  clipOn_->setToolTip(tr("clip_grad_norm_(max_norm) over dQ, dK, dV of the head"));
+  clipEdit_ = new QLineEdit(QStringLiteral("1"), box);
+  clipEdit_->setObjectName(QStringLiteral("clipEdit"));
+  auto* validator = new QDoubleValidator(clipEdit_);
+  validator->setBottom(0);
+  clipEdit_->setValidator(validator);
+  clipReport_ = new QLabel(box);
+  clipReport_->setObjectName(QStringLiteral("clipReport"));
+  clipReport_->setWordWrap(true);
+  clipReport_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* row = new QHBoxLayout;
+  row->addWidget(clipOn_);
+  row->addWidget(clipEdit_, 1);
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(row);
+  layout->addWidget(clipReport_);
+  connect(clipOn_, &QCheckBox::toggled, this, &ControlsPanel::commitClip);
+  connect(clipEdit_, &QLineEdit::editingFinished, this, &ControlsPanel::commitClip);
+}
+
+void ControlsPanel::commitClip() {
+  bool ok = false;
+  const double v = clipEdit_->text().toDouble(&ok);
+  if (!clipOn_->isChecked()) {
+    context_->setClipNorm(std::nullopt);
+  } else if (ok && std::isfinite(v) && v > 0) {
+    context_->setClipNorm(v);
+  } else {
+    showSettings();
+  }
+}
+
+void ControlsPanel::showClipReport() {
+  const auto r = context_->result();
+  if (!r || !r->clip) {
+    clipReport_->setText(r ? tr("off") : QString());
+    return;
+  }
+  const ClipResult& c = *r->clip;
+  const auto norms = [](const std::vector<double>& n) {
+    QStringList parts;
+    const char* names[] = {"dQ", "dK", "dV"};
+    for (size_t i = 0; i < n.size() && i < 3; ++i) {
+      parts << QStringLiteral("%1 %2").arg(QLatin1String(names[i]), QString::number(n[i], 'g', 4));
+    }
+    return parts.join(QStringLiteral(", "));
+  };
+  QString text = tr("total norm %1 · coef %2\nbefore: %3\nafter: %4")
+                     .arg(QString::number(c.total_norm, 'g', 6), QString::number(c.coef, 'g', 6),
+                          norms(c.norms_before), norms(c.norms_after));
+  if (c.nonfinite_total) text += tr("\nnon-finite total norm: every clipped gradient is NaN");
+  clipReport_->setText(text);
 }
 
 void ControlsPanel::buildScaleRow(QWidget* box) {
@@ -179,6 +260,10 @@ void ControlsPanel::showSettings() {
                                           : 0);
   mode_->setCurrentIndex(mode_->findData(static_cast<int>(s.mode)));
   maskFill_->setCurrentIndex(maskFill_->findData(static_cast<int>(s.maskFill)));
+  backend_->setCurrentIndex(std::max(0, backend_->findData(QString::fromStdString(s.backend))));
+  const QSignalBlocker b7(clipOn_);
+  clipOn_->setChecked(s.clipNorm.has_value());
+  if (s.clipNorm) clipEdit_->setText(exactText(*s.clipNorm));
   batch_->setValue(static_cast<int>(context_->batch()));
   head_->setValue(static_cast<int>(context_->head()));
 }

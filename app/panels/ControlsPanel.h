@@ -1,10 +1,13 @@
 // Controls dock (DESIGN §5): softmax scale as a log slider plus an exact entry and a reset to
-// the case's default, precision, mode (fused / unfused), mask fill policy, batch and head.
-// Every change goes into the SessionContext, which triggers the background recompute.
+// the case's default, precision, mode (fused / unfused), mask fill policy, backend (from the
+// kernel registry), gradient clip norm (off or a value, with the total norm, coefficient and
+// norms before / after of the result), batch and head. Every change goes into the
+// SessionContext, which triggers the background recompute.
 #pragma once
 
 #include <QWidget>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -27,6 +30,10 @@ class ControlsPanel : public QWidget {
   QComboBox* precisionBox() const { return precision_; }
   QComboBox* modeBox() const { return mode_; }
   QComboBox* maskFillBox() const { return maskFill_; }
+  QComboBox* backendBox() const { return backend_; }
+  QCheckBox* clipBox() const { return clipOn_; }
+  QLineEdit* clipEdit() const { return clipEdit_; }
+  QLabel* clipReport() const { return clipReport_; }
   QSpinBox* batchBox() const { return batch_; }
   QSpinBox* headBox() const { return head_; }
 
@@ -36,6 +43,9 @@ class ControlsPanel : public QWidget {
 
  private:
   void buildScaleRow(QWidget* box);
+  void buildClipRow(QWidget* box);
+  void commitClip();
+  void showClipReport();
   void onCaseChanged();
   void showSettings();
   void commitScaleEdit();
@@ -48,6 +58,10 @@ class ControlsPanel : public QWidget {
   QComboBox* precision_ = nullptr;
   QComboBox* mode_ = nullptr;
   QComboBox* maskFill_ = nullptr;
+  QComboBox* backend_ = nullptr;
+  QCheckBox* clipOn_ = nullptr;
+  QLineEdit* clipEdit_ = nullptr;
+  QLabel* clipReport_ = nullptr;
   QSpinBox* batch_ = nullptr;
   QSpinBox* head_ = nullptr;
   QLabel* caseLabel_ = nullptr;

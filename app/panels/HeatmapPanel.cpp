@@ -5,6 +5,7 @@
 #include <QTabWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "app/gui/SessionContext.h"
 #include "app/plot/HeatmapView.h"
@@ -16,11 +17,27 @@ ColormapKind defaultColormap(const QString& name) {
   return name == QStringLiteral("P") ? ColormapKind::sequential : ColormapKind::diverging;
 }
 
+bool isKeyMatrix(const QString& name) {
+  return name == QStringLiteral("dK") || name == QStringLiteral("dV");
+}
+
+bool isErrorMatrix(const QString& name) {
+  return name.endsWith(QStringLiteral(" err"));
+}
+
 bool isScoreMatrix(const QString& name) {
   for (const char* s : kScoreMatrices) {
     if (name == QLatin1String(s)) return true;
   }
   return false;
+}
+
+// The block of a matrix that the stepper's tile covers: score tiles as they are, query rows of
+// O / dQ, key rows of dK / dV (all feature columns).
+ViewWindow tileBlock(const QString& name, const StepTile& t, int64_t cols) {
+  if (isScoreMatrix(name)) return {t.rowBegin, t.rowEnd, t.colBegin, t.colEnd};
+  if (isKeyMatrix(name)) return {t.colBegin, t.colEnd, 0, cols};
+  return {t.rowBegin, t.rowEnd, 0, cols};
 }
 
 QString describe(const HeadResult& r) {
@@ -36,6 +53,10 @@ QString describe(const HeadResult& r) {
                     .arg(s.col_edges.back() - 1)
               : QStringLiteral(" · full resolution");
   if (!r.has_dout) text += QStringLiteral(" · no dO in the case: dO = 1 (gradient of sum(O))");
+  if (r.backend != "cpu") {
+    text += QStringLiteral(" · O, LSE, gradients from %1").arg(QString::fromStdString(r.backend));
+  }
+  if (r.o_err.empty()) text += QStringLiteral(" · error tabs computed when shown");
   return text + QStringLiteral(" · %1 ms").arg(r.elapsed_ms, 0, 'f', 1);
 }
 
@@ -71,6 +92,58 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
   resizeTimer_->setInterval(300);
   connect(resizeTimer_, &QTimer::timeout, this, &HeatmapPanel::reportView);
   connect(context_, &SessionContext::resultChanged, this, &HeatmapPanel::showResult);
+  connect(context_, &SessionContext::stepChanged, this, &HeatmapPanel::showStepTile);
+  connect(context_, &SessionContext::focusRequested, this, &HeatmapPanel::showFocus);
+  connect(tabs_, &QTabWidget::currentChanged, this,
+          [this] { context_->setReferenceWanted(isErrorMatrix(currentView()->name())); });
+}
+
+void HeatmapPanel::showStepTile() {
+  const StepTile& t = context_->stepTile();
+  for (auto& [name, view] : views_) {
+    const MatrixGrid* g = view->grid();
+    if (!t.valid || g == nullptr) {
+      view->setHighlight(std::nullopt);
+      continue;
+    }
+    view->setHighlight(tileBlock(name, t, g->total_cols));
+  }
+}
+
+void HeatmapPanel::showFocus(const FocusTarget& target) {
+  pendingFocus_ = target;
+  const auto r = context_->result();
+  // The location is shown on the result of the target's head, which may still be computing.
+  if (r && (target.batch < 0 || r->request.batch == target.batch) &&
+      (target.head < 0 || r->request.head == target.head)) {
+    applyFocus();
+  }
+}
+
+void HeatmapPanel::applyFocus() {
+  if (!pendingFocus_) return;
+  const FocusTarget target = *pendingFocus_;
+  pendingFocus_.reset();
+  QString name = target.tensor;
+  if (name == QStringLiteral("lse") || name == QStringLiteral("o")) name = QStringLiteral("O");
+  if (name == QStringLiteral("q") || name == QStringLiteral("k")) name = QStringLiteral("S");
+  if (name.size() == 2 && name.startsWith(QLatin1Char('d'))) {
+    name = QStringLiteral("d") + name[1].toUpper();
+  }
+  if (!showMatrix(name)) return;
+  HeatmapView* v = currentView();
+  const MatrixGrid* g = v->grid();
+  if (g == nullptr || g->empty() || target.rowLast < target.rowFirst) return;
+  ViewWindow w{target.rowFirst, target.rowLast + 1, 0, g->total_cols};
+  if (target.colLast >= target.colFirst && isScoreMatrix(name)) {
+    w.col_begin = target.colFirst;
+    w.col_end = target.colLast + 1;
+  }
+  // Some context around a small range, so that the block is seen next to its neighbours.
+  const int64_t padRows = std::max<int64_t>(4, (w.row_end - w.row_begin) / 4);
+  w.row_begin = std::max<int64_t>(0, w.row_begin - padRows);
+  w.row_end = std::min(g->total_rows, w.row_end + padRows);
+  v->zoomTo(w);
 }
 
 HeatmapView* HeatmapPanel::view(const QString& name) const {
@@ -116,10 +189,16 @@ void HeatmapPanel::showResult() {
   const QString stamp = context_->stamp();
   for (auto& [name, view] : views_) {
     const MatrixGrid* grid = r->grid(name.toStdString());
+    if (grid == nullptr || grid->empty()) {
+      view->clear();
+      continue;
+    }
     // Aliasing pointer: the grid stays alive as long as the result it belongs to.
     view->setGrid(std::shared_ptr<const MatrixGrid>(r, grid), reset);
     view->setStamp(stamp);
   }
+  showStepTile();
+  applyFocus();
   status_->setText(describe(*r));
   // A pooled result was sized for the pixels known when it was requested; once the layout has
   // settled, report the real size (a recompute follows only if it differs).

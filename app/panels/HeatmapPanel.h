@@ -1,11 +1,15 @@
-// Central panel: tabs of heatmaps for S, P, dP, dS (score-shaped, pooled for long sequences)
-// and O, dQ of the selected head. Feeds every view from the SessionContext's result, forwards
-// hover and clicks to the inspector, and zoom / resize to the context (recompute of the
-// visible window).
+// Central panel: tabs of heatmaps for S, P, dP, dS (score-shaped, pooled for long sequences),
+// O, dQ, dK, dV of the selected head and the O / dQ error against the fp64 reference. Feeds
+// every view from the SessionContext's result, outlines the stepper's current tile on each,
+// forwards hover and clicks to the inspector, zoom / resize to the context (recompute of the
+// visible window), and shows a finding's location when the context asks.
 #pragma once
 
 #include <QWidget>
 #include <map>
+#include <optional>
+
+#include "app/gui/SessionContext.h"
 
 class QLabel;
 class QTabWidget;
@@ -35,12 +39,16 @@ class HeatmapPanel : public QWidget {
  private:
   void showResult();
   void reportView();
+  void showStepTile();
+  void showFocus(const FocusTarget& target);
+  void applyFocus();
 
   SessionContext* context_;
   QTabWidget* tabs_ = nullptr;
   QLabel* status_ = nullptr;
   QTimer* resizeTimer_ = nullptr;
   std::map<QString, HeatmapView*> views_;
+  std::optional<FocusTarget> pendingFocus_;
   QString shownKey_;  // case / batch / head of the result shown (a new one resets zoom)
 };
 

@@ -90,9 +90,13 @@ void HeatmapView::buildPlot() {
   plot_->setMouseTracking(true);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot_->yAxis->setRangeReversed(true);  // row 0 at the top, like a matrix
-  plot_->xAxis->setLabel(
-      name_ == QStringLiteral("O") || name_ == QStringLiteral("dQ") ? tr("feature") : tr("key j"));
-  plot_->yAxis->setLabel(tr("query i"));
+  const bool keyRows =
+      name_.startsWith(QStringLiteral("dK")) || name_.startsWith(QStringLiteral("dV"));
+  const bool scoreShaped = name_ == QStringLiteral("S") || name_ == QStringLiteral("P") ||
+                           name_ == QStringLiteral("dP") || name_ == QStringLiteral("dS") ||
+                           name_.startsWith(QStringLiteral("tile"));
+  plot_->xAxis->setLabel(scoreShaped ? tr("key j") : tr("feature"));
+  plot_->yAxis->setLabel(keyRows ? tr("key j") : tr("query i"));
 
   title_ = new QCPTextElement(plot_, name_, QFont(font().family(), 9));
   plot_->plotLayout()->insertRow(0);
@@ -134,10 +138,19 @@ void HeatmapView::buildPlot() {
   }
   updateLegend();
 
+  highlightRect_ = new QCPItemRect(plot_);
+  highlightRect_->setPen(QPen(QColor(0xff, 0xd7, 0x00), 2.0));
+  highlightRect_->setBrush(Qt::NoBrush);
+  highlightRect_->setVisible(false);
+
   connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
           &HeatmapView::onAxisRangeChanged);
   connect(plot_->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
           &HeatmapView::onAxisRangeChanged);
+  // A view hidden behind another tab fills its colour maps only when it is drawn.
+  connect(plot_, &QCustomPlot::beforeReplot, this, [this] {
+    if (unfilled_) fill();
+  });
   connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &HeatmapView::onMousePress);
   connect(plot_, &QCustomPlot::mouseRelease, this, &HeatmapView::onMouseRelease);
@@ -148,6 +161,18 @@ void HeatmapView::setGrid(std::shared_ptr<const MatrixGrid> grid, bool resetView
   grid_ = std::move(grid);
   if (resetView || first) resetAxes();
   redraw();
+}
+
+void HeatmapView::setHighlight(const std::optional<ViewWindow>& block) {
+  highlight_ = block;
+  highlightRect_->setVisible(block.has_value());
+  if (block) {
+    highlightRect_->topLeft->setCoords(static_cast<double>(block->col_begin) - 0.5,
+                                       static_cast<double>(block->row_begin) - 0.5);
+    highlightRect_->bottomRight->setCoords(static_cast<double>(block->col_end) - 0.5,
+                                           static_cast<double>(block->row_end) - 0.5);
+  }
+  requestReplot();
 }
 
 void HeatmapView::clear() {
@@ -168,7 +193,7 @@ void HeatmapView::setStamp(const QString& stamp) {
   stamp_ = stamp;
   title_->setText(stamp.isEmpty() ? name_ : name_ + QStringLiteral("  ·  ") + stamp);
   plot_->setWindowTitle(title_->text());
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+  requestReplot();
 }
 
 void HeatmapView::setColormap(ColormapKind kind) {
@@ -199,7 +224,36 @@ void HeatmapView::setAutoRange() {
   redraw();
 }
 
+void HeatmapView::requestReplot() {
+  if (isVisible()) {
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+  } else {
+    stale_ = true;  // drawn when shown (showEvent) or replotted by an export (beforeReplot)
+  }
+}
+
+void HeatmapView::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (stale_) {
+    fill();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+  }
+}
+
 void HeatmapView::redraw() {
+  unfilled_ = true;
+  if (!isVisible()) {
+    stale_ = true;
+    return;
+  }
+  fill();
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapView::fill() {
+  stale_ = false;
+  if (!unfilled_) return;
+  unfilled_ = false;
   static const MatrixGrid kEmpty;
   const MatrixGrid& g = grid_ ? *grid_ : kEmpty;
   if (autoRange_) std::tie(scale_.lo, scale_.hi) = autoRange(scale_.map, scale_.scale, g.value);
@@ -209,7 +263,6 @@ void HeatmapView::redraw() {
   histogram_->setRange(scale_.lo, scale_.hi, autoRange_);
   colorScale_->axis()->setLabel(scaleName(scale_.scale));
   updateLegend();
-  plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void HeatmapView::updateLegend() {
@@ -247,7 +300,7 @@ void HeatmapView::zoomTo(const ViewWindow& w) {
                          static_cast<double>(w.col_end) - 0.5);
   plot_->yAxis->setRange(static_cast<double>(w.row_begin) - 0.5,
                          static_cast<double>(w.row_end) - 0.5);
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+  requestReplot();
 }
 
 QSize HeatmapView::plotPixelSize() const {

@@ -1,11 +1,13 @@
 // A heatmap of one matrix (S, P, dP, dS, O, dQ, ...): colormapped finite values, an overlay
 // that paints NaN, +inf, -inf and masked cells in four distinct colours with a legend of their
 // counts, a colour scale with linear / log / symlog mapping and a range histogram, zoom and
-// pan that ask for a recompute of the visible window, hover readout and click to pin.
+// pan that ask for a recompute of the visible window, hover readout, click to pin and an outline
+// of the backward stepper's current tile.
 #pragma once
 
 #include <QWidget>
 #include <memory>
+#include <optional>
 
 #include "app/plot/Colormaps.h"
 #include "app/plot/MatrixGrid.h"
@@ -15,6 +17,7 @@ class QCustomPlot;
 class QCPColorMap;
 class QCPColorScale;
 class QCPGraph;
+class QCPItemRect;
 class QCPTextElement;
 class QMouseEvent;
 class QTimer;
@@ -65,9 +68,16 @@ class HeatmapView : public QWidget {
   // Zooms the axes to a window as the user would (viewWindowChanged follows, debounced).
   void zoomTo(const ViewWindow& window);
 
+  // Outlines a block of elements (the backward stepper's current tile); nullopt removes it.
+  void setHighlight(const std::optional<ViewWindow>& block);
+  std::optional<ViewWindow> highlight() const { return highlight_; }
+
   // Emits cellHovered / cellClicked for element (row, col) as the mouse would.
   void hoverCell(int64_t row, int64_t col);
   void clickCell(int64_t row, int64_t col);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
 
  signals:
   void cellHovered(const attnscope::CellReadout& readout);
@@ -79,6 +89,8 @@ class HeatmapView : public QWidget {
   void buildPlot();
   void buildToolbar(QWidget* bar);
   void redraw();
+  void fill();
+  void requestReplot();
   void updateLegend();
   void resetAxes();
   void onAxisRangeChanged();
@@ -94,6 +106,9 @@ class HeatmapView : public QWidget {
   bool autoRange_ = true;
   bool applyingRange_ = false;
   QPoint pressPos_;
+  std::optional<ViewWindow> highlight_;
+  bool unfilled_ = true;  // the colour maps do not show grid_ / scale_ yet
+  bool stale_ = false;    // hidden changes wait for the next show
 
   QCustomPlot* plot_ = nullptr;
   QCPColorMap* values_ = nullptr;
@@ -101,6 +116,7 @@ class HeatmapView : public QWidget {
   QCPColorScale* colorScale_ = nullptr;
   QSharedPointer<ScaleTicker> ticker_;
   QCPTextElement* title_ = nullptr;
+  QCPItemRect* highlightRect_ = nullptr;
   QCPGraph* legendEntries_[4] = {};
   RangeHistogram* histogram_ = nullptr;
   QComboBox* colormapBox_ = nullptr;

@@ -23,6 +23,8 @@ constexpr double kThresholdReach = 1.0;
 RowPlotView::RowPlotView(QWidget* parent) : QWidget(parent) {
   plot_ = new QCustomPlot(this);
   plot_->setMouseTracking(true);
+  // Thick antialiased polylines over thousands of rows are slow to stroke: fast joins instead.
+  plot_->setPlottingHint(QCP::phFastPolylines, true);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot_->axisRect()->setRangeZoom(Qt::Horizontal);
   plot_->axisRect()->setRangeDrag(Qt::Horizontal);
@@ -43,6 +45,18 @@ RowPlotView::RowPlotView(QWidget* parent) : QWidget(parent) {
       emit rowHovered(row);
     }
   });
+}
+
+void RowPlotView::setXAxis(const QString& label, const std::vector<double>& positions,
+                           bool logScale) {
+  plot_->xAxis->setLabel(label);
+  xPositions_ = positions;
+  plot_->xAxis->setScaleType(logScale ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (logScale) {
+    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  } else {
+    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  }
 }
 
 void RowPlotView::clear() {
@@ -88,18 +102,23 @@ void RowPlotView::setData(const QString& title, const std::vector<RowSeries>& se
   }
   const double pad = 0.06 * std::max(hi - lo, 1e-6);
 
+  const auto xAt = [this](int i) {
+    return static_cast<size_t>(i) < xPositions_.size() ? xPositions_[static_cast<size_t>(i)]
+                                                       : static_cast<double>(i);
+  };
   std::vector<double> markerRows;
   for (const RowSeries& s : series) {
     QVector<double> x(static_cast<int>(s.values.size())), y(x.size());
     for (int i = 0; i < x.size(); ++i) {
       const float v = s.values[static_cast<size_t>(i)];
-      x[i] = i;
+      x[i] = xAt(i);
       y[i] = std::isfinite(v) ? v : std::numeric_limits<double>::quiet_NaN();
-      if (!std::isfinite(v)) markerRows.push_back(i);
+      if (!std::isfinite(v)) markerRows.push_back(x[i]);
     }
     QCPGraph* g = plot_->addGraph();
     g->setName(s.name);
     g->setPen(QPen(s.color, 1.4));
+    if (!xPositions_.empty()) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 4));
     g->setData(x, y, true);
   }
   if (!markerRows.empty()) {
@@ -112,7 +131,13 @@ void RowPlotView::setData(const QString& title, const std::vector<RowSeries>& se
     QVector<double> x(markerRows.begin(), markerRows.end());
     g->setData(x, QVector<double>(x.size(), lo - pad / 2));
   }
-  plot_->xAxis->setRange(-0.5, std::max<double>(1, static_cast<double>(rows)) - 0.5);
+  if (xPositions_.empty() || rows == 0) {
+    plot_->xAxis->setRange(-0.5, std::max<double>(1, static_cast<double>(rows)) - 0.5);
+  } else {
+    const double x0 = xAt(0), x1 = xAt(static_cast<int>(rows) - 1);
+    const bool log = plot_->xAxis->scaleType() == QCPAxis::stLogarithmic;
+    plot_->xAxis->setRange(log ? x0 / 1.2 : x0 - 0.5, log ? x1 * 1.2 : x1 + 0.5);
+  }
   plot_->yAxis->setRange(lo - pad, hi + pad);
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }

@@ -1,5 +1,6 @@
 // Line plot of per-row series along the query sequence (m, LSE, l, row norms) with labelled
-// horizontal threshold lines (fp16 max, the exp range -88.7) and markers at non-finite rows.
+// horizontal threshold lines (fp16 max, the exp range -88.7) and markers at non-finite rows;
+// also used with other x axes (training steps, log-spaced softmax scales).
 #pragma once
 
 #include <QColor>
@@ -29,6 +30,10 @@ class RowPlotView : public QWidget {
  public:
   explicit RowPlotView(QWidget* parent = nullptr);
 
+  // The x axis: its label, the x position of each index (empty: the index itself) and a log
+  // scale (for scale sweeps). Applies to the next setData.
+  void setXAxis(const QString& label, const std::vector<double>& positions, bool logScale);
+
   // Replaces the plot's content. Thresholds inside the data's range (or near it) are drawn;
   // the y range always covers the finite data.
   void setData(const QString& title, const std::vector<RowSeries>& series,
@@ -49,6 +54,7 @@ class RowPlotView : public QWidget {
  private:
   QCustomPlot* plot_ = nullptr;
   std::vector<RowSeries> series_;
+  std::vector<double> xPositions_;
   QStringList drawn_;
   int64_t nonfinite_ = 0;
 };

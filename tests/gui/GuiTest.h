@@ -65,6 +65,23 @@ class GuiTest : public QObject {
   void zoom_recomputes_pooled_window();
   void row_plot_shows_series_and_thresholds();
 
+  // StepperTests.cpp
+  void stepper_keys_step_and_highlight_tile();
+  void run_to_next_nonfinite_lands_on_known_tile();
+
+  // ControlTests.cpp
+  void precision_fp16_to_bf16_makes_overflow_finite();
+  void mask_fill_safe_zeroes_fully_masked_rows();
+  void backend_picker_runs_registry_variant();
+  void clip_norm_scales_gradients_and_reports();
+
+  // AnalysisViewTests.cpp
+  void findings_click_selects_head_and_location();
+  void overview_heads_match_head_views();
+  void series_overview_and_timeline_navigate_steps();
+  void sweep_view_counts_nonfinite_per_precision();
+  void gui_thread_stays_responsive_during_recompute();
+
  private:
   QTemporaryDir settingsDir_;
 };

@@ -1,0 +1,154 @@
+// Findings and per-head metrics of a case (see CaseSummary.h).
+#include "app/gui/CaseSummary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attnscope {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+int64_t count_nonfinite(const std::vector<float>& x, int64_t begin, int64_t n) {
+  int64_t c = 0;
+  for (int64_t e = begin; e < begin + n; ++e) c += !std::isfinite(x[static_cast<size_t>(e)]);
+  return c;
+}
+
+// min / max over finite values of x[begin, begin + n); NaN when none is finite.
+double finite_extreme(const std::vector<float>& x, int64_t begin, int64_t n, bool want_max) {
+  double best = kNaN;
+  for (int64_t e = begin; e < begin + n; ++e) {
+    const float v = x[static_cast<size_t>(e)];
+    if (!std::isfinite(v)) continue;
+    if (std::isnan(best) || (want_max ? v > best : v < best)) best = v;
+  }
+  return best;
+}
+
+std::vector<float> to_float(const std::vector<double>& x) {
+  return std::vector<float>(x.begin(), x.end());
+}
+
+}  // namespace
+
+const char* metric_name(Metric m) {
+  switch (m) {
+    case Metric::nonfinite:
+      return "non-finite count";
+    case Metric::max_abs_s:
+      return "max |S|";
+    case Metric::min_lse:
+      return "min LSE";
+    case Metric::max_row_max:
+      return "max row max";
+    case Metric::grad_norm:
+      return "||dQ||";
+  }
+  return "?";
+}
+
+double HeadMetrics::aggregate(Metric m) const {
+  const std::vector<double>& v = values[static_cast<int>(m)];
+  double acc =
+      m == Metric::min_lse || m == Metric::max_abs_s || m == Metric::max_row_max ? kNaN : 0.0;
+  for (double x : v) {
+    switch (m) {
+      case Metric::nonfinite:
+        acc += x;
+        break;
+      case Metric::grad_norm:
+        acc += x * x;
+        break;
+      case Metric::min_lse:
+        if (!std::isnan(x) && (std::isnan(acc) || x < acc)) acc = x;
+        break;
+      case Metric::max_abs_s:
+      case Metric::max_row_max:
+        if (!std::isnan(x) && (std::isnan(acc) || x > acc)) acc = x;
+        break;
+    }
+  }
+  return m == Metric::grad_norm ? std::sqrt(acc) : acc;
+}
+
+HeadMetrics head_metrics(const AttnParams& p, const CpuAttnResult& out, const CpuTrace& trace) {
+  HeadMetrics hm;
+  hm.batch = p.batch;
+  hm.heads = p.heads;
+  const size_t n = static_cast<size_t>(p.batch * p.heads);
+  for (auto& v : hm.values) v.assign(n, kNaN);
+  const int64_t sq = p.seqlen_q;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t bh = b * p.heads + h;
+      const size_t e = static_cast<size_t>(bh);
+      hm.values[0][e] =
+          static_cast<double>(count_nonfinite(out.o, bh * sq * p.head_dim_v, sq * p.head_dim_v) +
+                              count_nonfinite(out.lse, bh * sq, sq) +
+                              count_nonfinite(out.dq, bh * sq * p.head_dim, sq * p.head_dim));
+      double max_s = kNaN;
+      if (trace.forward.valid) {
+        for (int64_t qt = 0; qt < trace.q_tiles; ++qt) {
+          for (int64_t kt = 0; kt < trace.kv_tiles; ++kt) {
+            const TileStats& t =
+                trace.forward.tiles[static_cast<size_t>(trace.tile_index(b, h, qt, kt))];
+            if (t.computed && (std::isnan(max_s) || t.max_abs_s > max_s)) max_s = t.max_abs_s;
+          }
+        }
+      }
+      hm.values[1][e] = max_s;
+      hm.values[2][e] = finite_extreme(out.lse, bh * sq, sq, false);
+      hm.values[3][e] = finite_extreme(out.m, bh * sq, sq, true);
+      double sum = 0;
+      for (int64_t i = 0; i < sq * p.head_dim; ++i) {
+        const double x = out.dq[static_cast<size_t>(bh * sq * p.head_dim + i)];
+        sum += x * x;
+      }
+      hm.values[4][e] = std::sqrt(sum);
+    }
+  }
+  return hm;
+}
+
+Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& settings) {
+  AnalysisSettings a;
+  a.run = settings.run;
+  a.modes = {settings.mode};
+  a.clip_norm = settings.clip_norm;
+  a.threads = settings.threads;
+  Result<CaseAnalysis> analysis = analyze_case(data, a);
+  if (!analysis) return analysis.error();
+  const ModeRun* run = analysis->run(settings.mode);
+  CaseSummary s;
+  s.case_path = data.info.path;
+  s.mode = settings.mode;
+  s.findings = std::move(analysis->findings);
+  if (run != nullptr) {
+    s.precision = run->precision;
+    s.metrics = head_metrics(analysis->params, run->out, run->trace);
+  }
+  if (!analysis->clips.empty() && !analysis->clips.front().clips.empty()) {
+    s.clip_total = analysis->clips.front().clips.front().total_norm;
+    s.clip_coef = analysis->clips.front().clips.front().coef;
+  }
+  return s;
+}
+
+Result<HeadMetrics> case_metrics(const CaseData& data, const SummarySettings& settings) {
+  Result<CaseInputs> in = make_case_inputs(data, settings.run);
+  if (!in) return in.error();
+  const std::vector<float> q = to_float(in->q), k = to_float(in->k), v = to_float(in->v);
+  const std::vector<float> dout = to_float(in->dout);
+  CpuTrace trace;
+  CpuAttnOptions options;
+  options.mode = settings.mode;
+  options.threads = settings.threads;
+  options.trace = &trace;
+  const CpuAttnResult out = cpu_attention(
+      in->params, options, {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()});
+  return head_metrics(in->params, out, trace);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,63 @@
+// Case-level numbers for the findings list and the overview heatmaps (plain C++, no Qt): the
+// findings of analyze_case at the GUI's settings, a metric per (batch, head) (non-finite
+// count, max |S|, min LSE, max row max, ||dQ||) and the same metrics aggregated per case for
+// the (step x layer) overview and the timeline of multi-step dumps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/analysis/case_analysis.h"
+#include "core/case_model.h"
+#include "core/result.h"
+
+namespace attnscope {
+
+enum class Metric : uint8_t { nonfinite, max_abs_s, min_lse, max_row_max, grad_norm };
+inline constexpr Metric kAllMetrics[] = {Metric::nonfinite, Metric::max_abs_s, Metric::min_lse,
+                                         Metric::max_row_max, Metric::grad_norm};
+const char* metric_name(Metric m);  // "non-finite count", "max |S|", ...
+
+// One value per (batch, head) and metric; NaN where a head has no finite value to report.
+struct HeadMetrics {
+  int64_t batch = 0, heads = 0;
+  std::vector<double> values[5];  // [metric][b * heads + h]
+
+  double at(Metric m, int64_t b, int64_t h) const {
+    return values[static_cast<int>(m)][static_cast<size_t>(b * heads + h)];
+  }
+  // The case's value: sum of non-finite counts, max of max |S| / max row max, min of min LSE,
+  // sqrt of the sum of squared ||dQ|| (the case's ||dQ||).
+  double aggregate(Metric m) const;
+};
+
+// Metrics of one run. The trace must come from the same run (for max |S|).
+HeadMetrics head_metrics(const AttnParams& params, const CpuAttnResult& out, const CpuTrace& trace);
+
+struct SummarySettings {
+  RunSettings run;
+  Mode mode = Mode::fused;
+  std::optional<double> clip_norm;  // whole-case clip_grad_norm_ for the clip findings
+  int threads = 0;
+};
+
+struct CaseSummary {
+  std::string case_path;
+  Precision precision = Precision::f32;
+  Mode mode = Mode::fused;
+  std::vector<Finding> findings;  // errors first
+  HeadMetrics metrics;
+  // Whole-case clip_grad_norm_ of the run (set with clip_norm): total norm and coefficient.
+  std::optional<double> clip_total, clip_coef;
+};
+
+// analyze_case in one mode at the settings, then the metrics of that run.
+Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& settings);
+
+// The case-level metrics only (one instrumented CPU run, no fp64 reference): what each cell
+// of the (step x layer) overview needs.
+Result<HeadMetrics> case_metrics(const CaseData& data, const SummarySettings& settings);
+
+}  // namespace attnscope

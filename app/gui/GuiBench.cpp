@@ -1,0 +1,102 @@
+// Slider-change-to-render bench of the GUI (see GuiBench.h).
+#include "app/gui/GuiBench.h"
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QTemporaryDir>
+#include <QThread>
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "app/gui/ComputeWorker.h"
+#include "app/gui/MainWindow.h"
+#include "app/gui/SessionContext.h"
+#include "core/io/hdf5_dump.h"
+
+namespace attnscope {
+namespace {
+
+constexpr int kTimeoutMs = 120000;
+
+// q, k, v, dO ~ U(-1, 1) from a fixed seed, one head.
+Status writeBenchDump(const std::string& path, int64_t s, int64_t d) {
+  std::mt19937_64 rng(20240611);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  const std::vector<int64_t> shape = {1, 1, s, d};
+  CaseData c;
+  c.info.config.name = "GUI bench S" + std::to_string(s) + " D" + std::to_string(d);
+  c.info.config.dtype = "float32";
+  for (const char* name : {"q", "k", "v", "do"}) {
+    std::vector<double> values(static_cast<size_t>(s * d));
+    for (double& x : values) x = u(rng);
+    c.tensors[name] = HostTensor::from_double(DType::f32, shape, values);
+  }
+  Result<DumpWriter> writer = DumpWriter::create(path);
+  if (!writer) return writer.error();
+  if (Status st = writer->write_case("/bench", c); !st) return st;
+  return writer->close();
+}
+
+// Processes events until `done` holds; false on timeout.
+template <typename F>
+bool pump(F done) {
+  QElapsedTimer t;
+  t.start();
+  while (!done()) {
+    if (t.elapsed() > kTimeoutMs) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int runGuiBench(const GuiBenchOptions& options) {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath(QStringLiteral("bench.h5")).toStdString();
+  if (Status st = writeBenchDump(path, options.seqlen, options.head_dim); !st) {
+    std::fprintf(stderr, "attnscope --bench-gui: %s\n", st.error().describe().c_str());
+    return 1;
+  }
+  MainWindow window;
+  window.setErrorHandler([](const QString& title, const QString& message, const QString&) {
+    std::fprintf(stderr, "attnscope --bench-gui: %s: %s\n", qPrintable(title), qPrintable(message));
+  });
+  window.resize(1500, 950);
+  window.show();
+  SessionContext* ctx = window.context();
+  if (!window.openTarget({QString::fromStdString(path), QStringLiteral("/bench")})) return 1;
+  const auto settled = [&] { return ctx->result() && !window.worker()->busy(); };
+  if (!pump(settled)) return 1;
+  window.grab();
+
+  std::printf("attnscope --bench-gui: S=%lld D=%lld, %d runs, %d hardware threads, platform %s\n",
+              static_cast<long long>(options.seqlen), static_cast<long long>(options.head_dim),
+              options.runs, QThread::idealThreadCount(), qPrintable(QApplication::platformName()));
+  std::vector<double> total, compute;
+  for (int run = 0; run < options.runs; ++run) {
+    const double scale = ctx->defaultScale() * (run % 2 ? 0.5 : 2.0) * (1.0 + 0.01 * run);
+    QElapsedTimer t;
+    t.start();
+    ctx->setScale(scale);  // what a slider move does
+    if (!pump([&] { return settled() && ctx->result()->scale == scale; })) return 1;
+    QCoreApplication::processEvents();  // queued replots of every view
+    window.grab();                      // paint the visible widgets
+    total.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+    compute.push_back(ctx->result()->elapsed_ms);
+    std::printf("run %2d: %7.1f ms (compute %6.1f ms)\n", run, total.back(), compute.back());
+  }
+  std::printf("median slider->render %.1f ms (compute %.1f ms, rest %.1f ms)\n", median(total),
+              median(compute), median(total) - median(compute));
+  return 0;
+}
+
+}  // namespace attnscope

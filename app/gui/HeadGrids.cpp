@@ -1,0 +1,125 @@
+// MatrixGrid builders for the heatmaps (see HeadGrids.h).
+#include "app/gui/HeadGrids.h"
+
+#include <cmath>
+
+#include "kernels/cpu/attn_trace.h"
+
+namespace attnscope {
+namespace {
+
+CellClass classify(float x, bool masked) {
+  if (std::isnan(x)) return CellClass::nan;
+  if (masked) return CellClass::masked;
+  if (std::isinf(x)) return x > 0 ? CellClass::pos_inf : CellClass::neg_inf;
+  return CellClass::value;
+}
+
+void count_class(OverlayCounts& c, CellClass cls, int64_t n) {
+  switch (cls) {
+    case CellClass::nan:
+      c.nan += n;
+      break;
+    case CellClass::pos_inf:
+      c.pos_inf += n;
+      break;
+    case CellClass::neg_inf:
+      c.neg_inf += n;
+      break;
+    case CellClass::masked:
+      c.masked += n;
+      break;
+    case CellClass::value:
+      break;
+  }
+}
+
+std::vector<int64_t> unit_edges(int64_t begin, int64_t n) {
+  std::vector<int64_t> edges(static_cast<size_t>(n + 1));
+  for (int64_t e = 0; e <= n; ++e) edges[static_cast<size_t>(e)] = begin + e;
+  return edges;
+}
+
+}  // namespace
+
+MatrixGrid full_grid(const char* name, std::vector<float> raw, const std::vector<uint8_t>& masked,
+                     int64_t r0, int64_t rows, int64_t c0, int64_t cols, int64_t total_rows,
+                     int64_t total_cols) {
+  MatrixGrid g;
+  g.name = name;
+  g.rows = rows;
+  g.cols = cols;
+  g.total_rows = total_rows;
+  g.total_cols = total_cols;
+  g.row_edges = unit_edges(r0, rows);
+  g.col_edges = unit_edges(c0, cols);
+  const size_t n = raw.size();
+  g.value.resize(n);
+  g.cls.resize(n);
+  for (size_t e = 0; e < n; ++e) {
+    const CellClass cls = classify(raw[e], !masked.empty() && masked[e] != kEntryVisible);
+    g.cls[e] = cls;
+    g.value[e] = cls == CellClass::value ? raw[e] : std::nanf("");
+    count_class(g.counts, cls, 1);
+  }
+  g.raw = std::move(raw);
+  return g;
+}
+
+MatrixGrid dense_grid(const char* name, std::vector<float> raw, int64_t rows, int64_t cols) {
+  return full_grid(name, std::move(raw), {}, 0, rows, 0, cols, rows, cols);
+}
+
+MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, const PooledMatrix& m,
+                       int64_t total_rows, int64_t total_cols) {
+  MatrixGrid g;
+  g.name = name;
+  g.pooled = true;
+  g.rows = pm.rows;
+  g.cols = pm.cols;
+  g.total_rows = total_rows;
+  g.total_cols = total_cols;
+  g.row_edges = pm.row_edges;
+  g.col_edges = pm.col_edges;
+  g.cell_min = m.min;
+  g.cell_max = m.max;
+  const size_t n = m.max.size();
+  g.value.resize(n);
+  g.cls.resize(n);
+  for (size_t e = 0; e < n; ++e) {
+    CellClass cls = CellClass::value;
+    if (m.nan[e] > 0) {
+      cls = CellClass::nan;
+    } else if (m.pos_inf[e] > 0) {
+      cls = CellClass::pos_inf;
+    } else if (m.neg_inf[e] > 0) {
+      cls = CellClass::neg_inf;
+    } else if (m.finite[e] == 0) {
+      cls = CellClass::masked;
+    }
+    g.cls[e] = cls;
+    g.value[e] = cls != CellClass::value                      ? std::nanf("")
+                 : std::fabs(m.max[e]) >= std::fabs(m.min[e]) ? m.max[e]
+                                                              : m.min[e];
+    g.counts.nan += m.nan[e];
+    g.counts.pos_inf += m.pos_inf[e];
+    g.counts.neg_inf += m.neg_inf[e];
+    g.counts.masked += m.masked[e];
+  }
+  return g;
+}
+
+std::vector<float> row_norms(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<float> norms(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double e = x[static_cast<size_t>(i * cols + c)];
+      sum += e * e;
+    }
+    norms[static_cast<size_t>(i)] = static_cast<float>(std::sqrt(sum));
+  }
+  return norms;
+}
+
+}  // namespace attnscope

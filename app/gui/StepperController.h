@@ -1,0 +1,55 @@
+// Drives the backward stepper of the selected head in the background (DESIGN §6): F10 / Shift+F10
+// move the target position one step, F5 runs to the next step that makes a value non-finite.
+// Requests are positions, so the latest one wins and skipped ones lose nothing; a change of
+// case, head or settings rebuilds the session and returns to the same position (the steps are
+// deterministic). The current tile goes into the SessionContext for every heatmap.
+#pragma once
+
+#include <QObject>
+#include <memory>
+
+#include "app/gui/StepperSession.h"
+
+namespace attnscope {
+
+class SessionContext;
+class TaskRunner;
+
+class StepperController : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit StepperController(SessionContext* context, QObject* parent = nullptr);
+
+  void stepForward();
+  void stepBack();
+  void runToNextNonfinite();
+  void seek(int64_t position);
+  void restart();  // back to position 0 (nothing ran)
+
+  // The latest applied snapshot (null before the first step), and the position asked for.
+  std::shared_ptr<const StepperSnapshot> snapshot() const { return snapshot_; }
+  int64_t target() const { return target_; }
+  bool busy() const;
+  TaskRunner* runner() const { return runner_; }
+
+ signals:
+  void snapshotChanged();
+  void failed(const QString& message);
+
+ private:
+  enum class Op { seek, run_to_nonfinite };
+  void submit(Op op, int64_t position);
+  void onInputsChanged();
+
+  SessionContext* context_;
+  TaskRunner* runner_ = nullptr;
+  // Lives on the runner's thread (jobs run one at a time); rebuilt when the key changes.
+  struct Holder;
+  std::shared_ptr<Holder> holder_;
+  std::shared_ptr<const StepperSnapshot> snapshot_;
+  int64_t target_ = 0;
+  bool active_ = false;  // a step was requested since the last restart
+};
+
+}  // namespace attnscope

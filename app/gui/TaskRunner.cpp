@@ -1,0 +1,82 @@
+// Worker thread of a TaskRunner (see TaskRunner.h).
+#include "app/gui/TaskRunner.h"
+
+#include <QMetaObject>
+#include <exception>
+
+namespace attnscope {
+
+class TaskRunner::Worker : public QObject {};
+
+TaskRunner::TaskRunner(const QString& name, QThread::Priority priority, QObject* parent)
+    : QObject(parent), latest_(std::make_shared<std::atomic<quint64>>(0)) {
+  worker_ = new Worker;
+  worker_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  thread_.setObjectName(name);
+  thread_.start(priority);
+}
+
+TaskRunner::~TaskRunner() {
+  latest_->store(~quint64{0});  // queued jobs are skipped, running ones see stale()
+  thread_.quit();
+  thread_.wait();
+}
+
+quint64 TaskRunner::submit(TaskFn job, ApplyFn apply) {
+  const quint64 id = ++next_;
+  latest_->store(id);
+  setBusy(true);
+  auto latest = latest_;
+  QMetaObject::invokeMethod(
+      worker_,
+      [this, id, latest, job = std::move(job), apply = std::move(apply)] {
+        if (latest->load() != id) {
+          QMetaObject::invokeMethod(this, [this, id, apply] { deliver(id, {}, {}, apply); });
+          return;
+        }
+        const TaskControl control(latest, id, [this](int done, int total) {
+          QMetaObject::invokeMethod(this, [this, done, total] { emit progress(done, total); });
+        });
+        QString error;
+        TaskResult result;
+        try {
+          result = job(control, &error);
+        } catch (const std::exception& e) {
+          error = QString::fromUtf8(e.what());
+        }
+        if (!result && error.isEmpty() && latest->load() == id) error = tr("no result");
+        QMetaObject::invokeMethod(
+            this, [this, id, result, error, apply] { deliver(id, result, error, apply); });
+      },
+      Qt::QueuedConnection);
+  return id;
+}
+
+void TaskRunner::cancel() {
+  latest_->store(++next_);
+  setBusy(false);
+}
+
+void TaskRunner::setBusy(bool busy) {
+  if (busy == busy_) return;
+  busy_ = busy;
+  emit busyChanged(busy);
+}
+
+void TaskRunner::deliver(quint64 id, const TaskResult& result, const QString& error,
+                         const ApplyFn& apply) {
+  if (id != latest_->load()) {
+    ++dropped_;
+    return;
+  }
+  setBusy(false);
+  if (!result) {
+    emit failed(error);
+    return;
+  }
+  apply(result);
+  emit finished(id);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,78 @@
+// A background job runner for the GUI's secondary computations (case analysis, series of
+// cases, scale sweep, backward stepper): one worker thread per runner, jobs carry an id, the
+// latest submission wins (older queued jobs are skipped, late results dropped), jobs may report
+// progress and poll a cancel flag. Results travel as std::shared_ptr<const void> so that the
+// runner needs no knowledge of them; the submitter's apply callback runs on the GUI thread.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QThread>
+#include <atomic>
+#include <functional>
+#include <memory>
+
+namespace attnscope {
+
+// What a job sees while it runs (on the worker thread).
+class TaskControl {
+ public:
+  TaskControl(std::shared_ptr<std::atomic<quint64>> latest, quint64 id,
+              std::function<void(int, int)> progress)
+      : latest_(std::move(latest)), id_(id), progress_(std::move(progress)) {}
+
+  // True once a newer job was submitted or the runner was cancelled: stop early.
+  bool stale() const { return latest_->load() != id_; }
+  // done of total units finished (posted to the GUI thread as TaskRunner::progress).
+  void report(int done, int total) const { progress_(done, total); }
+
+ private:
+  std::shared_ptr<std::atomic<quint64>> latest_;
+  quint64 id_;
+  std::function<void(int, int)> progress_;
+};
+
+// A job returns its result, or nullptr with *error set on failure.
+using TaskResult = std::shared_ptr<const void>;
+using TaskFn = std::function<TaskResult(const TaskControl& control, QString* error)>;
+using ApplyFn = std::function<void(TaskResult result)>;
+
+class TaskRunner : public QObject {
+  Q_OBJECT
+
+ public:
+  // `priority`: background analyses run at QThread::IdlePriority (SCHED_IDLE on Linux, inherited
+  // by the kernels' worker threads) so they never starve the GUI thread or the head recompute.
+  explicit TaskRunner(const QString& name, QThread::Priority priority = QThread::InheritPriority,
+                      QObject* parent = nullptr);
+  ~TaskRunner() override;
+
+  // Queues a job; `apply` runs on the GUI thread with its result if it is still the latest.
+  quint64 submit(TaskFn job, ApplyFn apply);
+  // Makes every submitted job stale and clears busy.
+  void cancel();
+
+  bool busy() const { return busy_; }
+  int droppedCount() const { return dropped_; }
+
+ signals:
+  void busyChanged(bool busy);
+  void progress(int done, int total);
+  void failed(const QString& message);
+  void finished(quint64 id);
+
+ private:
+  class Worker;
+
+  void setBusy(bool busy);
+  void deliver(quint64 id, const TaskResult& result, const QString& error, const ApplyFn& apply);
+
+  QThread thread_;
+  Worker* worker_ = nullptr;
+  std::shared_ptr<std::atomic<quint64>> latest_;
+  quint64 next_ = 0;
+  bool busy_ = false;
+  int dropped_ = 0;
+};
+
+}  // namespace attnscope

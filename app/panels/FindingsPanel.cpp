@@ -1,0 +1,142 @@
+// Findings list bound to the AnalysisController's case summary (see FindingsPanel.h).
+#include "app/panels/FindingsPanel.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+#include "app/gui/AnalysisController.h"
+#include "app/gui/SessionContext.h"
+
+namespace attnscope {
+namespace {
+
+constexpr int kIndexRole = Qt::UserRole;
+
+QString rangeText(const IndexRange& r) {
+  if (!r.valid()) return QStringLiteral("all");
+  return r.first == r.last ? QString::number(r.first)
+                           : QStringLiteral("%1-%2").arg(r.first).arg(r.last);
+}
+
+QString whereText(const Finding& f) {
+  QStringList parts;
+  if (f.batch >= 0) parts << QStringLiteral("b%1").arg(f.batch);
+  if (f.head >= 0) {
+    parts << QStringLiteral("h%1").arg(f.head);
+  } else if (f.heads.valid()) {
+    parts << QStringLiteral("h%1").arg(rangeText(f.heads));
+  }
+  if (f.rows.valid()) parts << QStringLiteral("rows %1").arg(rangeText(f.rows));
+  if (f.cols.valid()) parts << QStringLiteral("cols %1").arg(rangeText(f.cols));
+  return parts.join(QLatin1Char(' '));
+}
+
+QColor severityColor(Severity s) {
+  switch (s) {
+    case Severity::error:
+      return QColor(0xc0, 0x20, 0x20);
+    case Severity::warning:
+      return QColor(0xc0, 0x80, 0x00);
+    case Severity::info:
+      break;
+  }
+  return QColor(0x40, 0x60, 0xa0);
+}
+
+}  // namespace
+
+FindingsPanel::FindingsPanel(SessionContext* context, AnalysisController* analysis, QWidget* parent)
+    : QWidget(parent), context_(context), analysis_(analysis) {
+  header_ = new QLabel(this);
+  header_->setObjectName(QStringLiteral("findingsHeader"));
+  header_->setWordWrap(true);
+  list_ = new QTreeWidget(this);
+  list_->setObjectName(QStringLiteral("findingsList"));
+  list_->setHeaderLabels(
+      {tr("severity"), tr("kind"), tr("tensor"), tr("where"), tr("count"), tr("message")});
+  list_->setRootIsDecorated(false);
+  list_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  list_->setWordWrap(true);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(header_);
+  layout->addWidget(list_, 1);
+  connect(list_, &QTreeWidget::itemClicked, this,
+          [this](QTreeWidgetItem* item) { onActivated(item); });
+  connect(list_, &QTreeWidget::itemActivated, this,
+          [this](QTreeWidgetItem* item) { onActivated(item); });
+  connect(analysis_, &AnalysisController::summaryChanged, this, &FindingsPanel::showSummary);
+  connect(context_, &SessionContext::caseChanged, this, [this] {
+    list_->clear();
+    header_->setText(tr("analysing…"));
+  });
+  showSummary();
+}
+
+int FindingsPanel::findingCount() const {
+  return list_->topLevelItemCount();
+}
+
+int FindingsPanel::rowOfKind(const QString& kind) const {
+  for (int i = 0; i < list_->topLevelItemCount(); ++i) {
+    if (list_->topLevelItem(i)->text(1) == kind) return i;
+  }
+  return -1;
+}
+
+void FindingsPanel::activate(int row) {
+  QTreeWidgetItem* item = list_->topLevelItem(row);
+  if (item == nullptr) return;
+  list_->setCurrentItem(item);
+  onActivated(item);
+}
+
+void FindingsPanel::showSummary() {
+  list_->clear();
+  const auto s = analysis_->summary();
+  if (!s || s->case_path != context_->casePath().toStdString()) {
+    header_->setText(context_->caseInfo() ? tr("analysing…") : tr("no case selected"));
+    return;
+  }
+  QString text = tr("%n finding(s)", nullptr, static_cast<int>(s->findings.size())) +
+                 tr(" · %1 %2 · %3 error(s)")
+                     .arg(QString::fromLatin1(precision_name(s->precision)), modeName(s->mode))
+                     .arg(count_severity(s->findings, Severity::error));
+  if (s->clip_total) {
+    text += tr(" · case clip: total norm %1, coef %2")
+                .arg(*s->clip_total, 0, 'g', 6)
+                .arg(s->clip_coef.value_or(1.0), 0, 'g', 6);
+  }
+  header_->setText(text);
+  for (size_t i = 0; i < s->findings.size(); ++i) {
+    const Finding& f = s->findings[i];
+    auto* item = new QTreeWidgetItem(
+        list_, {QString::fromLatin1(severity_name(f.severity)),
+                QString::fromLatin1(finding_kind_name(f.kind)), QString::fromStdString(f.tensor),
+                whereText(f), QString::number(f.count), QString::fromStdString(f.message)});
+    item->setForeground(0, severityColor(f.severity));
+    item->setData(0, kIndexRole, static_cast<int>(i));
+    const QString remedy = tr("Remedy: %1").arg(QString::fromStdString(f.remedy));
+    for (int c = 0; c < 6; ++c)
+      item->setToolTip(c, QString::fromStdString(f.message) + "\n" + remedy);
+  }
+}
+
+void FindingsPanel::onActivated(QTreeWidgetItem* item) {
+  const auto s = analysis_->summary();
+  if (!s || item == nullptr) return;
+  const Finding& f = s->findings[static_cast<size_t>(item->data(0, kIndexRole).toInt())];
+  FocusTarget t;
+  t.tensor = QString::fromStdString(f.tensor);
+  t.batch = f.batch;
+  t.head = f.head >= 0 ? f.head : (f.heads.valid() ? f.heads.first : -1);
+  t.rowFirst = f.rows.first;
+  t.rowLast = f.rows.last;
+  t.colFirst = f.cols.first;
+  t.colLast = f.cols.last;
+  context_->focus(t);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,160 @@
+// (batch x head) and (step x layer) metric heatmaps plus the timeline (see OverviewPanel.h).
+#include "app/panels/OverviewPanel.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "app/gui/AnalysisController.h"
+#include "app/gui/HeadGrids.h"
+#include "app/gui/SessionContext.h"
+#include "app/plot/HeatmapView.h"
+#include "app/plot/RowPlotView.h"
+
+namespace attnscope {
+namespace {
+
+const QColor kLineColors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xd6, 0x27, 0x28),
+                              QColor(0x2c, 0xa0, 0x2c), QColor(0x94, 0x67, 0xbd),
+                              QColor(0xff, 0x7f, 0x0e), QColor(0x8c, 0x56, 0x4b),
+                              QColor(0xe3, 0x77, 0xc2), QColor(0x17, 0xbe, 0xcf)};
+
+int indexOf(const std::vector<int64_t>& v, int64_t x) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == x) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analysis, QWidget* parent)
+    : QWidget(parent), context_(context), analysis_(analysis) {
+  metricBox_ = new QComboBox(this);
+  metricBox_->setObjectName(QStringLiteral("metricBox"));
+  for (Metric m : kAllMetrics) {
+    metricBox_->addItem(QString::fromLatin1(metric_name(m)), static_cast<int>(m));
+  }
+  headMap_ = new HeatmapView(tr("batch x head"), ColormapKind::sequential, this);
+  headMap_->setObjectName(QStringLiteral("overviewHeads"));
+  seriesMap_ = new HeatmapView(tr("step x layer"), ColormapKind::sequential, this);
+  seriesMap_->setObjectName(QStringLiteral("overviewSeries"));
+  timeline_ = new RowPlotView(this);
+  timeline_->setXAxis(tr("training step"), {}, false);
+  seriesNote_ = new QLabel(this);
+  seriesNote_->setWordWrap(true);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel(tr("metric"), this));
+  top->addWidget(metricBox_, 1);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(headMap_);
+  split->addWidget(seriesMap_);
+  split->addWidget(timeline_);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addLayout(top);
+  layout->addWidget(seriesNote_);
+  layout->addWidget(split, 1);
+
+  connect(metricBox_, &QComboBox::activated, this, [this](int index) {
+    setMetric(static_cast<Metric>(metricBox_->itemData(index).toInt()));
+  });
+  connect(headMap_, &HeatmapView::cellClicked, this, [this](const CellReadout& r) {
+    context_->setBatch(r.row);
+    context_->setHead(r.col);
+  });
+  connect(seriesMap_, &HeatmapView::cellClicked, this,
+          [this](const CellReadout& r) { onSeriesClicked(r.row, r.col); });
+  connect(analysis_, &AnalysisController::summaryChanged, this, &OverviewPanel::showHeads);
+  connect(analysis_, &AnalysisController::seriesChanged, this, &OverviewPanel::showSeries);
+  connect(context_, &SessionContext::headChanged, this, &OverviewPanel::showHeads);
+  connect(context_, &SessionContext::caseChanged, this, &OverviewPanel::showSeries);
+  showHeads();
+  showSeries();
+}
+
+void OverviewPanel::setMetric(Metric metric) {
+  metric_ = metric;
+  metricBox_->setCurrentIndex(metricBox_->findData(static_cast<int>(metric)));
+  showHeads();
+  showSeries();
+}
+
+void OverviewPanel::showHeads() {
+  const auto s = analysis_->summary();
+  if (!s || s->case_path != context_->casePath().toStdString() || s->metrics.heads == 0) {
+    headMap_->clear();
+    headMap_->setHighlight(std::nullopt);
+    return;
+  }
+  const HeadMetrics& m = s->metrics;
+  const std::vector<double>& v = m.values[static_cast<int>(metric_)];
+  auto grid = std::make_shared<MatrixGrid>(
+      dense_grid("batch x head", std::vector<float>(v.begin(), v.end()), m.batch, m.heads));
+  headMap_->setGrid(grid, true);
+  headMap_->setStamp(QStringLiteral("%1 · %2 %3")
+                         .arg(QString::fromLatin1(metric_name(metric_)),
+                              QString::fromLatin1(precision_name(s->precision)),
+                              modeName(s->mode)));
+  const int64_t b = context_->batch(), h = context_->head();
+  headMap_->setHighlight(ViewWindow{b, b + 1, h, h + 1});
+}
+
+void OverviewPanel::showSeries() {
+  const auto s = analysis_->series();
+  if (!s || s->cases.empty()) {
+    seriesMap_->clear();
+    timeline_->clear();
+    seriesNote_->setText(tr("(step x layer) overview: the file has no cases with step attributes"));
+    return;
+  }
+  const int steps = static_cast<int>(s->steps.size()), layers = static_cast<int>(s->layers.size());
+  std::vector<float> cells(static_cast<size_t>(steps * layers), std::nanf(""));
+  std::vector<RowSeries> lines(static_cast<size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    lines[static_cast<size_t>(l)] = {tr("layer %1").arg(s->layers[static_cast<size_t>(l)]),
+                                     std::vector<float>(static_cast<size_t>(steps), std::nanf("")),
+                                     kLineColors[l % 8]};
+  }
+  std::optional<ViewWindow> current;
+  for (const SeriesCase& c : s->cases) {
+    const int r = indexOf(s->steps, c.step), col = indexOf(s->layers, c.layer);
+    const auto value = static_cast<float>(c.metrics[static_cast<int>(metric_)]);
+    cells[static_cast<size_t>(r * layers + col)] = value;
+    lines[static_cast<size_t>(col)].values[static_cast<size_t>(r)] = value;
+    if (QString::fromStdString(c.path) == context_->casePath()) {
+      current = ViewWindow{r, r + 1, col, col + 1};
+    }
+  }
+  seriesMap_->setGrid(
+      std::make_shared<MatrixGrid>(dense_grid("step x layer", std::move(cells), steps, layers)),
+      true);
+  seriesMap_->setStamp(QString::fromLatin1(metric_name(metric_)));
+  seriesMap_->setHighlight(current);
+  std::vector<double> x(s->steps.begin(), s->steps.end());
+  timeline_->setXAxis(tr("training step"), x, false);
+  timeline_->setData(tr("%1 per training step").arg(QString::fromLatin1(metric_name(metric_))),
+                     lines, {});
+  seriesNote_->setText(tr("%1 cases over %2 steps x %3 layers · rows: steps, columns: layers")
+                           .arg(s->cases.size())
+                           .arg(steps)
+                           .arg(layers));
+}
+
+void OverviewPanel::onSeriesClicked(int64_t row, int64_t col) {
+  const auto s = analysis_->series();
+  if (!s || row < 0 || col < 0) return;
+  for (const SeriesCase& c : s->cases) {
+    if (c.step == s->steps[static_cast<size_t>(row)] &&
+        c.layer == s->layers[static_cast<size_t>(col)]) {
+      context_->selectCase(context_->fileIndex(), QString::fromStdString(c.path));
+      return;
+    }
+  }
+}
+
+}  // namespace attnscope

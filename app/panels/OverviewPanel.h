@@ -1,0 +1,49 @@
+// Overview dock (DESIGN §5, §6): a chosen metric (non-finite count, max |S|, min LSE, max row
+// max, ||dQ||) as a (batch x head) heatmap of the selected case and, for dumps with step /
+// layer attributes, a (step x layer) heatmap and a timeline plot (metric against step, one line
+// per layer). Clicking a head cell selects that head; clicking a (step, layer) cell opens that
+// case. The current head and case are outlined.
+#pragma once
+
+#include <QWidget>
+
+#include "app/gui/CaseSummary.h"
+
+class QComboBox;
+class QLabel;
+
+namespace attnscope {
+
+class AnalysisController;
+class HeatmapView;
+class RowPlotView;
+class SessionContext;
+
+class OverviewPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  OverviewPanel(SessionContext* context, AnalysisController* analysis, QWidget* parent = nullptr);
+
+  void setMetric(Metric metric);
+  Metric metric() const { return metric_; }
+  HeatmapView* headMap() const { return headMap_; }
+  HeatmapView* seriesMap() const { return seriesMap_; }
+  RowPlotView* timeline() const { return timeline_; }
+
+ private:
+  void showHeads();
+  void showSeries();
+  void onSeriesClicked(int64_t row, int64_t col);
+
+  SessionContext* context_;
+  AnalysisController* analysis_;
+  Metric metric_ = Metric::nonfinite;
+  QComboBox* metricBox_ = nullptr;
+  QLabel* seriesNote_ = nullptr;
+  HeatmapView* headMap_ = nullptr;
+  HeatmapView* seriesMap_ = nullptr;
+  RowPlotView* timeline_ = nullptr;
+};
+
+}  // namespace attnscope

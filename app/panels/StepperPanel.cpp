@@ -1,0 +1,155 @@
+// Stepper position, controls and tile / accumulator heatmaps (see StepperPanel.h).
+#include "app/panels/StepperPanel.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "app/gui/SessionContext.h"
+#include "app/gui/StepperController.h"
+#include "app/plot/HeatmapView.h"
+
+namespace attnscope {
+namespace {
+
+const char* const kViews[] = {"tile S",   "tile P",   "tile dP", "tile dS", "D", "dQ acc",
+                              "dK_j acc", "dV_j acc", "dK",      "dV",      "dQ"};
+
+QString tileText(int64_t tile) {
+  return tile < 0 ? QStringLiteral("all") : QString::number(tile);
+}
+
+QString countText(const NonfiniteCount& c) {
+  return QStringLiteral("NaN %1, +inf %2, -inf %3").arg(c.nan).arg(c.pos_inf).arg(c.neg_inf);
+}
+
+QToolButton* button(const QString& text, const QString& tip, QWidget* parent) {
+  auto* b = new QToolButton(parent);
+  b->setText(text);
+  b->setToolTip(tip);
+  return b;
+}
+
+}  // namespace
+
+StepperPanel::StepperPanel(SessionContext* context, StepperController* stepper, QWidget* parent)
+    : QWidget(parent), context_(context), stepper_(stepper) {
+  summary_ = new QLabel(this);
+  summary_->setObjectName(QStringLiteral("stepperSummary"));
+  summary_->setWordWrap(true);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* restart = button(tr("⏮"), tr("Restart: nothing ran"), this);
+  auto* back = button(tr("◀ step"), tr("Step back (Shift+F10)"), this);
+  auto* forward = button(tr("step ▶"), tr("Step forward (F10)"), this);
+  auto* run = button(tr("run to non-finite"),
+                     tr("Run to the next step that makes a value "
+                        "non-finite (F5)"),
+                     this);
+  slider_ = new QSlider(Qt::Horizontal, this);
+  slider_->setObjectName(QStringLiteral("stepperSlider"));
+  slider_->setRange(0, 0);
+  tabs_ = new QTabWidget(this);
+  tabs_->setObjectName(QStringLiteral("stepperTabs"));
+  for (const char* name : kViews) addView(QString::fromLatin1(name));
+
+  auto* buttons = new QHBoxLayout;
+  for (QToolButton* b : {restart, back, forward, run}) buttons->addWidget(b);
+  buttons->addWidget(slider_, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addLayout(buttons);
+  layout->addWidget(summary_);
+  layout->addWidget(tabs_, 1);
+
+  connect(restart, &QToolButton::clicked, stepper_, &StepperController::restart);
+  connect(back, &QToolButton::clicked, stepper_, &StepperController::stepBack);
+  connect(forward, &QToolButton::clicked, stepper_, &StepperController::stepForward);
+  connect(run, &QToolButton::clicked, stepper_, &StepperController::runToNextNonfinite);
+  connect(slider_, &QSlider::valueChanged, stepper_,
+          [this](int position) { stepper_->seek(position); });
+  connect(stepper_, &StepperController::snapshotChanged, this, &StepperPanel::showSnapshot);
+  showSnapshot();
+}
+
+void StepperPanel::addView(const QString& name) {
+  const bool sequential = name == QStringLiteral("tile P");
+  auto* v =
+      new HeatmapView(name, sequential ? ColormapKind::sequential : ColormapKind::diverging, tabs_);
+  v->setObjectName(QStringLiteral("stepper_") + name);
+  tabs_->addTab(v, name);
+  views_[name] = v;
+  connect(v, &HeatmapView::cellHovered, context_, &SessionContext::setHovered);
+  connect(v, &HeatmapView::cellClicked, context_, &SessionContext::pin);
+}
+
+HeatmapView* StepperPanel::view(const QString& name) const {
+  const auto it = views_.find(name);
+  return it == views_.end() ? nullptr : it->second;
+}
+
+QString StepperPanel::summary() const {
+  return summary_->text();
+}
+
+void StepperPanel::showSnapshot() {
+  const auto snap = stepper_->snapshot();
+  if (!snap) {
+    summary_->setText(
+        tr("Fused backward of the selected head, step by step: F10 steps, "
+           "Shift+F10 steps back, F5 runs to the next non-finite value."));
+    for (auto& [name, v] : views_) v->clear();
+    const QSignalBlocker block(slider_);
+    slider_->setValue(0);
+    return;
+  }
+  const StepInfo& s = snap->step;
+  QString text = tr("step %1 / %2 · %3")
+                     .arg(snap->position)
+                     .arg(snap->size)
+                     .arg(QString::fromLatin1(step_stage_name(s.stage)));
+  if (s.index >= 0) {
+    text += tr(" · q tile %1, kv tile %2 · rows %3-%4, keys %5-%6")
+                .arg(tileText(s.q_tile), tileText(s.kv_tile))
+                .arg(s.row_begin)
+                .arg(s.row_end - 1)
+                .arg(s.col_begin)
+                .arg(s.col_end - 1);
+    text += tr("\nnon-finite in its output: %1 (%2 new)")
+                .arg(countText(s.nonfinite))
+                .arg(s.new_nonfinite);
+  }
+  text += tr("\n%1 · b%2 h%3 · %4 · tiles %5x%6 of %7x%8 · kv tiles done %9")
+              .arg(QString::fromStdString(snap->case_path))
+              .arg(snap->batch)
+              .arg(snap->head)
+              .arg(QString::fromLatin1(precision_name(snap->precision)))
+              .arg(snap->q_tiles)
+              .arg(snap->kv_tiles)
+              .arg(snap->tile_rows)
+              .arg(snap->tile_cols)
+              .arg(snap->kv_tiles_done);
+  if (snap->found) text += tr("\nstopped: this step made a value non-finite");
+  summary_->setText(text);
+  {
+    const QSignalBlocker block(slider_);
+    slider_->setRange(0, static_cast<int>(snap->size));
+    slider_->setValue(static_cast<int>(snap->position));
+  }
+  for (auto& [name, v] : views_) {
+    const MatrixGrid* g = snap->grid(name.toStdString());
+    if (g == nullptr || g->empty()) {
+      v->clear();
+      continue;
+    }
+    v->setGrid(std::shared_ptr<const MatrixGrid>(snap, g), true);
+    v->setStamp(QStringLiteral("step %1 %2")
+                    .arg(snap->position)
+                    .arg(QString::fromLatin1(step_stage_name(s.stage))));
+  }
+}
+
+}  // namespace attnscope
