@@ -1,0 +1,222 @@
+// `attnscope-cli export FILE[::CASE] --view V --out PATH`: recomputes one (batch, head) like the
+// GUI, draws the view with the GUI's HeatmapView / RowPlotView (offscreen when there is no
+// display), adds the automatic markers and the user's annotations from the dump's sidecar
+// session (read only), and writes the stamped figure atomically.
+#include "export_command.h"
+
+#include <QApplication>
+#include <QFileInfo>
+#include <iostream>
+
+#include "app/gui/CaseExport.h"
+#include "app/gui/SessionFile.h"
+#include "app/plot/AnnotationLayer.h"
+#include "app/plot/HeatmapView.h"
+#include "app/plot/PlotExport.h"
+#include "app/plot/RowPlotView.h"
+#include "cli_options.h"
+
+namespace attnscope {
+namespace {
+
+constexpr const char* kCommand = "export";
+constexpr int64_t kGridPixels = 1024;  // score matrices up to 1024 x 1024 stay full resolution
+const QSize kFigureSize(1000, 820);
+const QStringList kRowViews = {QStringLiteral("lse"), QStringLiteral("l"), QStringLiteral("o_norm"),
+                               QStringLiteral("dq_norm")};
+
+QString availableViews() {
+  QStringList names;
+  for (const char* n : kHeadMatrices) names << QString::fromLatin1(n);
+  return (names + kRowViews).join(QLatin1Char('|'));
+}
+
+std::optional<int64_t> readIndex(const CommandArgs& args, const char* name, int64_t size) {
+  const std::string* text = args.option(name);
+  if (text == nullptr) return 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || n < 0 || n >= size) {
+    reject(kCommand, std::string("bad --") + name + " '" + *text + "'",
+           "an index from 0 to " + std::to_string(size - 1));
+    return std::nullopt;
+  }
+  return n;
+}
+
+// The output path with the format's suffix; nullopt (after printing why) on a conflict.
+std::optional<QString> outputPath(const CommandArgs& args) {
+  const std::string* out = args.option("out");
+  if (out == nullptr || out->empty()) {
+    reject(kCommand, "--out PATH is required", "e.g. --out figure.png");
+    return std::nullopt;
+  }
+  QString path = QString::fromStdString(*out);
+  const QString suffix = QFileInfo(path).suffix().toLower();
+  const std::string* format = args.option("format");
+  const QString wanted = format ? QString::fromStdString(*format).toLower() : suffix;
+  if (!exportFormats().contains(wanted)) {
+    reject(kCommand, "unknown format '" + wanted.toStdString() + "'",
+           "--format png|pdf|svg, or an --out name ending in .png, .pdf or .svg");
+    return std::nullopt;
+  }
+  if (suffix != wanted) {
+    if (exportFormats().contains(suffix)) {
+      reject(kCommand, "--out " + *out + " does not end in ." + wanted.toStdString(),
+             "drop --format or name the file ." + wanted.toStdString());
+      return std::nullopt;
+    }
+    path += QLatin1Char('.') + wanted;
+  }
+  return path;
+}
+
+std::vector<RowSeries> rowSeries(const HeadResult& r, const QString& view,
+                                 std::vector<Threshold>& thresholds) {
+  const Threshold fp16Max{QStringLiteral("fp16 max 65504"), 65504.0, QColor(0xc0, 0x20, 0x20)};
+  const bool fp16 = r.precision == Precision::f16;
+  if (view == QStringLiteral("lse")) {
+    thresholds.push_back({QStringLiteral("-88.7 (exp range of fp32)"), -88.7, Qt::darkGray});
+    if (fp16) thresholds.push_back(fp16Max);
+    return {{QStringLiteral("m (row max)"), r.m, QColor(0x1f, 0x77, 0xb4)},
+            {QStringLiteral("LSE"), r.lse, QColor(0xd6, 0x27, 0x28)}};
+  }
+  if (fp16 && view != QStringLiteral("l")) thresholds.push_back(fp16Max);
+  if (view == QStringLiteral("l")) return {{QStringLiteral("l"), r.l, QColor(0x2c, 0xa0, 0x2c)}};
+  if (view == QStringLiteral("o_norm")) {
+    return {{QStringLiteral("||O_i||"), r.o_norm, QColor(0x94, 0x67, 0xbd)}};
+  }
+  return {{QStringLiteral("||dQ_i||"), r.dq_norm, QColor(0x8c, 0x56, 0x4b)}};
+}
+
+// The user's annotations of this view from the sidecar, read without repairing anything.
+QList<Annotation> sidecarAnnotations(const FigureStamp& stamp) {
+  QList<Annotation> list;
+  const SessionFile session = SessionFile::load(stamp.file, /*repair=*/false);
+  for (const QString& note : session.notes()) {
+    std::cerr << "attnscope-cli export: note: " << note.toStdString() << "\n";
+  }
+  for (const Annotation& a : session.cases.value(stamp.casePath).annotations) {
+    if (a.view == stamp.view && a.batch == stamp.batch && a.head == stamp.head) list << a;
+  }
+  return list;
+}
+
+int render(const std::shared_ptr<const HeadResult>& shared, const QString& view, const QString& out,
+           bool markers) {
+  const HeadResult& result = *shared;
+  const FigureStamp stamp = stampFor(result, view);
+  const QString title = stamp.firstLine() + QStringLiteral("  ·  ") + stamp.secondLine();
+  std::unique_ptr<QWidget> widget;
+  if (kRowViews.contains(view)) {
+    auto rows = std::make_unique<RowPlotView>();
+    std::vector<Threshold> thresholds;
+    const std::vector<RowSeries> series = rowSeries(result, view, thresholds);
+    rows->setData(title, series, thresholds);
+    widget = std::move(rows);
+  } else {
+    const MatrixGrid* grid = result.grid(view.toStdString());
+    if (grid == nullptr || grid->empty()) {
+      return fail(kCommand, "view '" + view.toStdString() + "' is not computed for this case",
+                  "--view " + availableViews().toStdString());
+    }
+    const auto colormap =
+        view == QStringLiteral("P") ? ColormapKind::sequential : ColormapKind::diverging;
+    auto heatmap = std::make_unique<HeatmapView>(view, colormap);
+    heatmap->setGrid(std::shared_ptr<const MatrixGrid>(shared, grid), true);
+    heatmap->setStamp(stamp.firstLine().section(QStringLiteral(" · "), 1) + QStringLiteral(" · ") +
+                      stamp.secondLine());
+    QList<Annotation> annotations = sidecarAnnotations(stamp);
+    if (markers) annotations += automaticMarkers(*grid, view, stamp.batch, stamp.head);
+    AnnotationLayer::of(heatmap.get())->setAnnotations(annotations);
+    widget = std::move(heatmap);
+  }
+  widget->setAttribute(Qt::WA_DontShowOnScreen);
+  widget->resize(kFigureSize);
+  widget->show();
+  QCoreApplication::processEvents();
+  QString error;
+  if (!exportView(widget.get(), out, stamp, &error)) {
+    return fail(kCommand, error.toStdString(), "pick a writable folder");
+  }
+  std::cout << "wrote " << out.toStdString() << " (" << view.toStdString() << " of "
+            << result.case_path << ", batch " << stamp.batch << " head " << stamp.head << ", "
+            << stamp.precision.toStdString() << " " << stamp.mode.toStdString() << ")\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_export(const CommandArgs& args) {
+  if (!check_options(args, kCommand,
+                     {"view", "format", "out", "batch", "head", "precision", "mode", "scale",
+                      "mask-fill", "clip", "threads", "no-markers"})) {
+    return kExitUnreadable;
+  }
+  if (args.positional.size() != 1) {
+    return fail(kCommand, "expected one FILE[::CASE]",
+                "e.g. attnscope-cli export dump.h5::/case --view S --out s.png");
+  }
+  const std::string* viewText = args.option("view");
+  const QString view = viewText ? QString::fromStdString(*viewText) : QStringLiteral("S");
+  const bool heatmap = std::any_of(std::begin(kHeadMatrices), std::end(kHeadMatrices),
+                                   [&](const char* n) { return view == QLatin1String(n); });
+  if (!heatmap && !kRowViews.contains(view)) {
+    return fail(kCommand, "unknown view '" + view.toStdString() + "'",
+                "--view " + availableViews().toStdString());
+  }
+  const std::optional<QString> out = outputPath(args);
+  HeadRequest request;
+  if (!out || !read_run_settings(args, kCommand, request.settings)) return kExitUnreadable;
+  if (const std::string* mode = args.option("mode")) {
+    const auto modes = parse_modes(*mode);
+    if (!modes || modes->size() != 1) {
+      return fail(kCommand, "bad --mode '" + *mode + "'", "fused or unfused");
+    }
+    request.mode = modes->front();
+  }
+  if (const std::string* clip = args.option("clip")) {
+    request.clip_norm = parse_positive(*clip);
+    if (!request.clip_norm) return fail(kCommand, "bad --clip '" + *clip + "'", "a max norm > 0");
+  }
+  if (const std::string* threads = args.option("threads")) {
+    const auto n = parse_threads(*threads);
+    if (!n) return fail(kCommand, "bad --threads '" + *threads + "'", "a count from 1 to 1024");
+    request.threads = *n;
+  }
+  auto [file, casePath] = split_case_ref(args.positional[0]);
+  std::optional<DumpReader> dump = open_dump(kCommand, file, args.allow_external);
+  if (!dump) return kExitUnreadable;
+  if (casePath.empty()) casePath = dump->cases().front().path;
+  const std::optional<CaseData> data = load_case(kCommand, *dump, casePath);
+  if (!data) return kExitUnreadable;
+  const auto batch = readIndex(args, "batch", data->info.dims.batch);
+  const auto head = batch ? readIndex(args, "head", data->info.dims.heads) : std::nullopt;
+  if (!batch || !head) return kExitUnreadable;
+  request.batch = *batch;
+  request.head = *head;
+  request.out_rows = request.out_cols = kGridPixels;
+  request.reference = view.endsWith(QStringLiteral(" err"));  // error grids need the fp64 run
+  Result<HeadResult> result = compute_head(*data, request);
+  if (!result) {
+    return fail(kCommand, file + "::" + casePath + ": " + result.error().message,
+                result.error().hint);
+  }
+  auto shared = std::make_shared<HeadResult>(std::move(result).value());
+  shared->file_path = file;
+  shared->case_path = data->info.path;
+
+  if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
+      qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  }
+  int argc = 1;
+  char name[] = "attnscope-cli";
+  char* argv[] = {name, nullptr};
+  QApplication app(argc, argv);
+  QCoreApplication::setOrganizationName(QStringLiteral("attnscope"));  // the GUI's config folder
+  QCoreApplication::setApplicationName(QStringLiteral("attnscope"));   // (fallback sidecars)
+  return render(shared, view, *out, !args.flag("no-markers"));
+}
+
+}  // namespace attnscope

@@ -1,0 +1,273 @@
+// Annotate menu / toolbar, per-view annotation layers and the sidecar sessions (see
+// AnnotationController.h).
+#include "app/gui/AnnotationController.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QLineEdit>
+#include <QMenu>
+#include <QTabWidget>
+#include <QToolBar>
+
+#include "app/gui/SessionContext.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/plot/HeatmapView.h"
+
+namespace attnscope {
+namespace {
+
+QJsonObject settingsJson(const SessionContext& context) {
+  const ComputeSettings& s = context.settings();
+  QJsonObject json{{QStringLiteral("mode"), modeName(s.mode)},
+                   {QStringLiteral("mask_fill"), maskFillName(s.maskFill)}};
+  if (s.precision)
+    json[QStringLiteral("precision")] = QString::fromLatin1(precision_name(*s.precision));
+  if (s.scale) json[QStringLiteral("scale")] = *s.scale;
+  return json;
+}
+
+}  // namespace
+
+AnnotationController::AnnotationController(SessionContext* context, HeatmapPanel* heatmaps,
+                                           QWidget* window)
+    : QObject(window), context_(context), heatmaps_(heatmaps) {
+  buildActions(window);
+  connect(context_, &SessionContext::caseChanged, this, &AnnotationController::onCaseChanged);
+  connect(context_, &SessionContext::headChanged, this, &AnnotationController::rememberViewState);
+  connect(context_, &SessionContext::settingsChanged, this,
+          &AnnotationController::rememberViewState);
+  connect(context_, &SessionContext::resultChanged, this, &AnnotationController::refresh);
+  connect(heatmaps_->tabs(), &QTabWidget::currentChanged, this,
+          &AnnotationController::rememberViewState);
+}
+
+void AnnotationController::buildActions(QWidget* window) {
+  menu_ = new QMenu(tr("&Annotate"), window);
+  menu_->setObjectName(QStringLiteral("annotateMenu"));
+  toolBar_ = new QToolBar(tr("Annotate"), window);
+  toolBar_->setObjectName(QStringLiteral("annotateToolBar"));
+  tools_ = new QActionGroup(this);
+  const std::pair<AnnotationTool, QString> tools[] = {{AnnotationTool::none, tr("Pan / pin")},
+                                                      {AnnotationTool::text, tr("Text")},
+                                                      {AnnotationTool::arrow, tr("Arrow")},
+                                                      {AnnotationTool::box, tr("Box")}};
+  for (const auto& [tool, name] : tools) {
+    QAction* action = tools_->addAction(name);
+    action->setCheckable(true);
+    action->setChecked(tool == AnnotationTool::none);
+    action->setData(static_cast<int>(tool));
+    action->setToolTip(tool == AnnotationTool::none
+                           ? tr("Drag pans, a click pins a cell")
+                           : tr("Place a %1 on a heatmap (label from the text field)").arg(name));
+    connect(action, &QAction::triggered, this, [this, tool = tool] { setTool(tool); });
+    menu_->addAction(action);
+    toolBar_->addAction(action);
+  }
+  labelEdit_ = new QLineEdit(toolBar_);
+  labelEdit_->setObjectName(QStringLiteral("annotationLabel"));
+  labelEdit_->setPlaceholderText(tr("label of the next annotation"));
+  labelEdit_->setMaximumWidth(240);
+  connect(labelEdit_, &QLineEdit::textChanged, this, [this](const QString& t) { label_ = t; });
+  toolBar_->addWidget(labelEdit_);
+
+  menu_->addSeparator();
+  toolBar_->addSeparator();
+  markers_ = menu_->addAction(tr("Automatic &markers"));
+  markers_->setCheckable(true);
+  markers_->setChecked(true);
+  markers_->setToolTip(tr("Mark the first non-finite element and the largest |value|"));
+  connect(markers_, &QAction::toggled, this, &AnnotationController::refresh);
+  toolBar_->addAction(markers_);
+  QAction* undo =
+      menu_->addAction(tr("&Remove last annotation"), this, &AnnotationController::removeLast);
+  undo->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backspace));
+  menu_->addAction(tr("&Clear annotations of this view"), this,
+                   [this] { clearView(currentView()); });
+}
+
+void AnnotationController::setTool(AnnotationTool tool) {
+  tool_ = tool;
+  for (QAction* a : tools_->actions()) a->setChecked(a->data().toInt() == static_cast<int>(tool));
+  refresh();
+}
+
+void AnnotationController::setLabel(const QString& label) {
+  labelEdit_->setText(label);
+}
+
+void AnnotationController::setMarkersShown(bool shown) {
+  markers_->setChecked(shown);
+}
+
+bool AnnotationController::markersShown() const {
+  return markers_->isChecked();
+}
+
+QList<QPair<QString, QWidget*>> AnnotationController::views() const {
+  QList<QPair<QString, QWidget*>> list;
+  QTabWidget* tabs = heatmaps_->tabs();
+  for (int i = 0; i < tabs->count(); ++i) {
+    list.append({tabs->tabText(i).remove(QLatin1Char('&')), tabs->widget(i)});
+  }
+  return list;
+}
+
+QString AnnotationController::currentView() const {
+  QTabWidget* tabs = heatmaps_->tabs();
+  return tabs->tabText(tabs->currentIndex()).remove(QLatin1Char('&'));
+}
+
+SessionFile* AnnotationController::currentSession() {
+  if (context_->fileIndex() < 0) return nullptr;
+  const QString dump = context_->file(context_->fileIndex()).path;
+  auto it = sessions_.find(dump);
+  if (it == sessions_.end()) {
+    it = sessions_.emplace(dump, SessionFile::load(dump)).first;
+    for (const QString& note : it->second.notes()) emit notice(note);
+  }
+  return &it->second;
+}
+
+const SessionFile* AnnotationController::session() const {
+  if (context_->fileIndex() < 0) return nullptr;
+  const auto it = sessions_.find(context_->file(context_->fileIndex()).path);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
+CaseSession* AnnotationController::currentCase() {
+  SessionFile* s = currentSession();
+  if (s == nullptr || context_->casePath().isEmpty()) return nullptr;
+  return &s->cases[context_->casePath()];
+}
+
+void AnnotationController::onCaseChanged() {
+  SessionFile* s = currentSession();
+  if (s == nullptr) return;
+  const QString casePath = context_->casePath();
+  s->lastCase = casePath;
+  const QString key = s->dump() + QLatin1Char('|') + casePath;
+  if (restored_.contains(key) || !s->cases.contains(casePath)) return;
+  restored_.insert(key);
+  const CaseSession& saved = s->cases[casePath];
+  const CaseInfo* info = context_->caseInfo();
+  restoring_ = true;
+  if (info != nullptr && saved.batch >= 0 && saved.batch < info->dims.batch) {
+    context_->setBatch(saved.batch);
+  }
+  if (info != nullptr && saved.head >= 0 && saved.head < info->dims.heads) {
+    context_->setHead(saved.head);
+  }
+  if (!saved.view.isEmpty()) heatmaps_->showMatrix(saved.view);
+  restoring_ = false;
+}
+
+void AnnotationController::rememberViewState() {
+  if (restoring_) return;
+  SessionFile* s = currentSession();
+  CaseSession* c = currentCase();
+  if (s == nullptr || c == nullptr) return;
+  c->batch = context_->batch();
+  c->head = context_->head();
+  c->view = currentView();
+  s->settings = settingsJson(*context_);
+  if (s->exists()) save(*s);
+}
+
+QList<Annotation> AnnotationController::userAnnotations(const QString& view) const {
+  QList<Annotation> list;
+  const SessionFile* s = session();
+  const auto result = context_->result();
+  if (s == nullptr || !s->cases.contains(context_->casePath())) return list;
+  const qint64 batch = result ? result->request.batch : context_->batch();
+  const qint64 head = result ? result->request.head : context_->head();
+  for (const Annotation& a : s->cases.value(context_->casePath()).annotations) {
+    if (a.view == view && a.batch == batch && a.head == head) list << a;
+  }
+  return list;
+}
+
+QList<Annotation> AnnotationController::shownAnnotations(const QString& view) const {
+  QList<Annotation> list = userAnnotations(view);
+  const auto result = context_->result();
+  HeatmapView* heatmap = heatmaps_->view(view);
+  if (markersShown() && result && heatmap != nullptr && heatmap->grid() != nullptr) {
+    list += automaticMarkers(*heatmap->grid(), view, result->request.batch, result->request.head);
+  }
+  return list;
+}
+
+void AnnotationController::refresh() {
+  for (const auto& [name, widget] : views()) {
+    AnnotationLayer* layer = AnnotationLayer::of(widget);
+    if (layer == nullptr) continue;
+    if (!connectedLayers_.contains(layer)) {
+      connectedLayers_.insert(layer);
+      connect(layer, &AnnotationLayer::placed, this,
+              [this, view = name](const Annotation& a) { onPlaced(view, a); });
+    }
+    layer->setTool(tool_);
+    layer->setAnnotations(shownAnnotations(name));
+  }
+}
+
+void AnnotationController::onPlaced(const QString& view, Annotation annotation) {
+  const auto result = context_->result();
+  if (!result) return;
+  annotation.view = view;
+  annotation.batch = result->request.batch;
+  annotation.head = result->request.head;
+  annotation.text = label_.trimmed();
+  if (annotation.kind == AnnotationKind::text && annotation.text.isEmpty()) {
+    annotation.text = tr("note");
+  }
+  QString error;
+  if (!addAnnotation(annotation, &error)) emit notice(error);
+}
+
+bool AnnotationController::addAnnotation(const Annotation& annotation, QString* error) {
+  SessionFile* s = currentSession();
+  CaseSession* c = currentCase();
+  if (s == nullptr || c == nullptr) {
+    if (error) *error = tr("open a case before annotating it");
+    return false;
+  }
+  c->annotations << annotation;
+  c->batch = context_->batch();
+  c->head = context_->head();
+  c->view = currentView();
+  s->settings = settingsJson(*context_);
+  refresh();
+  QString saveError;
+  if (!s->save(&saveError)) {
+    if (error) *error = saveError;
+    emit notice(saveError);
+    return false;
+  }
+  return true;
+}
+
+bool AnnotationController::removeLast() {
+  CaseSession* c = currentCase();
+  const QList<Annotation> mine = userAnnotations(currentView());
+  if (c == nullptr || mine.isEmpty()) return false;
+  c->annotations.removeAt(c->annotations.lastIndexOf(mine.last()));
+  refresh();
+  return save(*currentSession());
+}
+
+void AnnotationController::clearView(const QString& view) {
+  CaseSession* c = currentCase();
+  if (c == nullptr) return;
+  for (const Annotation& a : userAnnotations(view)) c->annotations.removeAll(a);
+  refresh();
+  save(*currentSession());
+}
+
+bool AnnotationController::save(SessionFile& session) {
+  QString error;
+  if (session.save(&error)) return true;
+  emit notice(error);
+  return false;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,91 @@
+// Annotations in the main window: the Annotate menu and toolbar (tools text / arrow / box, the
+// label to place, automatic markers on or off, remove last, clear view), the AnnotationLayer of
+// every heatmap tab, and the sidecar SessionFile of each open dump, which holds the user's
+// annotations and view state (batch, head, tab, settings) and restores them when the dump is
+// opened again. A sidecar is written only once the user has annotated the dump (or when one
+// already exists), so browsing a dump leaves its folder untouched.
+#pragma once
+
+#include <QObject>
+#include <QSet>
+#include <map>
+
+#include "app/gui/SessionFile.h"
+#include "app/plot/AnnotationLayer.h"
+
+class QAction;
+class QActionGroup;
+class QLineEdit;
+class QMenu;
+class QToolBar;
+class QWidget;
+
+namespace attnscope {
+
+class HeatmapPanel;
+class SessionContext;
+
+class AnnotationController : public QObject {
+  Q_OBJECT
+
+ public:
+  AnnotationController(SessionContext* context, HeatmapPanel* heatmaps, QWidget* window);
+
+  QMenu* menu() const { return menu_; }
+  QToolBar* toolBar() const { return toolBar_; }
+
+  void setTool(AnnotationTool tool);
+  AnnotationTool tool() const { return tool_; }
+  // The label the next placed annotation gets (the toolbar's text field).
+  void setLabel(const QString& label);
+  void setMarkersShown(bool shown);
+  bool markersShown() const;
+
+  // Adds a user annotation to the current dump / case (its view, batch and head as given) and
+  // saves the sidecar; false with `error` when no case is open or the save failed.
+  bool addAnnotation(const Annotation& annotation, QString* error = nullptr);
+  bool removeLast();
+  void clearView(const QString& view);
+
+  // User annotations of the current case on `view` at the shown batch / head, and everything
+  // drawn there (those plus the automatic markers).
+  QList<Annotation> userAnnotations(const QString& view) const;
+  QList<Annotation> shownAnnotations(const QString& view) const;
+  // The heatmap tabs as named views (for "export all views").
+  QList<QPair<QString, QWidget*>> views() const;
+
+  // The session of the current dump (nullptr without one).
+  const SessionFile* session() const;
+
+ signals:
+  // Something the user should know (sidecar notes, a failed save); shown in the status bar.
+  void notice(const QString& message);
+
+ private:
+  void buildActions(QWidget* window);
+  SessionFile* currentSession();
+  CaseSession* currentCase();
+  QString currentView() const;
+  void onCaseChanged();
+  void rememberViewState();
+  void refresh();
+  void onPlaced(const QString& view, Annotation annotation);
+  bool save(SessionFile& session);
+
+  SessionContext* context_;
+  HeatmapPanel* heatmaps_;
+  std::map<QString, SessionFile> sessions_;  // by absolute dump path
+  QSet<QString> restored_;                   // "dump|case" whose view state was applied
+  QSet<QObject*> connectedLayers_;
+  AnnotationTool tool_ = AnnotationTool::none;
+  QString label_;
+  bool restoring_ = false;
+
+  QMenu* menu_ = nullptr;
+  QToolBar* toolBar_ = nullptr;
+  QActionGroup* tools_ = nullptr;
+  QAction* markers_ = nullptr;
+  QLineEdit* labelEdit_ = nullptr;
+};
+
+}  // namespace attnscope

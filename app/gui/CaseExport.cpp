@@ -1,0 +1,137 @@
+// Stamps of computed results and the "export all views" folder with its index page (see
+// CaseExport.h).
+#include "app/gui/CaseExport.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QSaveFile>
+
+#include "app/gui/SessionContext.h"
+#include "app/plot/PlotExport.h"
+
+namespace attnscope {
+namespace {
+
+QString cell(const QString& text) {
+  return QStringLiteral("<td>%1</td>").arg(text.toHtmlEscaped());
+}
+
+QString describe(const Annotation& a) {
+  const QString where = a.kind == AnnotationKind::text
+                            ? QStringLiteral("at (row %1, col %2)")
+                                  .arg(a.from.y(), 0, 'f', 1)
+                                  .arg(a.from.x(), 0, 'f', 1)
+                            : QStringLiteral("from (row %1, col %2) to (row %3, col %4)")
+                                  .arg(a.from.y(), 0, 'f', 1)
+                                  .arg(a.from.x(), 0, 'f', 1)
+                                  .arg(a.to.y(), 0, 'f', 1)
+                                  .arg(a.to.x(), 0, 'f', 1);
+  return QStringLiteral("%1%2 %3%4")
+      .arg(a.automatic ? QStringLiteral("marker ") : QString(), annotationKindName(a.kind), where,
+           a.text.isEmpty() ? QString() : QStringLiteral(": ") + a.text);
+}
+
+bool writeAtomically(const QString& path, const QByteArray& bytes, QString* error) {
+  QSaveFile out(path);
+  if (out.open(QIODevice::WriteOnly) && out.write(bytes) == bytes.size() && out.commit()) {
+    return true;
+  }
+  if (error) *error = QStringLiteral("%1: cannot write: %2").arg(path, out.errorString());
+  return false;
+}
+
+}  // namespace
+
+FigureStamp stampFor(const HeadResult& r, const QString& view) {
+  FigureStamp s;
+  s.view = view;
+  s.file = QFileInfo(QFile::decodeName(r.file_path.c_str())).absoluteFilePath();
+  s.casePath = QString::fromStdString(r.case_path);
+  s.batch = r.request.batch;
+  s.head = r.request.head;
+  s.precision = QString::fromLatin1(precision_name(r.precision));
+  s.mode = modeName(r.request.mode);
+  if (!r.backend.empty() && r.backend != "cpu") {
+    s.mode += QStringLiteral(" (%1)").arg(QString::fromStdString(r.backend));
+  }
+  s.scale = r.scale;
+  if (r.clip) {
+    s.clip = QStringLiteral("max_norm %1 (total %2, coef %3)")
+                 .arg(r.clip->max_norm, 0, 'g', 6)
+                 .arg(r.clip->total_norm, 0, 'g', 6)
+                 .arg(r.clip->coef, 0, 'g', 6);
+  }
+  s.maskFill = maskFillName(r.request.settings.mask_fill);
+  return s;
+}
+
+QString fileStem(const QString& name) {
+  QString stem;
+  for (const QChar c : name) {
+    stem += c.isLetterOrNumber() || c == QLatin1Char('-') || c == QLatin1Char('_')
+                ? c
+                : QLatin1Char('_');
+  }
+  return stem.isEmpty() ? QStringLiteral("view") : stem;
+}
+
+QString indexHtml(const QList<ViewExport>& views, const FigureStamp& stamp) {
+  QString html =
+      QStringLiteral(
+          "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n<title>attnscope: %1</title>\n"
+          "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+          "td{border:1px solid #ccc;padding:2px 8px}img{max-width:100%;border:1px solid #ddd}"
+          "</style>\n</head><body>\n<h1>attnscope: %1</h1>\n<table class=\"stamp\">\n")
+          .arg((stamp.casePath + QStringLiteral(" · ") + QFileInfo(stamp.file).fileName())
+                   .toHtmlEscaped());
+  for (const auto& [label, value] : stamp.fields()) {
+    if (label != QStringLiteral("view")) {
+      html += QStringLiteral("<tr>%1%2</tr>\n").arg(cell(label), cell(value));
+    }
+  }
+  html += QStringLiteral("<tr>%1%2</tr>\n</table>\n")
+              .arg(cell(QStringLiteral("exported")),
+                   cell(QDateTime::currentDateTimeUtc().toString(Qt::ISODate)));
+  for (const ViewExport& v : views) {
+    const QString stem = fileStem(v.name).toHtmlEscaped();
+    html += QStringLiteral(
+                "<h2 id=\"%1\">%2</h2>\n<p><a href=\"%1.svg\">SVG</a></p>\n"
+                "<img src=\"%1.png\" alt=\"%2\">\n")
+                .arg(stem, v.name.toHtmlEscaped());
+    if (!v.annotations.isEmpty()) {
+      html += QStringLiteral("<ul class=\"annotations\">\n");
+      for (const Annotation& a : v.annotations) {
+        html += QStringLiteral("<li>%1</li>\n").arg(describe(a).toHtmlEscaped());
+      }
+      html += QStringLiteral("</ul>\n");
+    }
+  }
+  return html + QStringLiteral("</body></html>\n");
+}
+
+QStringList exportAllViews(const QList<ViewExport>& views, const FigureStamp& stamp,
+                           const QString& folder, QString* error) {
+  QStringList written;
+  if (!QDir().mkpath(folder)) {
+    if (error) *error = QStringLiteral("%1: cannot create the folder").arg(folder);
+    return written;
+  }
+  const QDir dir(folder);
+  for (const ViewExport& v : views) {
+    FigureStamp viewStamp = stamp;
+    viewStamp.view = v.name;
+    for (const char* suffix : {".png", ".svg"}) {
+      const QString path = dir.filePath(fileStem(v.name) + QLatin1String(suffix));
+      if (!exportView(v.widget, path, viewStamp, error)) return written;
+      written << path;
+    }
+  }
+  const QString index = dir.filePath(QStringLiteral("index.html"));
+  if (!writeAtomically(index, indexHtml(views, stamp).toUtf8(), error)) return written;
+  written << index;
+  return written;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,200 @@
+// Sidecar session file: location, tolerant reading and atomic writing (see SessionFile.h).
+#include "app/gui/SessionFile.h"
+
+#include <QCryptographicHash>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <QStandardPaths>
+
+namespace attnscope {
+namespace {
+
+const QString kFormat = QStringLiteral("attnscope-session");
+const QString kSuffix = QStringLiteral(".attnscope.json");
+const QStringList kCaseKeys = {QStringLiteral("batch"), QStringLiteral("head"),
+                               QStringLiteral("view"), QStringLiteral("annotations"),
+                               QStringLiteral("unreadable_annotations")};
+
+CaseSession parseCase(const QJsonObject& json, const QString& casePath, QStringList& notes) {
+  CaseSession c;
+  c.batch = json.value(QStringLiteral("batch")).toInteger(-1);
+  c.head = json.value(QStringLiteral("head")).toInteger(-1);
+  c.view = json.value(QStringLiteral("view")).toString();
+  c.unreadable = json.value(QStringLiteral("unreadable_annotations")).toArray();
+  for (const QJsonValue& entry : json.value(QStringLiteral("annotations")).toArray()) {
+    const std::optional<Annotation> a = Annotation::fromJson(entry.toObject());
+    if (a) {
+      c.annotations << *a;
+    } else {
+      c.unreadable << entry;
+      notes << QStringLiteral("%1: an annotation could not be read and is kept as it was")
+                   .arg(casePath);
+    }
+  }
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    if (!kCaseKeys.contains(it.key())) c.extra[it.key()] = it.value();
+  }
+  return c;
+}
+
+// Moves a file that cannot be read as a session aside (renamed, else copied) so that the next
+// save cannot destroy it; false when neither worked. `note` says what happened.
+bool moveAside(const QString& path, const QString& problem, QString& note) {
+  const QString aside =
+      path + QStringLiteral(".corrupt-") +
+      QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMddThhmmsszzz"));
+  if (QFile::rename(path, aside) || QFile::copy(path, aside)) {
+    note = QStringLiteral("%1: %2; kept as %3, a new session starts").arg(path, problem, aside);
+    return true;
+  }
+  note = QStringLiteral("%1: %2; it could not be moved aside, so the session is saved elsewhere")
+             .arg(path, problem);
+  return false;
+}
+
+}  // namespace
+
+QString SessionFile::besidePath(const QString& dump) {
+  return QFileInfo(dump).absoluteFilePath() + kSuffix;
+}
+
+QString SessionFile::fallbackPath(const QString& dump) {
+  const QString absolute = QFileInfo(dump).absoluteFilePath();
+  const QByteArray hash =
+      QCryptographicHash::hash(absolute.toUtf8(), QCryptographicHash::Sha1).toHex().left(16);
+  return QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) +
+         QStringLiteral("/sessions/") + QFileInfo(dump).fileName() + QLatin1Char('-') +
+         QString::fromLatin1(hash) + kSuffix;
+}
+
+SessionFile SessionFile::load(const QString& dump, bool repair) {
+  SessionFile s;
+  s.dump_ = QFileInfo(dump).absoluteFilePath();
+  for (const QString& candidate : {besidePath(dump), fallbackPath(dump)}) {
+    if (QFileInfo::exists(candidate)) {
+      s.path_ = candidate;
+      break;
+    }
+  }
+  if (s.path_.isEmpty()) return s;
+  QFile file(s.path_);
+  if (!file.open(QIODevice::ReadOnly)) {
+    s.notes_ << QStringLiteral("%1: cannot read: %2").arg(s.path_, file.errorString());
+    s.path_ = fallbackPath(dump) == s.path_ ? besidePath(dump) : fallbackPath(dump);
+    return s;
+  }
+  QJsonParseError parseError;
+  const QJsonDocument doc = QJsonDocument::fromJson(file.readAll(), &parseError);
+  file.close();
+  const QJsonObject root = doc.object();
+  QString problem;
+  if (parseError.error != QJsonParseError::NoError) {
+    problem = QStringLiteral("not valid JSON (%1 at byte %2)")
+                  .arg(parseError.errorString())
+                  .arg(parseError.offset);
+  } else if (!doc.isObject() || root.value(QStringLiteral("format")).toString() != kFormat) {
+    problem = QStringLiteral("not an attnscope session (no \"format\": \"%1\")").arg(kFormat);
+  } else if (root.contains(QStringLiteral("cases")) &&
+             !root.value(QStringLiteral("cases")).isObject()) {
+    problem = QStringLiteral("\"cases\" is not an object");
+  }
+  if (!problem.isEmpty() && !repair) {
+    s.notes_ << QStringLiteral("%1: %2; ignored").arg(s.path_, problem);
+    return s;
+  }
+  if (!problem.isEmpty()) {
+    QString note;
+    const bool kept = moveAside(s.path_, problem, note);
+    s.notes_ << note;
+    if (!kept) s.path_ = s.path_ == fallbackPath(dump) ? besidePath(dump) : fallbackPath(dump);
+    return s;
+  }
+  s.parse(root);
+  return s;
+}
+
+void SessionFile::parse(const QJsonObject& root) {
+  original_ = root;
+  readVersion_ = root.value(QStringLiteral("version")).toInt(0);
+  if (readVersion_ > kVersion) {
+    notes_ << QStringLiteral(
+                  "%1: written by a newer attnscope (session version %2, this one "
+                  "reads %3); unknown fields are kept, and the file is backed up "
+                  "before it is rewritten")
+                  .arg(path_)
+                  .arg(readVersion_)
+                  .arg(kVersion);
+  }
+  lastCase = root.value(QStringLiteral("last_case")).toString();
+  settings = root.value(QStringLiteral("settings")).toObject();
+  const QJsonObject all = root.value(QStringLiteral("cases")).toObject();
+  for (auto it = all.begin(); it != all.end(); ++it) {
+    cases[it.key()] = parseCase(it.value().toObject(), it.key(), notes_);
+  }
+}
+
+QJsonObject SessionFile::serialise() const {
+  QJsonObject root = original_;
+  root[QStringLiteral("format")] = kFormat;
+  root[QStringLiteral("version")] = std::max(kVersion, readVersion_);
+  const QFileInfo dumpInfo(dump_);
+  root[QStringLiteral("dump")] = QJsonObject{
+      {QStringLiteral("path"), dump_},
+      {QStringLiteral("size"), dumpInfo.size()},
+      {QStringLiteral("modified"), dumpInfo.lastModified().toUTC().toString(Qt::ISODateWithMs)}};
+  root[QStringLiteral("last_case")] = lastCase;
+  root[QStringLiteral("settings")] = settings;
+  QJsonObject all;
+  for (auto it = cases.begin(); it != cases.end(); ++it) {
+    QJsonObject c = it->extra;
+    c[QStringLiteral("batch")] = it->batch;
+    c[QStringLiteral("head")] = it->head;
+    c[QStringLiteral("view")] = it->view;
+    QJsonArray annotations;
+    for (const Annotation& a : it->annotations) {
+      if (!a.automatic) annotations << a.toJson();
+    }
+    c[QStringLiteral("annotations")] = annotations;
+    if (!it->unreadable.isEmpty()) c[QStringLiteral("unreadable_annotations")] = it->unreadable;
+    all[it.key()] = c;
+  }
+  root[QStringLiteral("cases")] = all;
+  return root;
+}
+
+bool SessionFile::save(QString* error) {
+  QStringList targets;
+  if (!path_.isEmpty()) {
+    targets << path_;
+  } else {
+    if (QFileInfo(QFileInfo(dump_).absolutePath()).isWritable()) targets << besidePath(dump_);
+    targets << fallbackPath(dump_);
+  }
+  const QByteArray bytes = QJsonDocument(serialise()).toJson(QJsonDocument::Indented);
+  QString problems;
+  for (const QString& target : targets) {
+    if (readVersion_ > kVersion && !backedUpNewer_ && QFileInfo::exists(target)) {
+      const QString backup = target + QStringLiteral(".v%1.bak").arg(readVersion_);
+      if (!QFileInfo::exists(backup) && !QFile::copy(target, backup)) {
+        problems += QStringLiteral("%1: cannot back up the newer-version file; ").arg(target);
+        continue;
+      }
+      backedUpNewer_ = true;
+    }
+    QDir().mkpath(QFileInfo(target).absolutePath());
+    QSaveFile out(target);
+    if (out.open(QIODevice::WriteOnly) && out.write(bytes) == bytes.size() && out.commit()) {
+      path_ = target;
+      return true;
+    }
+    problems += QStringLiteral("%1: %2; ").arg(target, out.errorString());
+  }
+  if (error) *error = QStringLiteral("cannot save the session: ") + problems.chopped(2);
+  return false;
+}
+
+}  // namespace attnscope

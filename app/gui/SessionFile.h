@@ -1,0 +1,72 @@
+// The sidecar session file of a dump: user annotations and view state per case, kept next to
+// the dump as `<dump>.attnscope.json` (or, when the dump's folder is not writable, in the
+// user's config folder), never inside the dump. Written atomically (QSaveFile). Reading never
+// fails: an older or newer version is read as far as understood, fields it does not know are
+// written back untouched, annotations it cannot read are kept verbatim, and a corrupt file is
+// moved aside to `<sidecar>.corrupt-<time>` instead of being overwritten.
+#pragma once
+
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QMap>
+#include <QString>
+#include <QStringList>
+#include <optional>
+
+#include "app/plot/Annotation.h"
+
+namespace attnscope {
+
+// View state and annotations of one case.
+struct CaseSession {
+  qint64 batch = -1, head = -1;  // -1: never saved
+  QString view;                  // heatmap tab ("S", "P", ...)
+  QList<Annotation> annotations;
+  QJsonArray unreadable;  // entries of a newer / damaged file, written back as they were
+  QJsonObject extra;      // unknown keys of the case object, written back as they were
+};
+
+class SessionFile {
+ public:
+  static constexpr int kVersion = 1;
+
+  // `<dump>.attnscope.json` beside the dump, and the fallback in the user's config folder
+  // (`<config>/sessions/<name>-<hash of the absolute path>.attnscope.json`).
+  static QString besidePath(const QString& dump);
+  static QString fallbackPath(const QString& dump);
+
+  // Reads the sidecar of `dump` (beside it, else the fallback); an empty session when there is
+  // none. Problems become notes(), never errors. Without `repair` a corrupt file is left where
+  // it is (read-only use, e.g. the CLI; such a session must not be saved).
+  static SessionFile load(const QString& dump, bool repair = true);
+
+  // Writes atomically to the file it was read from, else beside the dump, else the fallback.
+  // A newer-version file is first copied to `<sidecar>.v<N>.bak`. False with a message naming
+  // the path on failure.
+  bool save(QString* error);
+
+  const QString& dump() const { return dump_; }
+  // The file read or last written; empty when the session was never saved.
+  const QString& path() const { return path_; }
+  bool exists() const { return !path_.isEmpty(); }
+  // What loading had to work around (corrupt file moved aside, newer version, skipped entries).
+  const QStringList& notes() const { return notes_; }
+  int readVersion() const { return readVersion_; }
+
+  QMap<QString, CaseSession> cases;  // by case path
+  QString lastCase;
+  QJsonObject settings;  // the what-if settings last used: precision, mode, scale, mask_fill
+
+ private:
+  void parse(const QJsonObject& root);
+  QJsonObject serialise() const;
+
+  QString dump_;
+  QString path_;
+  QStringList notes_;
+  int readVersion_ = 0;
+  QJsonObject original_;  // the root as read: unknown top-level keys survive a save
+  bool backedUpNewer_ = false;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,128 @@
+// Annotation JSON form and the automatic markers of a grid (see Annotation.h).
+#include "app/plot/Annotation.h"
+
+#include <QJsonArray>
+#include <algorithm>
+#include <cmath>
+
+namespace attnscope {
+namespace {
+
+QJsonArray pointJson(QPointF p) {
+  return {p.x(), p.y()};
+}
+
+std::optional<QPointF> pointFromJson(const QJsonValue& value) {
+  const QJsonArray a = value.toArray();
+  if (a.size() != 2 || !a[0].isDouble() || !a[1].isDouble()) return std::nullopt;
+  const double x = a[0].toDouble(), y = a[1].toDouble();
+  if (!std::isfinite(x) || !std::isfinite(y)) return std::nullopt;
+  return QPointF(x, y);
+}
+
+// Where a marker's label sits: up and to the right of the element, flipped back inside the
+// matrix near its right / top edge (y grows downwards: row 0 is the top row).
+QPointF labelPoint(const MatrixGrid& g, double row, double col) {
+  const double dx = std::max(2.0, 0.12 * static_cast<double>(g.total_cols));
+  const double dy = std::max(2.0, 0.10 * static_cast<double>(g.total_rows));
+  const double cols = static_cast<double>(g.total_cols), rows = static_cast<double>(g.total_rows);
+  const double x = col + dx < cols ? col + dx : col - dx;
+  const double y = row - dy >= 0 ? row - dy : row + dy;
+  return {std::clamp(x, 0.0, cols - 1), std::clamp(y, 0.0, rows - 1)};
+}
+
+}  // namespace
+
+QString annotationKindName(AnnotationKind kind) {
+  switch (kind) {
+    case AnnotationKind::text:
+      return QStringLiteral("text");
+    case AnnotationKind::arrow:
+      return QStringLiteral("arrow");
+    case AnnotationKind::box:
+      return QStringLiteral("box");
+  }
+  return {};
+}
+
+std::optional<AnnotationKind> annotationKindFromName(const QString& name) {
+  for (AnnotationKind k : {AnnotationKind::text, AnnotationKind::arrow, AnnotationKind::box}) {
+    if (annotationKindName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+bool Annotation::operator==(const Annotation& o) const {
+  return kind == o.kind && view == o.view && batch == o.batch && head == o.head && from == o.from &&
+         to == o.to && text == o.text && automatic == o.automatic;
+}
+
+QJsonObject Annotation::toJson() const {
+  return {{QStringLiteral("kind"), annotationKindName(kind)},
+          {QStringLiteral("view"), view},
+          {QStringLiteral("batch"), batch},
+          {QStringLiteral("head"), head},
+          {QStringLiteral("from"), pointJson(from)},
+          {QStringLiteral("to"), pointJson(to)},
+          {QStringLiteral("text"), text}};
+}
+
+std::optional<Annotation> Annotation::fromJson(const QJsonObject& json) {
+  const auto kind = annotationKindFromName(json.value(QStringLiteral("kind")).toString());
+  const auto from = pointFromJson(json.value(QStringLiteral("from")));
+  if (!kind || !from) return std::nullopt;
+  Annotation a;
+  a.kind = *kind;
+  a.view = json.value(QStringLiteral("view")).toString();
+  a.batch = json.value(QStringLiteral("batch")).toInteger();
+  a.head = json.value(QStringLiteral("head")).toInteger();
+  a.from = *from;
+  a.to = pointFromJson(json.value(QStringLiteral("to"))).value_or(*from);
+  a.text = json.value(QStringLiteral("text")).toString();
+  if (a.view.isEmpty() || a.batch < 0 || a.head < 0) return std::nullopt;
+  return a;
+}
+
+QList<Annotation> automaticMarkers(const MatrixGrid& grid, const QString& view, qint64 batch,
+                                   qint64 head) {
+  QList<Annotation> markers;
+  if (grid.empty()) return markers;
+  int64_t firstBad = -1, maxCell = -1;
+  float maxAbs = -1;
+  for (int64_t n = 0; n < grid.rows * grid.cols; ++n) {
+    const CellClass cls = grid.cls[static_cast<size_t>(n)];
+    if (firstBad < 0 && cls != CellClass::value && cls != CellClass::masked) firstBad = n;
+    const float v = std::fabs(grid.value[static_cast<size_t>(n)]);
+    if (cls == CellClass::value && v > maxAbs) {
+      maxAbs = v;
+      maxCell = n;
+    }
+  }
+  auto marker = [&](int64_t cell, const QString& text) {
+    const int64_t r = cell / grid.cols, c = cell % grid.cols;
+    const double row = static_cast<double>(grid.row_edges[static_cast<size_t>(r)]);
+    const double col = static_cast<double>(grid.col_edges[static_cast<size_t>(c)]);
+    Annotation a;
+    a.kind = AnnotationKind::arrow;
+    a.view = view;
+    a.batch = batch;
+    a.head = head;
+    a.to = QPointF(col, row);
+    a.from = labelPoint(grid, row, col);
+    a.text =
+        text +
+        QStringLiteral(" at (%1, %2)").arg(static_cast<qint64>(row)).arg(static_cast<qint64>(col));
+    a.automatic = true;
+    markers << a;
+  };
+  if (firstBad >= 0) {
+    const CellClass cls = grid.cls[static_cast<size_t>(firstBad)];
+    marker(firstBad, QStringLiteral("first %1").arg(QString::fromLatin1(cell_class_name(cls))));
+  }
+  if (maxCell >= 0) {
+    marker(maxCell, QStringLiteral("max |%1| = %2").arg(view).arg(maxAbs, 0, 'g', 4));
+  }
+  return markers;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,172 @@
+// QCustomPlot items for annotations and the mouse handling of the placing tools (see
+// AnnotationLayer.h).
+#include "app/plot/AnnotationLayer.h"
+
+#include <qcustomplot.h>
+
+#include <QMouseEvent>
+
+namespace attnscope {
+namespace {
+
+const QColor kUserInk(0x10, 0x10, 0x10);
+const QColor kUserLabel(0xff, 0xff, 0xff, 0xe0);
+const QColor kMarkerInk(0x20, 0x20, 0x20);
+const QColor kMarkerLabel(0xff, 0xf3, 0xb0, 0xe8);
+constexpr int kClickSlopPx = 4;
+
+QPen inkPen(const Annotation& a) {
+  QPen pen(a.automatic ? kMarkerInk : kUserInk, a.automatic ? 1.5 : 2.0);
+  if (a.automatic) pen.setStyle(Qt::DashLine);
+  return pen;
+}
+
+}  // namespace
+
+AnnotationLayer::AnnotationLayer(QCustomPlot* plot) : QObject(plot), plot_(plot) {
+  setObjectName(QStringLiteral("annotationLayer"));
+  plot_->installEventFilter(this);
+}
+
+AnnotationLayer::~AnnotationLayer() = default;
+
+AnnotationLayer* AnnotationLayer::of(QWidget* view) {
+  auto* plot = view == nullptr ? nullptr : view->findChild<QCustomPlot*>();
+  if (plot == nullptr) return nullptr;
+  auto* layer = plot->findChild<AnnotationLayer*>(QString(), Qt::FindDirectChildrenOnly);
+  return layer != nullptr ? layer : new AnnotationLayer(plot);
+}
+
+void AnnotationLayer::setAnnotations(const QList<Annotation>& annotations) {
+  clearItems();
+  annotations_ = annotations;
+  for (const Annotation& a : annotations_) draw(a);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void AnnotationLayer::clearItems() {
+  for (QCPAbstractItem* item : items_) plot_->removeItem(item);
+  items_.clear();
+}
+
+void AnnotationLayer::draw(const Annotation& a) {
+  switch (a.kind) {
+    case AnnotationKind::text:
+      addLabel(a, a.from, Qt::AlignCenter);
+      break;
+    case AnnotationKind::arrow: {
+      auto* line = new QCPItemLine(plot_);
+      line->start->setCoords(a.from);
+      line->end->setCoords(a.to);
+      line->setPen(inkPen(a));
+      line->setHead(QCPLineEnding(QCPLineEnding::esSpikeArrow, 10, 12));
+      items_ << line;
+      if (!a.text.isEmpty()) addLabel(a, a.from, Qt::AlignCenter);
+      break;
+    }
+    case AnnotationKind::box: {
+      auto* rect = new QCPItemRect(plot_);
+      rect->topLeft->setCoords(a.from);
+      rect->bottomRight->setCoords(a.to);
+      rect->setPen(inkPen(a));
+      rect->setBrush(Qt::NoBrush);
+      items_ << rect;
+      if (!a.text.isEmpty()) {
+        addLabel(a, QPointF(std::min(a.from.x(), a.to.x()), std::min(a.from.y(), a.to.y())),
+                 Qt::AlignLeft | Qt::AlignBottom);
+      }
+      break;
+    }
+  }
+}
+
+void AnnotationLayer::addLabel(const Annotation& a, QPointF at, Qt::Alignment alignment) {
+  auto* label = new QCPItemText(plot_);
+  label->position->setCoords(at);
+  label->setPositionAlignment(alignment);
+  label->setText(a.text);
+  label->setFont(QFont(plot_->font().family(), 8));
+  label->setColor(a.automatic ? kMarkerInk : kUserInk);
+  label->setBrush(QBrush(a.automatic ? kMarkerLabel : kUserLabel));
+  label->setPen(QPen(a.automatic ? kMarkerInk : kUserInk, 0.8));
+  label->setPadding(QMargins(3, 1, 3, 1));
+  items_ << label;
+}
+
+void AnnotationLayer::setTool(AnnotationTool tool) {
+  tool_ = tool;
+  dragging_ = false;
+  plot_->setCursor(tool == AnnotationTool::none ? Qt::ArrowCursor : Qt::CrossCursor);
+}
+
+QPointF AnnotationLayer::toData(QPoint pixel) const {
+  return {plot_->xAxis->pixelToCoord(pixel.x()), plot_->yAxis->pixelToCoord(pixel.y())};
+}
+
+QPoint AnnotationLayer::toPixel(QPointF data) const {
+  return QPointF(plot_->xAxis->coordToPixel(data.x()), plot_->yAxis->coordToPixel(data.y()))
+      .toPoint();
+}
+
+void AnnotationLayer::updatePreview(QPointF to) {
+  if (preview_ == nullptr) {
+    if (tool_ == AnnotationTool::box) {
+      auto* rect = new QCPItemRect(plot_);
+      rect->setPen(QPen(kUserInk, 1, Qt::DotLine));
+      preview_ = rect;
+    } else {
+      auto* line = new QCPItemLine(plot_);
+      line->setPen(QPen(kUserInk, 1, Qt::DotLine));
+      line->setHead(QCPLineEnding::esSpikeArrow);
+      preview_ = line;
+    }
+  }
+  if (auto* rect = qobject_cast<QCPItemRect*>(preview_)) {
+    rect->topLeft->setCoords(pressData_);
+    rect->bottomRight->setCoords(to);
+  } else if (auto* line = qobject_cast<QCPItemLine*>(preview_)) {
+    line->start->setCoords(pressData_);
+    line->end->setCoords(to);
+  }
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool AnnotationLayer::eventFilter(QObject* watched, QEvent* event) {
+  if (watched != plot_ || tool_ == AnnotationTool::none) return false;
+  const auto type = event->type();
+  if (type != QEvent::MouseButtonPress && type != QEvent::MouseMove &&
+      type != QEvent::MouseButtonRelease) {
+    return false;
+  }
+  auto* mouse = static_cast<QMouseEvent*>(event);
+  const QPoint pos = mouse->position().toPoint();
+  if (type == QEvent::MouseButtonPress && mouse->button() == Qt::LeftButton &&
+      plot_->axisRect()->rect().contains(pos)) {
+    dragging_ = true;
+    pressData_ = toData(pos);
+  } else if (type == QEvent::MouseMove && dragging_ && tool_ != AnnotationTool::text) {
+    updatePreview(toData(pos));
+  } else if (type == QEvent::MouseButtonRelease && dragging_) {
+    dragging_ = false;
+    if (preview_ != nullptr) plot_->removeItem(preview_);
+    preview_ = nullptr;
+    const QPoint pressPixel = toPixel(pressData_);
+    const bool click = (pos - pressPixel).manhattanLength() <= kClickSlopPx;
+    Annotation a;
+    a.from = pressData_;
+    a.to = toData(pos);
+    if (tool_ == AnnotationTool::text) {
+      a.kind = AnnotationKind::text;
+      a.to = a.from;
+    } else if (click) {
+      plot_->replot(QCustomPlot::rpQueuedReplot);
+      return true;  // an arrow or box needs a drag
+    } else {
+      a.kind = tool_ == AnnotationTool::box ? AnnotationKind::box : AnnotationKind::arrow;
+    }
+    emit placed(a);
+  }
+  return true;  // while a tool is active the plot neither pans, zooms by drag nor pins
+}
+
+}  // namespace attnscope

@@ -1,0 +1,213 @@
+// Entry point and fixtures of the export test suite, and the stamped export of the real window:
+// PNG / PDF / SVG with the stamp in the picture and the metadata, atomic replacement, and
+// "export all views" with its index page.
+#include <QDir>
+#include <QImage>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QtTest>
+
+#include "app/gui/AnnotationController.h"
+#include "app/gui/CaseExport.h"
+#include "app/gui/ComputeWorker.h"
+#include "app/gui/SessionContext.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/plot/HeatmapView.h"
+#include "app/plot/PlotExport.h"
+#include "tests/gui/ExportTest.h"
+
+namespace attnscope::test {
+
+QString samplePath() {
+  return QStringLiteral(ATTNSCOPE_SAMPLE);
+}
+
+QString badCorpusDir() {
+  return QStringLiteral(ATTNSCOPE_BAD_CORPUS);
+}
+
+QString cliPath() {
+  return QStringLiteral(ATTNSCOPE_CLI);
+}
+
+DumpCopy::DumpCopy() : path(dir.filePath(QStringLiteral("seed_cases.h5"))) {
+  QVERIFY(QFile::copy(samplePath(), path));
+}
+
+ExportWindow::ExportWindow(bool keepDialogs) : window(std::make_unique<MainWindow>()) {
+  if (!keepDialogs) {
+    window->setErrorHandler(
+        [this](const QString& title, const QString& message, const QString& hint) {
+          errors << title + QStringLiteral(": ") + message + QStringLiteral(" | hint: ") + hint;
+        });
+  }
+  window->resize(1400, 900);
+  window->show();
+  QVERIFY(QTest::qWaitForWindowExposed(window.get()));
+}
+
+bool ExportWindow::open(const QString& file, const QString& casePath, int head, Mode mode) {
+  SessionContext* ctx = window->context();
+  ctx->setPrecision(Precision::f16);
+  ctx->setMode(mode);
+  if (!window->openTarget({file, casePath})) return false;
+  ctx->setHead(head);
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < 120000) {
+    QTest::qWait(20);
+    const auto r = ctx->result();
+    if (r && !window->worker()->busy() && r->request.head == head && r->request.mode == mode &&
+        r->precision == Precision::f16 && QString::fromStdString(r->case_path) == casePath) {
+      QTest::qWait(50);  // the views and annotation layers take the result in this turn
+      return true;
+    }
+  }
+  return false;
+}
+
+void ExportTest::initTestCase() {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("attnscope-tests"));
+  QCoreApplication::setApplicationName(QStringLiteral("attnscope-export-tests"));
+  QVERIFY(settingsDir_.isValid());
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir_.path());
+  QVERIFY2(QFile::exists(samplePath()), qPrintable(samplePath()));
+}
+
+namespace {
+
+QByteArray readAll(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+int64_t pixelsOfColor(const QImage& image, QRgb color) {
+  int64_t n = 0;
+  for (int y = 0; y < image.height(); ++y) {
+    const auto* line = reinterpret_cast<const QRgb*>(image.constScanLine(y));
+    for (int x = 0; x < image.width(); ++x) n += (line[x] & 0xffffff) == (color & 0xffffff);
+  }
+  return n;
+}
+
+}  // namespace
+
+void ExportTest::export_png_pdf_svg_carry_the_stamp() {
+  DumpCopy dump;
+  ExportWindow w;
+  QVERIFY(w.open(dump.path, QStringLiteral("/fp16_score_overflow"), 3, Mode::unfused));
+  QTemporaryDir out;
+  QString error;
+  const QString png = out.filePath(QStringLiteral("s.png"));
+  QVERIFY2(w.window->exportCurrentView(png, &error), qPrintable(error));
+  const QImage image(png);
+  QVERIFY(!image.isNull());
+  // 2x the plot widget plus the two-line stamp footer.
+  auto* plot = w.window->heatmaps()
+                   ->view(QStringLiteral("S"))
+                   ->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
+  QVERIFY(plot != nullptr);
+  QCOMPARE(image.size(), QSize(plot->width(), plot->height() + 34) * 2);
+  QCOMPARE(image.text(QStringLiteral("attnscope.case")), QStringLiteral("/fp16_score_overflow"));
+  QCOMPARE(image.text(QStringLiteral("attnscope.head")), QStringLiteral("3"));
+  QCOMPARE(image.text(QStringLiteral("attnscope.precision")), QStringLiteral("fp16"));
+  QCOMPARE(image.text(QStringLiteral("attnscope.mode")), QStringLiteral("unfused"));
+  QCOMPARE(image.text(QStringLiteral("attnscope.scale")), QStringLiteral("0.125"));
+  QCOMPARE(image.text(QStringLiteral("attnscope.clip")), QStringLiteral("off"));
+  QCOMPARE(image.text(QStringLiteral("attnscope.file")), dump.path);
+  // The +inf band of rows 12-40 is painted in the +inf overlay colour (vivid orange).
+  QVERIFY(pixelsOfColor(image, qRgb(0xff, 0x66, 0x00)) > 1000);
+
+  const QString pdf = out.filePath(QStringLiteral("s.pdf"));
+  QVERIFY2(w.window->exportCurrentView(pdf, &error), qPrintable(error));
+  const QByteArray pdfBytes = readAll(pdf);
+  QVERIFY(pdfBytes.startsWith("%PDF-"));
+  QVERIFY(pdfBytes.size() > 5000);
+  for (const char* part :
+       {"<attnscope:case>/fp16_score_overflow</attnscope:case>",
+        "<attnscope:head>3</attnscope:head>", "<attnscope:precision>fp16</attnscope:precision>",
+        "<attnscope:scale>0.125</attnscope:scale>", "<attnscope:clip>off</attnscope:clip>",
+        "<attnscope:view>S</attnscope:view>"}) {
+    QVERIFY2(pdfBytes.contains(part), part);
+  }
+
+  const QString svg = out.filePath(QStringLiteral("s.svg"));
+  QVERIFY2(w.window->exportCurrentView(svg, &error), qPrintable(error));
+  const QString svgText = QString::fromUtf8(readAll(svg));
+  QVERIFY(svgText.contains(QStringLiteral("<svg")));
+  // Footer lines and the automatic marker on the first +inf, as SVG text.
+  for (const char* part : {"/fp16_score_overflow", "batch 0", "head 3", "fp16 unfused",
+                           "scale 0.125", "clip off", "mask -inf", "first +inf at (12, "}) {
+    QVERIFY2(svgText.contains(QLatin1String(part)), part);
+  }
+  QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).size(), 3);
+}
+
+void ExportTest::export_replaces_atomically_and_rejects_bad_targets() {
+  DumpCopy dump;
+  ExportWindow w;
+  QTemporaryDir out;
+  QString error;
+  QVERIFY(!w.window->exportCurrentView(out.filePath(QStringLiteral("early.png")), &error));
+  QVERIFY(error.contains(QStringLiteral("nothing to export")));
+  QVERIFY(w.open(dump.path, QStringLiteral("/fp16_score_overflow"), 0, Mode::fused));
+  const QString png = out.filePath(QStringLiteral("s.png"));
+  QVERIFY(w.window->exportCurrentView(png, &error));
+  const QByteArray first = readAll(png);
+  // An export that fails leaves the previous file as it was and no temporary file behind.
+  QVERIFY(!w.window->exportCurrentView(out.filePath(QStringLiteral("s.bmp")), &error));
+  QVERIFY(error.contains(QStringLiteral("unsupported export format 'bmp'")));
+  QVERIFY(!w.window->exportCurrentView(QStringLiteral("/nonexistent-dir/x.png"), &error));
+  QVERIFY(error.startsWith(QStringLiteral("/nonexistent-dir/x.png: cannot write")));
+  QCOMPARE(readAll(png), first);
+  // Head 3 overwrites the figure in place, complete.
+  w.window->context()->setHead(3);
+  QTRY_VERIFY_WITH_TIMEOUT(w.window->context()->result()->request.head == 3, 60000);
+  QTest::qWait(50);
+  QVERIFY(w.window->exportCurrentView(png, &error));
+  QCOMPARE(QImage(png).text(QStringLiteral("attnscope.head")), QStringLiteral("3"));
+  QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::Hidden),
+           QStringList{QStringLiteral("s.png")});
+}
+
+void ExportTest::export_all_views_writes_images_and_index() {
+  DumpCopy dump;
+  ExportWindow w;
+  QVERIFY(w.open(dump.path, QStringLiteral("/fp16_score_overflow"), 3, Mode::unfused));
+  Annotation note;
+  note.kind = AnnotationKind::text;
+  note.view = QStringLiteral("P");
+  note.head = 3;
+  note.from = note.to = QPointF(30, 20);
+  note.text = QStringLiteral("P is NaN on the overflowing rows");
+  QVERIFY(w.window->annotations()->addAnnotation(note));
+  QTemporaryDir out;
+  const QString folder = out.filePath(QStringLiteral("figures"));
+  QString error;
+  const QStringList written = w.window->exportAllViews(folder, &error);
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  const auto views = w.window->annotations()->views();
+  QVERIFY(views.size() >= 6);
+  QCOMPARE(written.size(), 2 * views.size() + 1);
+  const QString index = QString::fromUtf8(readAll(folder + QStringLiteral("/index.html")));
+  for (const auto& [name, widget] : views) {
+    const QString stem = fileStem(name);
+    const QImage image(folder + QLatin1Char('/') + stem + QStringLiteral(".png"));
+    QVERIFY2(!image.isNull(), qPrintable(stem));
+    QCOMPARE(image.text(QStringLiteral("attnscope.view")), name);
+    QVERIFY(QFileInfo(folder + QLatin1Char('/') + stem + QStringLiteral(".svg")).size() > 1000);
+    QVERIFY2(index.contains(QStringLiteral("<img src=\"%1.png\"").arg(stem)), qPrintable(stem));
+  }
+  for (const char* part : {"<td>case</td><td>/fp16_score_overflow</td>", "<td>head</td><td>3</td>",
+                           "<td>precision</td><td>fp16</td>", "<td>mode</td><td>unfused</td>",
+                           "<td>clip</td><td>off</td>", "marker arrow", "first +inf at (12, ",
+                           "text at (row 20.0, col 30.0): P is NaN on the overflowing rows"}) {
+    QVERIFY2(index.contains(QLatin1String(part)), part);
+  }
+}
+
+}  // namespace attnscope::test
+
+QTEST_MAIN(attnscope::test::ExportTest)
