@@ -49,6 +49,19 @@ constexpr const char* kStep =
     "  step that produces a non-finite value: its index, stage, tiles, ranges and values\n"
     "  exit 1 when such a step was found, 0 when the whole backward is finite\n";
 
+constexpr const char* kExport =
+    "usage: attnscope-cli export FILE[::CASE] --out PATH [--view V] [--format png|pdf|svg]\n"
+    "         [--batch B] [--head H] [--precision P] [--mode fused|unfused] [--scale X]\n"
+    "         [--mask-fill F] [--clip NORM] [--threads N] [--no-markers]\n"
+    "  figure of one view of one (batch, head), drawn with the GUI's plotting code (offscreen\n"
+    "  without a display). V: S (default), P, dP, dS, O, dQ, dK, dV, 'O err', 'dQ err'\n"
+    "  (heatmaps) or lse, l, o_norm, dq_norm (row plots). --clip applies clip_grad_norm_(NORM)\n"
+    "  to the head's gradients. Stamped with file, case, batch/head, precision, mode, scale,\n"
+    "  clip and mask fill; heatmaps carry the automatic markers (first non-finite element,\n"
+    "  largest |value|) and the annotations saved in the dump's sidecar (FILE.attnscope.json).\n"
+    "  The format follows --format or the suffix of PATH; the file is replaced atomically.\n"
+    "  CASE defaults to the first case of the file\n";
+
 constexpr const char* kTop =
     "usage: attnscope-cli <command> [options]   (attnscope-cli <command> --help for more)\n"
     "\n"
@@ -59,6 +72,7 @@ constexpr const char* kTop =
     "  sweep FILE::CASE       softmax-scale sweep\n"
     "  run FILE[::CASE]       recompute and write the results to --out RESULTS.h5\n"
     "  step FILE::CASE        step the fused backward to the first non-finite value\n"
+    "  export FILE[::CASE]    stamped, annotated figure of a view (PNG / PDF / SVG)\n"
     "\n"
     "A case is named FILE::/group/path. Exit codes: 0 ok; 1 error-severity findings (scan,\n"
     "run), rejected cases (info), a non-finite or failed supported run (compare), the case's\n"
@@ -78,6 +92,7 @@ const char* command_usage(const std::string& command) {
   if (command == "sweep") return kSweep;
   if (command == "run") return kRun;
   if (command == "step") return kStep;
+  if (command == "export") return kExport;
   return nullptr;
 }
 

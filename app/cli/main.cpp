@@ -7,14 +7,17 @@
 #include "cli_common.h"
 #include "cli_usage.h"
 #include "core/memory_budget.h"
+#ifdef ATTNSCOPE_CLI_EXPORT
+#include "export_command.h"
+#endif
 
 namespace {
 
 const std::vector<std::string> kValued = {"case",       "precision", "mode",  "clip",
                                           "clip-scope", "mask-fill", "scale", "scales",
                                           "threads",    "out",       "batch", "head",
-                                          "memory-budget"};
-const std::vector<std::string> kFlags = {"forward-only", "help"};
+                                          "view",       "format",    "memory-budget"};
+const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers"};
 
 }  // namespace
 
@@ -115,5 +118,12 @@ int main(int argc, char** argv) {
   if (command == "sweep") return run_sweep(parsed);
   if (command == "run") return run_results(parsed);
   if (command == "step") return run_step(parsed);
+#ifdef ATTNSCOPE_CLI_EXPORT
+  if (command == "export") return run_export(parsed);
+#else
+  if (command == "export") {
+    std::cerr << "attnscope-cli export: this build has no Qt (ATTNSCOPE_WITH_GUI=OFF)\n";
+  }
+#endif
   return kExitUnreadable;
 }

@@ -7,6 +7,7 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QIcon>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -17,6 +18,8 @@
 #include <QToolButton>
 
 #include "app/gui/AnalysisController.h"
+#include "app/gui/AnnotationController.h"
+#include "app/gui/CaseExport.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
@@ -45,6 +48,9 @@ constexpr int kStateVersion = 1;
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("attnscope"));
   setObjectName(QStringLiteral("attnscopeMainWindow"));
+  if (QFile::exists(QStringLiteral(":/icons/attnscope.svg"))) {  // compiled into attnscope only
+    setWindowIcon(QIcon(QStringLiteral(":/icons/attnscope.svg")));
+  }
   context_ = new SessionContext(this);
   worker_ = new ComputeWorker(this);
   heatmaps_ = new HeatmapPanel(context_, this);
@@ -64,6 +70,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resizeDocks({docks_[0], docks_[1]}, {380, 320}, Qt::Vertical);
   resizeDocks({docks_[3]}, {260}, Qt::Vertical);
   buildAnalysisDocks();
+  annotations_ = new AnnotationController(context_, heatmaps_, this);
+  addToolBar(Qt::TopToolBarArea, annotations_->toolBar());
   buildMenus();
   buildStatusBar();
 
@@ -87,6 +95,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(computeTimer, &QTimer::timeout, this, &MainWindow::scheduleCompute);
   connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
   connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
+  connect(annotations_, &AnnotationController::notice, statusText_, &QLabel::setText);
   connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
   connect(worker_, &ComputeWorker::failed, this,
           [this](quint64, const QString& message, const QString& hint) {
@@ -119,9 +128,13 @@ void MainWindow::buildMenus() {
   QAction* exportAction = file->addAction(tr("&Export view…"), this, &MainWindow::exportWithDialog);
   exportAction->setObjectName(QStringLiteral("exportAction"));
   exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addAction(tr("Export &all views of this case…"), this, &MainWindow::exportAllWithDialog)
+      ->setObjectName(QStringLiteral("exportAllAction"));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
+
+  menuBar()->addMenu(annotations_->menu());
 
   buildDebugMenu();
   QMenu* window = menuBar()->addMenu(tr("&Window"));
@@ -265,19 +278,46 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
     if (error) *error = tr("nothing to export: no heatmap has been computed yet");
     return false;
   }
-  return view->exportTo(path, error);
+  return exportView(view, path, stampFor(*context_->result(), view->name()), error);
+}
+
+QStringList MainWindow::exportAllViews(const QString& folder, QString* error) {
+  const auto result = context_->result();
+  if (!result) {
+    if (error) *error = tr("nothing to export: no heatmap has been computed yet");
+    return {};
+  }
+  QList<ViewExport> views;
+  for (const auto& [name, widget] : annotations_->views()) {
+    views.append({name, widget, annotations_->shownAnnotations(name)});
+  }
+  return attnscope::exportAllViews(views, stampFor(*result, QString()), folder, error);
+}
+
+void MainWindow::exportAllWithDialog() {
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("Export all views into"));
+  if (folder.isEmpty()) return;
+  QString error;
+  const QStringList written = exportAllViews(folder, &error);
+  if (error.isEmpty()) {
+    statusText_->setText(tr("exported %1 files into %2").arg(written.size()).arg(folder));
+  } else {
+    showError(tr("Export failed"), error, tr("pick a writable folder"));
+  }
 }
 
 void MainWindow::exportWithDialog() {
-  QString path = QFileDialog::getSaveFileName(this, tr("Export view"), QString(),
-                                              tr("PNG image (*.png);;PDF document (*.pdf)"));
+  QString path = QFileDialog::getSaveFileName(
+      this, tr("Export view"), QString(),
+      tr("PNG image (*.png);;PDF document (*.pdf);;SVG image (*.svg)"));
   if (path.isEmpty()) return;
   if (!exportFormats().contains(QFileInfo(path).suffix().toLower())) path += QStringLiteral(".png");
   QString error;
   if (exportCurrentView(path, &error)) {
     statusText_->setText(tr("exported %1").arg(path));
   } else {
-    showError(tr("Export failed"), error, tr("pick a writable folder and a .png or .pdf name"));
+    showError(tr("Export failed"), error,
+              tr("pick a writable folder and a .png, .pdf or .svg name"));
   }
 }
 

@@ -17,6 +17,7 @@ class QToolButton;
 namespace attnscope {
 
 class AnalysisController;
+class AnnotationController;
 class ComputeWorker;
 class ControlsPanel;
 class DumpBrowserPanel;
@@ -44,6 +45,7 @@ class MainWindow : public QMainWindow {
   InspectorPanel* inspector() const { return inspector_; }
   HeatmapPanel* heatmaps() const { return heatmaps_; }
   RowPlotPanel* rowPlots() const { return rowPlots_; }
+  AnnotationController* annotations() const { return annotations_; }
   StepperController* stepper() const { return stepper_; }
   StepperPanel* stepperPanel() const { return stepperPanel_; }
   AnalysisController* analysis() const { return analysis_; }
@@ -58,9 +60,12 @@ class MainWindow : public QMainWindow {
   // Applies a parsed command line: files, settings, batch / head, matrix tab.
   bool applyOptions(const AppOptions& options);
 
-  // Writes the current heatmap tab to PNG / PDF (by suffix), stamped with file, case,
-  // batch / head and settings; false with a message on failure.
+  // Writes the current heatmap tab to PNG / PDF / SVG (by suffix) with its annotations,
+  // stamped with file, case, batch / head and settings; false with a message on failure.
   bool exportCurrentView(const QString& path, QString* error);
+  // Writes every tab (PNG + SVG) and an index.html into `folder`; the files written, empty
+  // with a message on failure.
+  QStringList exportAllViews(const QString& folder, QString* error);
 
   // Where user-facing errors go. The default shows a window-modal QMessageBox (object name
   // "attnscopeError") without blocking the event loop; tests may replace it.
@@ -84,6 +89,7 @@ class MainWindow : public QMainWindow {
   void onComputeFinished();
   void showError(const QString& title, const QString& message, const QString& hint);
   void exportWithDialog();
+  void exportAllWithDialog();
 
   SessionContext* context_ = nullptr;
   ComputeWorker* worker_ = nullptr;
@@ -92,6 +98,7 @@ class MainWindow : public QMainWindow {
   InspectorPanel* inspector_ = nullptr;
   HeatmapPanel* heatmaps_ = nullptr;
   RowPlotPanel* rowPlots_ = nullptr;
+  AnnotationController* annotations_ = nullptr;
   StepperController* stepper_ = nullptr;
   StepperPanel* stepperPanel_ = nullptr;
   AnalysisController* analysis_ = nullptr;
