@@ -49,38 +49,12 @@ double overhead(const PointResult& r, Phase ph) {
   return std::isnan(s) ? NAN : s - 1;
 }
 
-std::string num(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
-  return buf;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out + "\"";
-}
-
-struct Target {
-  const char* name;
-  double value, limit;
-  bool at_least;  // value >= limit (else value <= limit)
-};
-
 std::vector<Target> targets(const PointResult& r) {
   return {{"own_instr_fwd_bwd_vs_torch_math", speedup(r, kOwnInstr, kTorchMath, Phase::fwd_bwd),
            1.5, true},
           {"own_instr_fwd_bwd_vs_torch_flash", speedup(r, kOwnInstr, kTorchFlash, Phase::fwd_bwd),
            1.0, true},
           {"instrumentation_overhead_fwd_bwd", overhead(r, Phase::fwd_bwd), 0.10, false}};
-}
-
-bool met(const Target& t) {
-  return t.at_least ? t.value >= t.limit : t.value <= t.limit;
 }
 
 // DESIGN §7: the pooled P heatmap (the one that needs the softmax statistics) costs at most
@@ -101,18 +75,20 @@ bool heatmap_met(const HeatmapTiming& t) {
 void heatmap_json(std::ostream& os, const HeatmapResult& h) {
   os << "  \"pooled_heatmap\": {\"seqlen\": " << h.point.seqlen
      << ", \"head_dim\": " << h.point.head_dim << ", \"pixels\": " << h.point.pixels
-     << ", \"precision\": \"fp32\", \"forward_ms\": " << num(h.forward_ms)
+     << ", \"precision\": \"fp32\", \"forward_ms\": " << json_number(h.forward_ms)
      << ",\n    \"matrices\": [";
   for (size_t i = 0; i < h.timings.size(); ++i) {
     const HeatmapTiming& t = h.timings[i];
-    os << (i ? ", " : "") << "{\"matrices\": \"" << t.matrices << "\", \"ms\": " << num(t.ms)
-       << ", \"forward_passes\": " << num(t.forward_passes)
-       << ", \"peak_extra_mb\": " << num(t.peak_extra_bytes / 1048576.0) << "}";
+    os << (i ? ", " : "") << "{\"matrices\": \"" << t.matrices
+       << "\", \"ms\": " << json_number(t.ms)
+       << ", \"forward_passes\": " << json_number(t.forward_passes)
+       << ", \"peak_extra_mb\": " << json_number(t.peak_extra_bytes / 1048576.0) << "}";
   }
   os << "]";
   if (const HeatmapTiming* t = heatmap_target_timing(h)) {
     os << ",\n    \"target\": {\"matrices\": \"p\", \"forward_passes_max\": "
-       << num(kHeatmapPassesMax) << ", \"peak_extra_mb_max\": " << num(kHeatmapMbMax)
+       << json_number(kHeatmapPassesMax)
+       << ", \"peak_extra_mb_max\": " << json_number(kHeatmapMbMax)
        << ", \"met\": " << (heatmap_met(*t) ? "true" : "false") << "}";
   }
   os << "},\n";
@@ -143,7 +119,7 @@ void ratio_json(std::ostream& os, const char* name, const PointResult& r, const 
   os << "\"" << name << "\": {";
   for (Phase ph : kPhases) {
     os << (ph == Phase::fwd ? "" : ", ") << "\"" << phase_name(ph)
-       << "\": " << num(speedup(r, own, other, ph));
+       << "\": " << json_number(speedup(r, own, other, ph));
   }
   os << "}";
 }
@@ -153,22 +129,24 @@ void point_json(std::ostream& os, const PointResult& r) {
   os << "    {\"batch\": " << p.batch << ", \"heads\": " << p.heads << ", \"seqlen\": " << p.seqlen
      << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
      << ", \"precision\": \"" << precision_name(p.precision)
-     << "\",\n     \"gflop\": {\"fwd\": " << num(fwd_flops(p) / 1e9)
-     << ", \"bwd\": " << num(bwd_flops(p) / 1e9) << "},\n";
+     << "\",\n     \"gflop\": {\"fwd\": " << json_number(fwd_flops(p) / 1e9)
+     << ", \"bwd\": " << json_number(bwd_flops(p) / 1e9) << "},\n";
   os << "     \"variants\": [\n";
   for (size_t i = 0; i < r.timings.size(); ++i) {
     const VariantTiming& t = r.timings[i];
-    os << "       {\"label\": " << quoted(t.label) << ", \"variant\": " << quoted(t.variant)
+    os << "       {\"label\": " << json_quoted(t.label)
+       << ", \"variant\": " << json_quoted(t.variant)
        << ", \"instrumented\": " << (t.instrumented ? "true" : "false")
        << ", \"ok\": " << (t.ok ? "true" : "false");
     if (t.ok) {
       os << ", \"reps\": " << t.reps;
-      for (Phase ph : kPhases) os << ", \"" << phase_name(ph) << "_ms\": " << num(ms_of(t, ph));
+      for (Phase ph : kPhases)
+        os << ", \"" << phase_name(ph) << "_ms\": " << json_number(ms_of(t, ph));
       for (Phase ph : kPhases) {
-        os << ", \"" << phase_name(ph) << "_gflops\": " << num(gflops(p, t, ph));
+        os << ", \"" << phase_name(ph) << "_gflops\": " << json_number(gflops(p, t, ph));
       }
     } else {
-      os << ", \"reason\": " << quoted(t.reason);
+      os << ", \"reason\": " << json_quoted(t.reason);
     }
     os << "}" << (i + 1 < r.timings.size() ? "," : "") << "\n";
   }
@@ -183,25 +161,45 @@ void point_json(std::ostream& os, const PointResult& r) {
   os << ",\n                \"instrumentation_overhead\": {";
   for (Phase ph : kPhases) {
     os << (ph == Phase::fwd ? "" : ", ") << "\"" << phase_name(ph)
-       << "\": " << num(overhead(r, ph));
+       << "\": " << json_number(overhead(r, ph));
   }
   os << "}},\n     \"targets\": {";
   const std::vector<Target> ts = targets(r);
   for (size_t i = 0; i < ts.size(); ++i) {
-    os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << num(ts[i].value) << ", \""
-       << (ts[i].at_least ? "min" : "max") << "\": " << num(ts[i].limit)
-       << ", \"met\": " << (met(ts[i]) ? "true" : "false") << "}";
+    os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << json_number(ts[i].value)
+       << ", \"" << (ts[i].at_least ? "min" : "max") << "\": " << json_number(ts[i].limit)
+       << ", \"met\": " << (target_met(ts[i]) ? "true" : "false") << "}";
   }
   os << "}}";
 }
 
 }  // namespace
 
+std::string json_number(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+std::string json_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+bool target_met(const Target& t) {
+  return t.at_least ? t.value >= t.limit : t.value <= t.limit;
+}
+
 void write_json(std::ostream& os, const BenchReport& report) {
   const BenchSettings& s = report.settings;
   os << "{\n  \"bench\": \"attnscope-bench\",\n  \"threads\": " << s.threads
      << ", \"reps\": " << s.reps << ", \"warmup\": " << s.warmup
-     << ", \"phase_budget_s\": " << num(s.phase_budget_s)
+     << ", \"phase_budget_s\": " << json_number(s.phase_budget_s)
      << ",\n  \"timing\": \"median wall time per phase over reps (fewer, >= 3, once a phase took "
         "phase_budget_s); bwd timed after an untimed fwd\""
      << ",\n  \"flops\": \"fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
@@ -243,8 +241,9 @@ void write_table(std::ostream& os, const BenchReport& report) {
       os << line;
     }
     for (const Target& t : targets(r)) {
-      std::snprintf(line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, num(t.value).c_str(),
-                    t.at_least ? ">=" : "<=", num(t.limit).c_str(), met(t) ? "met" : "MISSED");
+      std::snprintf(
+          line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, json_number(t.value).c_str(),
+          t.at_least ? ">=" : "<=", json_number(t.limit).c_str(), target_met(t) ? "met" : "MISSED");
       os << line;
     }
   }

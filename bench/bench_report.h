@@ -32,6 +32,19 @@ inline constexpr const char* kOwnInstr = "cpu-fused+instr";
 inline constexpr const char* kTorchMath = "torch-math";
 inline constexpr const char* kTorchFlash = "torch-flash-cpu";
 
+// One DESIGN §7 target: the measured value against its limit.
+struct Target {
+  const char* name;
+  double value, limit;
+  bool at_least;  // value >= limit (else value <= limit)
+};
+bool target_met(const Target& t);
+
+// JSON pieces shared by the CPU and GPU reports: a number ("null" unless finite, %.4g) and a
+// quoted string (quotes and backslashes escaped, newlines as spaces).
+std::string json_number(double x);
+std::string json_quoted(const std::string& s);
+
 void write_json(std::ostream& os, const BenchReport& report);
 void write_table(std::ostream& os, const BenchReport& report);
 

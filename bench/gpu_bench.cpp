@@ -43,28 +43,6 @@ double speedup(const PointResult& r, const char* own, const char* other, Phase p
   return a && b ? ms_of(*b, ph) / ms_of(*a, ph) : NAN;
 }
 
-std::string num(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
-  return buf;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out + "\"";
-}
-
-struct Target {
-  const char* name;
-  double value, limit;
-  bool at_least;
-};
-
 // DESIGN §7 / issue 8 targets; the speed ones apply at S = 8192, D = 128.
 std::vector<Target> targets(const PointResult& r) {
   std::vector<Target> out;
@@ -75,10 +53,6 @@ std::vector<Target> targets(const PointResult& r) {
   out.push_back({"instrumentation_overhead_fwd_bwd",
                  speedup(r, kGpuOwn, kGpuOwnInstr, Phase::fwd_bwd) - 1, 0.05, false});
   return out;
-}
-
-bool met(const Target& t) {
-  return t.at_least ? t.value >= t.limit : t.value <= t.limit;
 }
 
 std::vector<BenchPoint> gpu_grid(bool quick) {
@@ -103,7 +77,7 @@ void ratios_json(std::ostream& os, const PointResult& r, const char* own) {
     os << (i ? ", " : "") << "\"" << own << "_vs_" << others[i] << "\": {";
     for (Phase ph : kPhases) {
       os << (ph == Phase::fwd ? "" : ", ") << "\"" << phase_name(ph)
-         << "\": " << num(speedup(r, own, others[i], ph));
+         << "\": " << json_number(speedup(r, own, others[i], ph));
     }
     os << "}";
   }
@@ -114,19 +88,22 @@ void point_json(std::ostream& os, const PointResult& r) {
   os << "      {\"batch\": " << p.batch << ", \"heads\": " << p.heads
      << ", \"seqlen\": " << p.seqlen << ", \"head_dim\": " << p.head_dim
      << ", \"causal\": " << (p.causal ? "true" : "false") << ", \"precision\": \""
-     << precision_name(p.precision) << "\", \"tflop\": {\"fwd\": " << num(fwd_flops(p) / 1e12)
-     << ", \"bwd\": " << num(bwd_flops(p) / 1e12) << "},\n";
+     << precision_name(p.precision)
+     << "\", \"tflop\": {\"fwd\": " << json_number(fwd_flops(p) / 1e12)
+     << ", \"bwd\": " << json_number(bwd_flops(p) / 1e12) << "},\n";
   os << "       \"variants\": [\n";
   for (size_t i = 0; i < r.timings.size(); ++i) {
     const VariantTiming& t = r.timings[i];
-    os << "         {\"label\": " << quoted(t.label) << ", \"ok\": " << (t.ok ? "true" : "false");
+    os << "         {\"label\": " << json_quoted(t.label)
+       << ", \"ok\": " << (t.ok ? "true" : "false");
     if (t.ok) {
       os << ", \"reps\": " << t.reps;
-      for (Phase ph : kPhases) os << ", \"" << phase_name(ph) << "_ms\": " << num(ms_of(t, ph));
       for (Phase ph : kPhases)
-        os << ", \"" << phase_name(ph) << "_tflops\": " << num(tflops(p, t, ph));
+        os << ", \"" << phase_name(ph) << "_ms\": " << json_number(ms_of(t, ph));
+      for (Phase ph : kPhases)
+        os << ", \"" << phase_name(ph) << "_tflops\": " << json_number(tflops(p, t, ph));
     } else {
-      os << ", \"reason\": " << quoted(t.reason);
+      os << ", \"reason\": " << json_quoted(t.reason);
     }
     os << "}" << (i + 1 < r.timings.size() ? "," : "") << "\n";
   }
@@ -137,9 +114,9 @@ void point_json(std::ostream& os, const PointResult& r) {
   os << "},\n       \"targets\": {";
   const std::vector<Target> ts = targets(r);
   for (size_t i = 0; i < ts.size(); ++i) {
-    os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << num(ts[i].value) << ", \""
-       << (ts[i].at_least ? "min" : "max") << "\": " << num(ts[i].limit)
-       << ", \"met\": " << (met(ts[i]) ? "true" : "false") << "}";
+    os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << json_number(ts[i].value)
+       << ", \"" << (ts[i].at_least ? "min" : "max") << "\": " << json_number(ts[i].limit)
+       << ", \"met\": " << (target_met(ts[i]) ? "true" : "false") << "}";
   }
   os << "}}";
 }
@@ -173,10 +150,10 @@ GpuReport run_gpu_bench(const BenchSettings& settings, bool quick) {
 void write_gpu_json(std::ostream& os, const GpuReport& report) {
   os << "  \"gpu\": {\"ran\": " << (report.ran ? "true" : "false");
   if (!report.ran) {
-    os << ", \"skipped\": " << quoted(report.skipped) << "},\n";
+    os << ", \"skipped\": " << json_quoted(report.skipped) << "},\n";
     return;
   }
-  os << ", \"device\": " << quoted(report.device)
+  os << ", \"device\": " << json_quoted(report.device)
      << ", \"flops\": \"TFLOP/s: fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
      << ",\n    \"points\": [\n";
   for (size_t i = 0; i < report.points.size(); ++i) {
@@ -212,8 +189,9 @@ void write_gpu_table(std::ostream& os, const GpuReport& report) {
       os << line;
     }
     for (const Target& t : targets(r)) {
-      std::snprintf(line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, num(t.value).c_str(),
-                    t.at_least ? ">=" : "<=", num(t.limit).c_str(), met(t) ? "met" : "MISSED");
+      std::snprintf(
+          line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, json_number(t.value).c_str(),
+          t.at_least ? ">=" : "<=", json_number(t.limit).c_str(), target_met(t) ? "met" : "MISSED");
       os << line;
     }
   }

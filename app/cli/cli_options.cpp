@@ -195,4 +195,18 @@ std::optional<LoadedCase> load_case_ref(const CommandArgs& args, const std::stri
   return loaded;
 }
 
+std::optional<int64_t> read_index(const CommandArgs& args, const std::string& command,
+                                  const char* name, int64_t size) {
+  const std::string* text = args.option(name);
+  if (text == nullptr) return 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || n < 0 || n >= size) {
+    reject(command, std::string("bad --") + name + " '" + *text + "'",
+           "an index from 0 to " + std::to_string(size - 1));
+    return std::nullopt;
+  }
+  return n;
+}
+
 }  // namespace attnscope

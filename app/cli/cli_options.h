@@ -58,6 +58,11 @@ std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& comm
 // into `run`; false after printing the problem.
 bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run);
 
+// The index option --NAME (0 when absent) checked against [0, size); nullopt after printing the
+// problem.
+std::optional<int64_t> read_index(const CommandArgs& args, const std::string& command,
+                                  const char* name, int64_t size);
+
 // The one FILE::CASE positional of matrix / sweep, opened and loaded.
 struct LoadedCase {
   std::optional<DumpReader> dump;

@@ -31,19 +31,6 @@ QString availableViews() {
   return (names + kRowViews).join(QLatin1Char('|'));
 }
 
-std::optional<int64_t> readIndex(const CommandArgs& args, const char* name, int64_t size) {
-  const std::string* text = args.option(name);
-  if (text == nullptr) return 0;
-  char* end = nullptr;
-  const long long n = std::strtoll(text->c_str(), &end, 10);
-  if (text->empty() || *end != '\0' || n < 0 || n >= size) {
-    reject(kCommand, std::string("bad --") + name + " '" + *text + "'",
-           "an index from 0 to " + std::to_string(size - 1));
-    return std::nullopt;
-  }
-  return n;
-}
-
 // The output path with the format's suffix; nullopt (after printing why) on a conflict.
 std::optional<QString> outputPath(const CommandArgs& args) {
   const std::string* out = args.option("out");
@@ -190,8 +177,9 @@ int run_export(const CommandArgs& args) {
   if (casePath.empty()) casePath = dump->cases().front().path;
   const std::optional<CaseData> data = load_case(kCommand, *dump, casePath);
   if (!data) return kExitUnreadable;
-  const auto batch = readIndex(args, "batch", data->info.dims.batch);
-  const auto head = batch ? readIndex(args, "head", data->info.dims.heads) : std::nullopt;
+  const auto batch = read_index(args, kCommand, "batch", data->info.dims.batch);
+  const auto head =
+      batch ? read_index(args, kCommand, "head", data->info.dims.heads) : std::nullopt;
   if (!batch || !head) return kExitUnreadable;
   request.batch = *batch;
   request.head = *head;

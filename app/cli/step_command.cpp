@@ -60,19 +60,6 @@ std::string tile_text(int64_t tile) {
   return tile < 0 ? "all" : std::to_string(tile);
 }
 
-std::optional<int64_t> read_index(const CommandArgs& args, const char* name, int64_t size) {
-  const std::string* text = args.option(name);
-  if (text == nullptr) return 0;
-  char* end = nullptr;
-  const long long n = std::strtoll(text->c_str(), &end, 10);
-  if (text->empty() || *end != '\0' || n < 0 || n >= size) {
-    reject(kCommand, std::string("bad --") + name + " '" + *text + "'",
-           "an index from 0 to " + std::to_string(size - 1));
-    return std::nullopt;
-  }
-  return n;
-}
-
 }  // namespace
 
 int run_step(const CommandArgs& args) {
@@ -84,8 +71,8 @@ int run_step(const CommandArgs& args) {
   const CaseData& data = *loaded->data;
   RunSettings run;
   if (!read_run_settings(args, kCommand, run)) return kExitUnreadable;
-  const std::optional<int64_t> b = read_index(args, "batch", data.info.dims.batch);
-  const std::optional<int64_t> h = read_index(args, "head", data.info.dims.heads);
+  const std::optional<int64_t> b = read_index(args, kCommand, "batch", data.info.dims.batch);
+  const std::optional<int64_t> h = read_index(args, kCommand, "head", data.info.dims.heads);
   if (!b || !h) return kExitUnreadable;
   Result<CaseInputs> inputs = make_case_inputs(data, run);
   if (!inputs) return fail(kCommand, inputs.error().message, inputs.error().hint);

@@ -41,8 +41,10 @@ std::string find_probe_executable() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
+  // Installed: next to the program; build tree: app/probe/ seen from app/ (GUI) or app/cli/.
   for (const fs::path& candidate :
-       {self.parent_path() / kProbeName, self.parent_path().parent_path() / "probe" / kProbeName}) {
+       {self.parent_path() / kProbeName, self.parent_path() / "probe" / kProbeName,
+        self.parent_path().parent_path() / "probe" / kProbeName}) {
     if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
       return candidate.string();
     }
