@@ -30,11 +30,14 @@ mkdir -p "$BUILD/corpus" "$BUILD/artifacts"
 
 log "fuzzing for $TIME s"
 # detect_leaks: a leak in the reader's error paths is a bug too.
+# libFuzzer exits non-zero when it found anything; triage below decides whose fault it is.
+fuzz_status=0
 ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
   LSAN_OPTIONS="suppressions=$ROOT/fuzz/lsan.supp:print_suppressions=0" \
   "$BUILD/dump_reader_fuzz" -max_total_time="$TIME" -timeout=10 -rss_limit_mb=2048 \
   -max_len=196608 -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
   -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/" \
-  ${ATTNSCOPE_FUZZ_ARGS:-} "$BUILD/corpus" "$BUILD/seeds"
+  ${ATTNSCOPE_FUZZ_ARGS:-} "$BUILD/corpus" "$BUILD/seeds" || fuzz_status=$?
+log "libFuzzer exited with $fuzz_status; triage of $BUILD/artifacts:"
 LSAN_OPTIONS="suppressions=$ROOT/fuzz/lsan.supp:print_suppressions=0" \
   "$VENV/bin/python" "$ROOT/fuzz/triage.py" "$BUILD/dump_reader_fuzz" "$BUILD/artifacts"
