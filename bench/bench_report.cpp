@@ -8,39 +8,8 @@
 namespace attnscope::bench {
 namespace {
 
-enum class Phase { fwd, bwd, fwd_bwd };
-constexpr Phase kPhases[] = {Phase::fwd, Phase::bwd, Phase::fwd_bwd};
-
-const char* phase_name(Phase ph) {
-  return ph == Phase::fwd ? "fwd" : ph == Phase::bwd ? "bwd" : "fwd_bwd";
-}
-
-double ms_of(const VariantTiming& t, Phase ph) {
-  return ph == Phase::fwd ? t.time.fwd_ms : ph == Phase::bwd ? t.time.bwd_ms : t.time.fwd_bwd_ms;
-}
-
-double flops_of(const BenchPoint& p, Phase ph) {
-  return ph == Phase::fwd   ? fwd_flops(p)
-         : ph == Phase::bwd ? bwd_flops(p)
-                            : fwd_flops(p) + bwd_flops(p);
-}
-
 double gflops(const BenchPoint& p, const VariantTiming& t, Phase ph) {
   return flops_of(p, ph) / (ms_of(t, ph) * 1e6);
-}
-
-const VariantTiming* find(const PointResult& r, const std::string& label) {
-  for (const VariantTiming& t : r.timings) {
-    if (t.label == label && t.ok) return &t;
-  }
-  return nullptr;
-}
-
-// Speed of `own` relative to `other` (other's time / own's time); NaN when either is missing.
-double speedup(const PointResult& r, const char* own, const char* other, Phase ph) {
-  const VariantTiming* a = find(r, own);
-  const VariantTiming* b = find(r, other);
-  return a && b ? ms_of(*b, ph) / ms_of(*a, ph) : NAN;
 }
 
 // Extra time of the instrumented run: t(instr) / t(plain) - 1.
@@ -174,6 +143,33 @@ void point_json(std::ostream& os, const PointResult& r) {
 }
 
 }  // namespace
+
+const char* phase_name(Phase ph) {
+  return ph == Phase::fwd ? "fwd" : ph == Phase::bwd ? "bwd" : "fwd_bwd";
+}
+
+double ms_of(const VariantTiming& t, Phase ph) {
+  return ph == Phase::fwd ? t.time.fwd_ms : ph == Phase::bwd ? t.time.bwd_ms : t.time.fwd_bwd_ms;
+}
+
+double flops_of(const BenchPoint& p, Phase ph) {
+  return ph == Phase::fwd   ? fwd_flops(p)
+         : ph == Phase::bwd ? bwd_flops(p)
+                            : fwd_flops(p) + bwd_flops(p);
+}
+
+const VariantTiming* find_timing(const PointResult& r, const std::string& label) {
+  for (const VariantTiming& t : r.timings) {
+    if (t.label == label && t.ok) return &t;
+  }
+  return nullptr;
+}
+
+double speedup(const PointResult& r, const char* own, const char* other, Phase ph) {
+  const VariantTiming* a = find_timing(r, own);
+  const VariantTiming* b = find_timing(r, other);
+  return a && b ? ms_of(*b, ph) / ms_of(*a, ph) : NAN;
+}
 
 std::string json_number(double x) {
   if (!std::isfinite(x)) return "null";

@@ -32,6 +32,18 @@ inline constexpr const char* kOwnInstr = "cpu-fused+instr";
 inline constexpr const char* kTorchMath = "torch-math";
 inline constexpr const char* kTorchFlash = "torch-flash-cpu";
 
+// The timed phases of a point and what they are worth (DESIGN §7 FLOP formulas).
+enum class Phase { fwd, bwd, fwd_bwd };
+inline constexpr Phase kPhases[] = {Phase::fwd, Phase::bwd, Phase::fwd_bwd};
+const char* phase_name(Phase ph);
+double ms_of(const VariantTiming& t, Phase ph);
+double flops_of(const BenchPoint& p, Phase ph);
+
+// The timing of `label` at a point if it ran; nullptr otherwise.
+const VariantTiming* find_timing(const PointResult& r, const std::string& label);
+// Speed of `own` relative to `other` (other's time / own's time); NaN when either is missing.
+double speedup(const PointResult& r, const char* own, const char* other, Phase ph);
+
 // One DESIGN §7 target: the measured value against its limit.
 struct Target {
   const char* name;

@@ -11,36 +11,8 @@
 namespace attnscope::bench {
 namespace {
 
-enum class Phase { fwd, bwd, fwd_bwd };
-constexpr Phase kPhases[] = {Phase::fwd, Phase::bwd, Phase::fwd_bwd};
-
-const char* phase_name(Phase ph) {
-  return ph == Phase::fwd ? "fwd" : ph == Phase::bwd ? "bwd" : "fwd_bwd";
-}
-
-double ms_of(const VariantTiming& t, Phase ph) {
-  return ph == Phase::fwd ? t.time.fwd_ms : ph == Phase::bwd ? t.time.bwd_ms : t.time.fwd_bwd_ms;
-}
-
 double tflops(const BenchPoint& p, const VariantTiming& t, Phase ph) {
-  const double flops = ph == Phase::fwd   ? fwd_flops(p)
-                       : ph == Phase::bwd ? bwd_flops(p)
-                                          : fwd_flops(p) + bwd_flops(p);
-  return flops / (ms_of(t, ph) * 1e9);
-}
-
-const VariantTiming* find(const PointResult& r, const std::string& label) {
-  for (const VariantTiming& t : r.timings) {
-    if (t.label == label && t.ok) return &t;
-  }
-  return nullptr;
-}
-
-// other's time / own's time (> 1: own is faster); NaN when either did not run.
-double speedup(const PointResult& r, const char* own, const char* other, Phase ph) {
-  const VariantTiming* a = find(r, own);
-  const VariantTiming* b = find(r, other);
-  return a && b ? ms_of(*b, ph) / ms_of(*a, ph) : NAN;
+  return flops_of(p, ph) / (ms_of(t, ph) * 1e9);
 }
 
 // DESIGN §7 / issue 8 targets; the speed ones apply at S = 8192, D = 128.
