@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "app/gui/CaseExport.h"
+#include "app/gui/HeadRowSeries.h"
 #include "app/gui/SessionFile.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
@@ -58,22 +59,11 @@ std::optional<QString> outputPath(const CommandArgs& args) {
   return path;
 }
 
-std::vector<RowSeries> rowSeries(const HeadResult& r, const QString& view,
-                                 std::vector<Threshold>& thresholds) {
-  const Threshold fp16Max{QStringLiteral("fp16 max 65504"), 65504.0, QColor(0xc0, 0x20, 0x20)};
-  const bool fp16 = r.precision == Precision::f16;
-  if (view == QStringLiteral("lse")) {
-    thresholds.push_back({QStringLiteral("-88.7 (exp range of fp32)"), -88.7, Qt::darkGray});
-    if (fp16) thresholds.push_back(fp16Max);
-    return {{QStringLiteral("m (row max)"), r.m, QColor(0x1f, 0x77, 0xb4)},
-            {QStringLiteral("LSE"), r.lse, QColor(0xd6, 0x27, 0x28)}};
-  }
-  if (fp16 && view != QStringLiteral("l")) thresholds.push_back(fp16Max);
-  if (view == QStringLiteral("l")) return {{QStringLiteral("l"), r.l, QColor(0x2c, 0xa0, 0x2c)}};
-  if (view == QStringLiteral("o_norm")) {
-    return {{QStringLiteral("||O_i||"), r.o_norm, QColor(0x94, 0x67, 0xbd)}};
-  }
-  return {{QStringLiteral("||dQ_i||"), r.dq_norm, QColor(0x8c, 0x56, 0x4b)}};
+RowSeriesKind rowSeriesKind(const QString& view) {
+  if (view == QStringLiteral("lse")) return RowSeriesKind::m_lse;
+  if (view == QStringLiteral("l")) return RowSeriesKind::l;
+  if (view == QStringLiteral("o_norm")) return RowSeriesKind::o_norm;
+  return RowSeriesKind::dq_norm;
 }
 
 // The user's annotations of this view from the sidecar, read without repairing anything.
@@ -97,9 +87,8 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
   std::unique_ptr<QWidget> widget;
   if (kRowViews.contains(view)) {
     auto rows = std::make_unique<RowPlotView>();
-    std::vector<Threshold> thresholds;
-    const std::vector<RowSeries> series = rowSeries(result, view, thresholds);
-    rows->setData(title, series, thresholds);
+    const HeadRowSeries series = head_row_series(result, rowSeriesKind(view));
+    rows->setData(title, series.series, series.thresholds);
     widget = std::move(rows);
   } else {
     const MatrixGrid* grid = result.grid(view.toStdString());

@@ -6,20 +6,11 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include "app/gui/HeadRowSeries.h"
 #include "app/gui/SessionContext.h"
 #include "app/plot/RowPlotView.h"
 
 namespace attnscope {
-namespace {
-
-// exp(x) underflows fp32 below log(FLT_MIN) ~ -87.3 and overflows above 88.72; -88.7 is the
-// line DESIGN §4 uses for an LSE that breaks a recomputation.
-constexpr double kExpLimit = -88.7;
-
-const QColor kThresholdRed(0xc0, 0x20, 0x20);
-const QColor kThresholdGrey(0x60, 0x60, 0x60);
-
-}  // namespace
 
 RowPlotPanel::RowPlotPanel(SessionContext* context, QWidget* parent)
     : QWidget(parent), context_(context) {
@@ -55,39 +46,14 @@ void RowPlotPanel::redraw() {
     plot_->clear();
     return;
   }
-  std::vector<RowSeries> series;
-  std::vector<Threshold> thresholds;
-  const bool fp16 = r->precision == Precision::f16;
-  const Threshold fp16Max{tr("fp16 max 65504"), 65504.0, kThresholdRed};
-  switch (series_) {
-    case Series::m_lse:
-      series.push_back({tr("m (row max)"), r->m, QColor(0x1f, 0x77, 0xb4)});
-      series.push_back({tr("LSE"), r->lse, QColor(0xd6, 0x27, 0x28)});
-      thresholds.push_back({tr("-88.7 (exp range of fp32)"), kExpLimit, kThresholdGrey});
-      if (fp16) {
-        thresholds.push_back(fp16Max);
-        thresholds.push_back({tr("-65504"), -65504.0, kThresholdRed});
-      }
-      break;
-    case Series::l:
-      series.push_back({tr("l"), r->l, QColor(0x2c, 0xa0, 0x2c)});
-      break;
-    case Series::o_norm:
-      series.push_back({tr("||O_i||"), r->o_norm, QColor(0x94, 0x67, 0xbd)});
-      if (fp16) thresholds.push_back(fp16Max);
-      break;
-    case Series::dq_norm:
-      series.push_back({tr("||dQ_i||"), r->dq_norm, QColor(0x8c, 0x56, 0x4b)});
-      if (fp16) thresholds.push_back(fp16Max);
-      break;
-  }
+  const HeadRowSeries rows = head_row_series(*r, series_);
   const QString title =
       tr("%1 · b%2 h%3 · %4 %5")
           .arg(choice_->currentText())
           .arg(r->request.batch)
           .arg(r->request.head)
           .arg(QString::fromLatin1(precision_name(r->precision)), modeName(r->request.mode));
-  plot_->setData(title, series, thresholds);
+  plot_->setData(title, rows.series, rows.thresholds);
 }
 
 }  // namespace attnscope

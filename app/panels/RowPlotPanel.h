@@ -5,6 +5,8 @@
 
 #include <QWidget>
 
+#include "app/gui/HeadRowSeries.h"
+
 class QComboBox;
 
 namespace attnscope {
@@ -16,7 +18,7 @@ class RowPlotPanel : public QWidget {
   Q_OBJECT
 
  public:
-  enum class Series { m_lse, l, o_norm, dq_norm };
+  using Series = RowSeriesKind;
 
   explicit RowPlotPanel(SessionContext* context, QWidget* parent = nullptr);
 
