@@ -165,9 +165,15 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   a.params = in.params;
   a.params.mask = nullptr;
   a.params.bias = nullptr;
+  const auto stop = [&] {
+    a.interrupted = a.interrupted || (settings.cancelled && settings.cancelled());
+    return a.interrupted;
+  };
   for (Mode m : settings.modes) {
+    if (stop()) return a;
     a.runs.push_back(run_mode(in.params, kin, m, settings.threads, true));
   }
+  if (stop()) return a;
   const MaskInfo masks = analyze_masks(in.params);
 
   const AttnParams& p = in.params;
@@ -182,11 +188,13 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     const bool group_fits = p.group_size() * p.seqlen_q * p.seqlen_k <= (int64_t{1} << 24);
     const bool gradients = group_fits && ((recorded && has_recorded_gradients(data)) ||
                                           (settings.precision_check && within_budget));
-    a.reference = compute_reference64(in, gradients, settings.threads);
+    a.reference = compute_reference64(in, gradients, settings.threads, settings.cancelled);
   }
+  if (stop()) return a;
   if (recorded) {
     a.recorded = compare_recordings(data, in, kin, a.runs, *a.reference, settings.threads);
   }
+  if (stop()) return a;
   if (settings.clip_norm) {
     for (const ModeRun& r : a.runs) {
       a.clips.push_back(make_clip_report(p, r, *settings.clip_norm, settings.clip_scope));

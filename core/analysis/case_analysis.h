@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct AnalysisSettings {
   int64_t reference_gradient_budget = int64_t{1} << 22;
   double explosion_ratio = 1e3;  // gradient_explosion: head norm / median head norm
   int threads = 0;               // 0 = hardware concurrency
+  // Polled between the phases (each mode run, each fp64 reference head or kv group, the
+  // recorded comparison); once it returns true analyze_case stops and returns what it has with
+  // CaseAnalysis::interrupted set. Called from worker threads: it must be thread-safe.
+  std::function<bool()> cancelled;
 };
 
 // One instrumented CPU run of the case.
@@ -101,6 +106,8 @@ struct CaseAnalysis {
   std::optional<Reference64> reference;
   std::vector<Finding> findings;  // sorted (errors first)
   CaseStats stats;
+  // AnalysisSettings::cancelled stopped the analysis: findings and stats are incomplete.
+  bool interrupted = false;
 
   const ModeRun* run(Mode mode) const;
 };

@@ -104,7 +104,8 @@ void reference_group(const CaseInputs& in, int64_t b, int64_t g, Reference64& r)
 
 }  // namespace
 
-Reference64 compute_reference64(const CaseInputs& in, bool gradients, int threads) {
+Reference64 compute_reference64(const CaseInputs& in, bool gradients, int threads,
+                                const std::function<bool()>& cancelled) {
   const AttnParams& p = in.params;
   const int64_t B = p.batch, H = p.heads, Hk = p.kv_heads, Sq = p.seqlen_q, Sk = p.seqlen_k;
   Reference64 r;
@@ -112,16 +113,19 @@ Reference64 compute_reference64(const CaseInputs& in, bool gradients, int thread
   r.lse.assign(at(B * H * Sq), 0.0);
   r.has_gradients = gradients;
   const int workers = cpu::resolve_threads(threads);
+  auto stop = [&] { return cancelled && cancelled(); };
   if (!gradients) {
-    cpu::parallel_for(B * H, workers,
-                      [&](int64_t bh, int) { forward_head(in, bh / H, bh % H, r); });
+    cpu::parallel_for(B * H, workers, [&](int64_t bh, int) {
+      if (!stop()) forward_head(in, bh / H, bh % H, r);
+    });
     return r;
   }
   r.dq.assign(at(B * H * Sq * p.head_dim), 0.0);
   r.dk.assign(at(B * Hk * Sk * p.head_dim), 0.0);
   r.dv.assign(at(B * Hk * Sk * p.head_dim_v), 0.0);
-  cpu::parallel_for(B * Hk, workers,
-                    [&](int64_t bg, int) { reference_group(in, bg / Hk, bg % Hk, r); });
+  cpu::parallel_for(B * Hk, workers, [&](int64_t bg, int) {
+    if (!stop()) reference_group(in, bg / Hk, bg % Hk, r);
+  });
   return r;
 }
 

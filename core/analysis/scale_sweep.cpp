@@ -17,7 +17,10 @@ struct Runner {
   std::vector<float> q, k, v, dout;
   const SweepSettings& settings;
 
-  bool stopped() const { return settings.stop != nullptr && settings.stop->load(); }
+  bool stopped() const {
+    return (settings.stop != nullptr && settings.stop->load()) ||
+           (settings.cancelled && settings.cancelled());
+  }
 
   SweepPoint run(double scale, Precision p, Mode mode) {
     AttnParams prm = params;
@@ -123,7 +126,7 @@ Result<ScaleSweep> scale_sweep(const CaseData& data, const SweepSettings& settin
     }
   }
   const size_t per_scale = settings.precisions.size() * settings.modes.size();
-  for (size_t series = 0; series < per_scale; ++series) {
+  for (size_t series = 0; series < per_scale && !runner.stopped(); ++series) {
     std::vector<SweepPoint> points;
     for (size_t n = series; n < sweep.points.size(); n += per_scale)
       points.push_back(sweep.points[n]);

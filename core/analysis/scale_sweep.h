@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct SweepSettings {
   int threads = 0;
   // Polled before every run; once true the sweep returns what it has (ScaleSweep::interrupted).
   const std::atomic<bool>* stop = nullptr;
+  // The same as a predicate (e.g. a GUI job's "a newer request exists"), polled likewise.
+  std::function<bool()> cancelled;
 };
 
 struct SweepPoint {
@@ -58,7 +61,8 @@ struct ScaleSweep {
   std::vector<double> scales;
   std::vector<SweepPoint> points;  // scale-major: for each scale, every (precision, mode)
   std::vector<SafeRange> ranges;   // per (precision, mode)
-  // `stop` ended the sweep early: points holds the runs done so far, ranges is empty.
+  // `stop` or `cancelled` ended the sweep early: points holds the runs done so far, ranges is
+  // empty.
   bool interrupted = false;
 };
 

@@ -1,0 +1,121 @@
+// Cancel predicates of the long core analyses (the GUI passes "a newer request exists"):
+// analyze_case stops between its phases and scale_sweep between its runs, returning what they
+// have with `interrupted` set; a predicate that never fires changes nothing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "core/analysis/case_analysis.h"
+#include "core/analysis/scale_sweep.h"
+#include "tests/analysis/analysis_test_util.h"
+
+namespace attnscope {
+namespace {
+
+using testing::analyze;
+using testing::make_case;
+using testing::spec;
+
+TEST(AnalysisCancel, analyze_case_cancelled_before_the_first_run_does_nothing) {
+  const CaseData c = make_case(spec(2, 2));
+  AnalysisSettings s;
+  std::atomic<int> polls{0};
+  s.cancelled = [&] {
+    ++polls;
+    return true;
+  };
+  const CaseAnalysis a = analyze(c, s);
+  EXPECT_TRUE(a.interrupted);
+  EXPECT_TRUE(a.runs.empty());
+  EXPECT_TRUE(a.findings.empty());
+  EXPECT_FALSE(a.reference.has_value());
+  EXPECT_EQ(polls.load(), 1);
+}
+
+TEST(AnalysisCancel, analyze_case_stops_after_the_mode_run_in_flight) {
+  const CaseData c = make_case(spec(2, 2));
+  AnalysisSettings s;  // modes fused, unfused
+  std::atomic<int> polls{0};
+  s.cancelled = [&] { return ++polls > 1; };  // fires at the poll after the first run
+  const CaseAnalysis a = analyze(c, s);
+  EXPECT_TRUE(a.interrupted);
+  ASSERT_EQ(a.runs.size(), 1u);
+  EXPECT_EQ(a.runs[0].mode, Mode::fused);
+  EXPECT_FALSE(a.reference.has_value());
+  EXPECT_TRUE(a.stats.runs.empty());
+}
+
+TEST(AnalysisCancel, analyze_case_with_a_silent_predicate_is_unchanged) {
+  CaseData c = make_case(spec(4, 2));
+  AnalysisSettings s;
+  s.run.precision = Precision::f16;
+  s.clip_norm = 1.0;
+  const CaseAnalysis plain = analyze(c, s);
+  std::atomic<int> polls{0};
+  s.cancelled = [&] {
+    ++polls;
+    return false;
+  };
+  const CaseAnalysis polled = analyze(c, s);
+  EXPECT_FALSE(polled.interrupted);
+  EXPECT_GT(polls.load(), 4);  // phases plus one poll per fp64 reference kv group
+  EXPECT_EQ(testing::summary(polled), testing::summary(plain));
+  ASSERT_EQ(polled.runs.size(), plain.runs.size());
+  for (size_t r = 0; r < plain.runs.size(); ++r) {
+    EXPECT_EQ(polled.runs[r].out.o, plain.runs[r].out.o);
+    EXPECT_EQ(polled.runs[r].out.dq, plain.runs[r].out.dq);
+  }
+  ASSERT_TRUE(polled.reference.has_value());
+  EXPECT_EQ(polled.reference->o, plain.reference->o);
+  EXPECT_EQ(polled.reference->dq, plain.reference->dq);
+  EXPECT_EQ(polled.clips.size(), plain.clips.size());
+}
+
+TEST(AnalysisCancel, reference64_skips_the_groups_after_a_cancel) {
+  const CaseData c = make_case(spec(4, 4));
+  AnalysisSettings s;
+  s.modes = {Mode::fused};
+  s.threads = 1;  // kv groups in order on one worker
+  std::atomic<int> polls{0};
+  // Polls: 1 before the run, 1 after it, then one per kv group (4), then after the reference.
+  s.cancelled = [&] { return ++polls > 4; };  // groups 0 and 1 run, 2 and 3 are skipped
+  const CaseAnalysis a = analyze(c, s);
+  EXPECT_TRUE(a.interrupted);
+  ASSERT_TRUE(a.reference.has_value());
+  const size_t per_head = static_cast<size_t>(16 * 8);  // Sq * Dv
+  const std::vector<double>& o = a.reference->o;
+  auto any_nonzero = [&](size_t head) {
+    for (size_t e = head * per_head; e < (head + 1) * per_head; ++e) {
+      if (o[e] != 0.0) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(any_nonzero(0));
+  EXPECT_TRUE(any_nonzero(1));
+  EXPECT_FALSE(any_nonzero(2));
+  EXPECT_FALSE(any_nonzero(3));
+  EXPECT_TRUE(a.findings.empty());
+}
+
+TEST(AnalysisCancel, scale_sweep_stops_between_runs) {
+  const CaseData c = make_case(spec(2, 2));
+  SweepSettings s;
+  s.points = 9;
+  std::atomic<int> polls{0};
+  s.cancelled = [&] { return polls++ >= 5; };  // five runs, then stop
+  const Result<ScaleSweep> sweep = scale_sweep(c, s);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_TRUE(sweep->interrupted);
+  EXPECT_EQ(sweep->points.size(), 5u);
+  EXPECT_TRUE(sweep->ranges.empty());
+
+  s.cancelled = [] { return false; };
+  const Result<ScaleSweep> full = scale_sweep(c, s);
+  ASSERT_TRUE(full.ok());
+  EXPECT_FALSE(full->interrupted);
+  EXPECT_EQ(full->points.size(), 9u * 3 * 2);
+  EXPECT_EQ(full->ranges.size(), 6u);
+}
+
+}  // namespace
+}  // namespace attnscope
