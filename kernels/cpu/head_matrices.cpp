@@ -13,12 +13,13 @@ namespace attnscope {
 
 HeadMatrices cpu_head_matrices(const AttnParams& params, const CpuAttnOptions& options,
                                const CpuAttnInputs& inputs, int64_t b, int64_t h,
-                               MatrixWindow window, MatrixSelection which) {
+                               MatrixWindow window, MatrixSelection which,
+                               const ForwardRows* rows) {
   using cpu::kTileRows;
   HeadMatrices out;
   out.window = cpu::resolve_window(params, window);
   const MatrixWindow& w = out.window;
-  const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which));
+  const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which), rows);
   out.rows = w.row_end - w.row_begin;
   out.cols = w.col_end - w.col_begin;
   const size_t n = static_cast<size_t>(out.rows * out.cols);

@@ -23,6 +23,16 @@ struct MatrixSelection {
   bool s = true, p = true, dp = true, ds = true;
 };
 
+// The forward's rows of head (b, h) from a cpu_attention run on the same params, mode and
+// inputs: m, l (CpuAttnResult::m, l) and D (CpuAttnResult::d), each [B, H, Sq] as that run
+// returns them. Given to the fused recomputation, it skips its own forward pass and uses these
+// rows, which are bit for bit what it would recompute. Ignored in unfused mode.
+struct ForwardRows {
+  const float* m = nullptr;
+  const float* l = nullptr;
+  const float* d = nullptr;
+};
+
 // Full-resolution matrices of a window, row-major [rows x cols] (rows = row_end - row_begin,
 // cols = col_end - col_begin); unselected ones are empty.
 //   s:  final scores (scale, softcap, bias, mask fill) as the kernel holds them
@@ -40,7 +50,8 @@ struct HeadMatrices {
 
 HeadMatrices cpu_head_matrices(const AttnParams& params, const CpuAttnOptions& options,
                                const CpuAttnInputs& inputs, int64_t b, int64_t h,
-                               MatrixWindow window = {}, MatrixSelection which = {});
+                               MatrixWindow window = {}, MatrixSelection which = {},
+                               const ForwardRows* rows = nullptr);
 
 // One pooled matrix, row-major [rows x cols] cells. Each cell counts its entries by class:
 // NaN (always, even where masked), masked (finite values at masked positions, and the fill of
@@ -65,6 +76,7 @@ struct PooledHeadMatrices {
 PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOptions& options,
                                        const CpuAttnInputs& inputs, int64_t b, int64_t h,
                                        int64_t out_rows, int64_t out_cols, MatrixWindow window = {},
-                                       MatrixSelection which = {});
+                                       MatrixSelection which = {},
+                                       const ForwardRows* rows = nullptr);
 
 }  // namespace attnscope

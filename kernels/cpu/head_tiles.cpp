@@ -139,8 +139,17 @@ TileStage last_stage(const MatrixSelection& which) {
 }
 
 HeadTiles::HeadTiles(const AttnParams& params, Mode mode, const CpuAttnInputs& inputs, int64_t b,
-                     int64_t h, TileStage last)
-    : mode_(mode), last_(last), op_(tile_operands(params, mode, inputs, b, h, last)) {}
+                     int64_t h, TileStage last, const ForwardRows* rows)
+    : mode_(mode), last_(last), op_(tile_operands(params, mode, inputs, b, h, last)) {
+  if (rows == nullptr || mode != Mode::fused) return;
+  if (rows->m == nullptr || rows->l == nullptr || (last >= TileStage::ds && rows->d == nullptr)) {
+    throw std::invalid_argument("cpu_head_matrices: forward rows need m, l (and d for dS)");
+  }
+  const int64_t at = (b * params.heads + h) * params.seqlen_q;
+  row_m_ = rows->m + at;
+  row_l_ = rows->l + at;
+  row_d_ = rows->d != nullptr ? rows->d + at : nullptr;
+}
 
 HeadTiles::Scratch::Scratch(const HeadTiles& tiles)
     : fwd(tiles.op_.x.dim_v),
@@ -194,7 +203,11 @@ void HeadTiles::fused_q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scr
   const HeadContext& x = op_.x;
   const int64_t Sq = x.params->seqlen_q, Sk = x.params->seqlen_k, D = x.dim, Dv = x.dim_v;
   const int64_t i0 = qt * kTileRows, rows = std::min(kTileRows, Sq - i0);
-  if (last_ == TileStage::ds) {
+  if (row_m_ != nullptr) {
+    std::copy(row_m_ + i0, row_m_ + i0 + rows, w.m.begin());
+    std::copy(row_l_ + i0, row_l_ + i0 + rows, w.l.begin());
+    if (last_ == TileStage::ds) std::copy(row_d_ + i0, row_d_ + i0 + rows, w.d.begin());
+  } else if (last_ == TileStage::ds) {
     const FusedHeadOperands fop{op_.q, op_.kt.data(), op_.v, op_.kv_finite.data()};
     fused_forward_q_tile(x, qt, fop, w.fwd, w.o.data(), w.lse.data(), w.m.data(), w.l.data(),
                          nullptr);

@@ -60,11 +60,11 @@ struct TileBlock {
 class HeadTiles {
  public:
   HeadTiles(const AttnParams& params, Mode mode, const CpuAttnInputs& inputs, int64_t b, int64_t h,
-            TileStage last);
+            TileStage last, const ForwardRows* rows = nullptr);
   // `last`: the last intermediate needed (TileStage). From P on, the forward's m and l are
   // recomputed per q tile by a statistics pass (score_tile, mask_tile, online_softmax_update
   // without P V, so bit for bit the forward's); for dS the full forward runs for
-  // D = rowsum(dO * O).
+  // D = rowsum(dO * O). Fused with `rows`: m, l and D are read from there instead.
 
   // Per-worker buffers.
   struct Scratch {
@@ -95,6 +95,10 @@ class HeadTiles {
   const Mode mode_;
   const TileStage last_;
   TileOperands op_;
+  // The caller's forward rows of this head ([Sq] each), or null: recompute them.
+  const float* row_m_ = nullptr;
+  const float* row_l_ = nullptr;
+  const float* row_d_ = nullptr;
 };
 
 }  // namespace attnscope::cpu

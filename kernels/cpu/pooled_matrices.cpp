@@ -74,12 +74,12 @@ void make_edges(int64_t begin, int64_t size, int64_t n, std::vector<int64_t>& ed
 PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOptions& options,
                                        const CpuAttnInputs& inputs, int64_t b, int64_t h,
                                        int64_t out_rows, int64_t out_cols, MatrixWindow window,
-                                       MatrixSelection which) {
+                                       MatrixSelection which, const ForwardRows* rows) {
   using cpu::kTileRows;
   PooledHeadMatrices out;
   out.window = cpu::resolve_window(params, window);
   const MatrixWindow& w = out.window;
-  const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which));
+  const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which), rows);
   const int64_t R = w.row_end - w.row_begin, C = w.col_end - w.col_begin;
   out.rows = std::clamp<int64_t>(out_rows, 1, R);
   out.cols = std::clamp<int64_t>(out_cols, 1, C);

@@ -296,6 +296,42 @@ TEST(Pooled, thread_count_independent_bit_identical) {
   }
 }
 
+// m, l, D handed over from a cpu_attention run replace the recomputed forward bit for bit, in
+// every fused precision, for the whole head, a window and the pooled matrices.
+TEST(Pooled, forward_rows_from_cpu_attention_give_identical_matrices_fused_f32_f16_bf16) {
+  for (Precision precision : {Precision::f32, Precision::f16, Precision::bf16}) {
+    SCOPED_TRACE(testing::Message() << "precision " << static_cast<int>(precision));
+    const TestCase t = messy_case(precision);
+    const CpuAttnResult r = run_cpu(t, Mode::fused);
+    const ForwardRows rows{r.m.data(), r.l.data(), r.d.data()};
+    CpuAttnOptions o;
+    o.threads = 2;
+    for (const MatrixWindow& w : {MatrixWindow{}, MatrixWindow{65, 140, 30, 199}}) {
+      const HeadMatrices want = matrices(t, Mode::fused, w);
+      const HeadMatrices got = cpu_head_matrices(params_of(t), o, inputs_of(t), 1, 1, w, {}, &rows);
+      EXPECT_TRUE(same_bits(got.s, want.s));
+      EXPECT_TRUE(same_bits(got.p, want.p));
+      EXPECT_TRUE(same_bits(got.dp, want.dp));
+      EXPECT_TRUE(same_bits(got.ds, want.ds));
+      EXPECT_EQ(got.masked, want.masked);
+    }
+    const PooledHeadMatrices want = pooled(t, Mode::fused, 37, 23);
+    const PooledHeadMatrices got =
+        cpu_pooled_matrices(params_of(t), o, inputs_of(t), 1, 1, 37, 23, {}, {}, &rows);
+    for (const auto& [a, b] : {std::pair{&got.p, &want.p}, {&got.ds, &want.ds}}) {
+      EXPECT_TRUE(same_bits(a->mean, b->mean));
+      EXPECT_TRUE(same_bits(a->max, b->max));
+      EXPECT_TRUE(same_bits(a->min, b->min));
+      EXPECT_EQ(a->nan, b->nan);
+      EXPECT_EQ(a->finite, b->finite);
+    }
+    // A NaN row (q_70 holds a NaN) must stay NaN in P with the handed-over rows.
+    int32_t nan_p = 0;
+    for (int32_t n : got.p.nan) nan_p += n;
+    EXPECT_GT(nan_p, 0);
+  }
+}
+
 TEST(Pooled, bad_window_or_empty_selection_throws_invalid_argument) {
   const TestCase t = messy_case(Precision::f32);
   EXPECT_THROW(pooled(t, Mode::fused, 4, 4, {10, 10, 0, -1}), std::invalid_argument);
