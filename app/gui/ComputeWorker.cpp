@@ -1,118 +1,84 @@
-// Worker thread of the GUI's recompute jobs (see ComputeWorker.h). The runner lives on the
-// worker thread and keeps the last loaded case, so settings changes do not re-read the file.
+// Head recompute jobs on a TaskRunner (see ComputeWorker.h).
 #include "app/gui/ComputeWorker.h"
 
-#include <QMetaObject>
+#include <exception>
 
 namespace attnscope {
 
-struct ComputeJob {
-  quint64 id = 0;
+// The worker thread's case and stage cache, reused across jobs.
+struct ComputeWorker::State {
   std::shared_ptr<const DumpReader> reader;
-  std::string casePath;
-  HeadRequest request;
+  std::string path;
+  std::shared_ptr<const CaseData> data;
+  HeadCache cache;
 };
 
-class ComputeWorker::Runner : public QObject {
- public:
-  Runner(ComputeWorker* owner, std::shared_ptr<std::atomic<quint64>> latest)
-      : owner_(owner), latest_(std::move(latest)) {}
+namespace {
 
-  // Runs on the worker thread.
-  void run(const ComputeJob& job) {
-    if (job.id != latest_->load()) return post([o = owner_, id = job.id] { o->reportDropped(id); });
-    post([o = owner_, id = job.id] { emit o->started(id); });
-    if (!load(job)) return;
-    Result<HeadResult> r = compute_head(*data_, job.request);
-    if (!r) return fail(job.id, r.error());
-    r->file_path = job.reader->path();
-    auto result = std::make_shared<const HeadResult>(std::move(r).value());
-    post([o = owner_, id = job.id, result] { o->deliver(id, result); });
-  }
-
- private:
-  template <typename F>
-  void post(F&& f) {
-    QMetaObject::invokeMethod(owner_, std::forward<F>(f), Qt::QueuedConnection);
-  }
-
-  void fail(quint64 id, const Error& e) {
-    post([o = owner_, id, m = QString::fromStdString(e.message),
-          h = QString::fromStdString(e.hint)] { o->reportFailure(id, m, h); });
-  }
-
-  bool load(const ComputeJob& job) {
-    if (data_ && reader_ == job.reader && path_ == job.casePath) return true;
-    Result<CaseData> loaded = job.reader->load(job.casePath);
-    if (!loaded) {
-      fail(job.id, loaded.error());
-      return false;
-    }
-    data_ = std::make_shared<const CaseData>(std::move(loaded).value());
-    reader_ = job.reader;
-    path_ = job.casePath;
-    return true;
-  }
-
-  ComputeWorker* owner_;
-  std::shared_ptr<std::atomic<quint64>> latest_;
-  std::shared_ptr<const DumpReader> reader_;
-  std::string path_;
-  std::shared_ptr<const CaseData> data_;
+// What a job hands back: a result, or the failure's message and hint.
+struct Outcome {
+  std::shared_ptr<const HeadResult> result;
+  QString message, hint;
 };
 
-ComputeWorker::ComputeWorker(QObject* parent)
-    : QObject(parent), latest_(std::make_shared<std::atomic<quint64>>(0)) {
-  runner_ = new Runner(this, latest_);
-  runner_->moveToThread(&thread_);
-  connect(&thread_, &QThread::finished, runner_, &QObject::deleteLater);
-  thread_.setObjectName(QStringLiteral("attnscope-compute"));
-  thread_.start();
+std::shared_ptr<const Outcome> failure(const Error& e) {
+  return std::make_shared<const Outcome>(
+      Outcome{nullptr, QString::fromStdString(e.message), QString::fromStdString(e.hint)});
 }
 
-ComputeWorker::~ComputeWorker() {
-  latest_->store(~quint64{0});  // every queued job is stale: the thread drains quickly
-  thread_.quit();
-  thread_.wait();
+}  // namespace
+
+ComputeWorker::ComputeWorker(QObject* parent) : QObject(parent), state_(std::make_shared<State>()) {
+  runner_ = new TaskRunner(QStringLiteral("attnscope-compute"), QThread::InheritPriority, this);
+  connect(runner_, &TaskRunner::started, this, &ComputeWorker::started);
+  connect(runner_, &TaskRunner::dropped, this, &ComputeWorker::dropped);
+  connect(runner_, &TaskRunner::busyChanged, this, &ComputeWorker::busyChanged);
 }
+
+ComputeWorker::~ComputeWorker() = default;
 
 quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QString& casePath,
                               const HeadRequest& request) {
-  ComputeJob job{++next_, std::move(reader), casePath.toStdString(), request};
-  latest_->store(job.id);
-  setBusy(true);
-  QMetaObject::invokeMethod(
-      runner_, [r = runner_, job] { r->run(job); }, Qt::QueuedConnection);
-  return job.id;
+  auto job = [state = state_, reader = std::move(reader), path = casePath.toStdString(), request](
+                 const TaskControl&, QString*) -> TaskResult {
+    State& s = *state;
+    if (!s.data || s.reader != reader || s.path != path) {
+      Result<CaseData> loaded = reader->load(path);
+      if (!loaded) return failure(loaded.error());
+      s.data = std::make_shared<const CaseData>(std::move(loaded).value());
+      s.reader = reader;
+      s.path = path;
+      s.cache.clear();
+    }
+    try {
+      Result<HeadResult> r = compute_head(*s.data, request, &s.cache);
+      if (!r) return failure(r.error());
+      r->file_path = reader->path();
+      return std::make_shared<const Outcome>(
+          Outcome{std::make_shared<const HeadResult>(std::move(r).value()), {}, {}});
+    } catch (const std::exception& e) {
+      s.cache.clear();
+      return failure(Error{ErrorCode::invalid_argument,
+                           std::string("recompute failed: ") + e.what(),
+                           "change the settings or the zoom window"});
+    }
+  };
+  // apply runs only for the latest job, so runner_->latestId() is this job's id.
+  auto apply = [this](TaskResult result) {
+    const auto outcome = std::static_pointer_cast<const Outcome>(result);
+    const quint64 id = runner_->latestId();
+    if (outcome->result) {
+      result_ = outcome->result;
+      emit finished(id);
+    } else {
+      emit failed(id, outcome->message, outcome->hint);
+    }
+  };
+  return runner_->submit(std::move(job), std::move(apply));
 }
 
 void ComputeWorker::cancel() {
-  latest_->store(++next_);
-  setBusy(false);
-}
-
-void ComputeWorker::setBusy(bool busy) {
-  if (busy == busy_) return;
-  busy_ = busy;
-  emit busyChanged(busy);
-}
-
-void ComputeWorker::deliver(quint64 id, std::shared_ptr<const HeadResult> result) {
-  if (id != latest_->load()) return reportDropped(id);
-  result_ = std::move(result);
-  setBusy(false);
-  emit finished(id);
-}
-
-void ComputeWorker::reportFailure(quint64 id, const QString& message, const QString& hint) {
-  if (id != latest_->load()) return reportDropped(id);
-  setBusy(false);
-  emit failed(id, message, hint);
-}
-
-void ComputeWorker::reportDropped(quint64 id) {
-  ++dropped_;
-  emit dropped(id);
+  runner_->cancel();
 }
 
 }  // namespace attnscope

@@ -1,15 +1,17 @@
-// Background recompute (DESIGN §1: compute never runs on the GUI thread). Jobs carry an id and
-// run one at a time on a worker thread; the latest request wins: queued jobs older than it are
-// skipped, and a job that finishes after a newer request is dropped instead of applied.
+// Background recompute of the selected head (DESIGN §1: compute never runs on the GUI thread):
+// a typed client of TaskRunner. Jobs carry an id and run one at a time on the runner's worker
+// thread; the latest request wins: queued jobs older than it are skipped, and a job that
+// finishes after a newer request is dropped instead of applied. The worker thread keeps the
+// last loaded case and a HeadCache, so a settings change neither re-reads the file nor reruns
+// the stages it does not affect.
 #pragma once
 
 #include <QObject>
 #include <QString>
-#include <QThread>
-#include <atomic>
 #include <memory>
 
 #include "app/gui/HeadCompute.h"
+#include "app/gui/TaskRunner.h"
 #include "core/io/hdf5_dump.h"
 
 namespace attnscope {
@@ -28,11 +30,11 @@ class ComputeWorker : public QObject {
   // Makes every submitted job stale (its result will be dropped) and clears busy.
   void cancel();
 
-  quint64 latestId() const { return latest_->load(); }
-  bool busy() const { return busy_; }
+  quint64 latestId() const { return runner_->latestId(); }
+  bool busy() const { return runner_->busy(); }
   // Result of the latest job that finished and was applied (null before the first).
   std::shared_ptr<const HeadResult> result() const { return result_; }
-  int droppedCount() const { return dropped_; }
+  int droppedCount() const { return runner_->droppedCount(); }
 
  signals:
   void started(quint64 id);
@@ -44,19 +46,12 @@ class ComputeWorker : public QObject {
   void busyChanged(bool busy);
 
  private:
-  class Runner;
+  struct State;
 
-  void setBusy(bool busy);
-  void deliver(quint64 id, std::shared_ptr<const HeadResult> result);
-  void reportFailure(quint64 id, const QString& message, const QString& hint);
-  void reportDropped(quint64 id);
-
-  QThread thread_;
-  Runner* runner_ = nullptr;
-  std::shared_ptr<std::atomic<quint64>> latest_;
-  quint64 next_ = 0;
-  bool busy_ = false;
-  int dropped_ = 0;
+  TaskRunner* runner_ = nullptr;
+  // Owned by the worker thread's jobs (they run one at a time); shared so that a job still
+  // running while the worker is destroyed keeps it alive.
+  std::shared_ptr<State> state_;
   std::shared_ptr<const HeadResult> result_;
 };
 

@@ -2,21 +2,23 @@
 // views of one (batch, head) show: S, P, dP, dS (full resolution or pooled to the view's pixel
 // size), O, dQ, dK, dV of that head from the chosen backend (optionally clipped like
 // clip_grad_norm_ over the head's gradients), their error against the fp64 reference, and the
-// per-row series m, LSE, l, ||O_i||, ||dQ_i||.
+// per-row series m, LSE, l, ||O_i||, ||dQ_i||. A HeadCache keeps the stage products so that a
+// change reruns only the stages after it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "app/gui/HeadStages.h"
 #include "app/plot/MatrixGrid.h"
 #include "core/analysis/clipping.h"
 #include "core/case_inputs.h"
 #include "core/case_model.h"
 #include "core/result.h"
 #include "kernels/cpu/fused_attention.h"
-#include "kernels/cpu/head_matrices.h"
 
 namespace attnscope {
 
@@ -36,6 +38,12 @@ struct HeadRequest {
   bool reference = false;           // compute the error grids against the fp64 reference
 };
 
+// Wall time of one stage of compute_head that ran (stages served from the cache are absent).
+struct HeadPhase {
+  const char* name;  // "inputs", "cpu fwd+bwd", "score grids", "backend", "reference", "grids"
+  double ms = 0;
+};
+
 // Everything the views of one head show, plus the settings it was computed with.
 struct HeadResult {
   HeadRequest request;
@@ -46,13 +54,16 @@ struct HeadResult {
   std::string backend = "cpu";           // what computed O, LSE, dQ, dK, dV
   bool has_dout = false;                 // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
-  MatrixGrid s, p, dp, ds;   // score-shaped, over request.window
-  MatrixGrid o, dq;          // [Sq x Dv], [Sq x D] of the head, full resolution
-  MatrixGrid dk, dv;         // [Sk x D], [Sk x Dv]: this query head's share of dK, dV
-  MatrixGrid o_err, dq_err;  // backend minus fp64 reference; empty unless request.reference
+  MatrixGrid s, p, dp, ds;  // score-shaped, over request.window
+  MatrixGrid o, dq;         // [Sq x Dv], [Sq x D] of the head, full resolution
+  MatrixGrid dk, dv;        // [Sk x D], [Sk x Dv]: this query head's share of dK, dV
+  // Backend (clipped when clip_norm is set) minus the fp64 reference, same layouts as o, dq,
+  // dk, dv; empty unless request.reference.
+  MatrixGrid o_err, dq_err, dk_err, dv_err;
   std::vector<float> m, lse, l, o_norm, dq_norm;  // [Sq] per query row
   std::optional<ClipResult> clip;  // over {dQ, dK, dV} of the head when clip_norm was set
   double elapsed_ms = 0;
+  std::vector<HeadPhase> phases;  // in the order they ran
 
   // The grid of a heatmap name (kHeadMatrices); nullptr for other names.
   const MatrixGrid* grid(const std::string& name) const;
@@ -60,12 +71,34 @@ struct HeadResult {
 
 // Names of the heatmaps, in tab order.
 inline constexpr const char* kScoreMatrices[] = {"S", "P", "dP", "dS"};
-inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP", "dS",    "O",
-                                                "dQ", "dK", "dV", "O err", "dQ err"};
+inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP",    "dS",     "O",      "dQ",
+                                                "dK", "dV", "O err", "dQ err", "dK err", "dV err"};
 
-// Recomputes one head of a loaded case. Fails (invalid_argument) on a bad (batch, head),
-// settings make_case_inputs refuses or a backend that cannot run them. Runs the CPU kernels
-// (and LibTorch for torch-* backends); never call it on the GUI thread.
-Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request);
+// What compute_head computed last, per stage, with the key of the request part it depends on:
+// inputs (batch, head, scale, precision, mask fill) -> CPU forward + backward (+ mode) -> score
+// grids (+ window, pixels, budget) and backend outputs (+ backend); the fp64 reference depends
+// on the inputs only. Clipping and the error grids are cheap post-processes, always rerun.
+// Valid for one CaseData: clear() it when the case changes.
+class HeadCache {
+ public:
+  void clear() { *this = HeadCache{}; }
+
+ private:
+  friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
+  std::string inputs_key_, kernel_key_, grids_key_, backend_key_, reference_key_;
+  std::shared_ptr<CaseInputs> inputs_;  // the slice's mask / bias point into it
+  HeadSlice slice_;
+  CpuAttnResult cpu_;
+  MatrixGrid s_, p_, dp_, ds_;
+  HeadOutputs backend_;
+  HeadReference reference_;
+};
+
+// Recomputes one head of a loaded case, reusing `cache` (may be null) where the request allows.
+// Fails (invalid_argument) on a bad (batch, head), settings make_case_inputs refuses or a
+// backend that cannot run them. Runs the CPU kernels (and LibTorch for torch-* backends);
+// never call it on the GUI thread.
+Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request,
+                                HeadCache* cache = nullptr);
 
 }  // namespace attnscope

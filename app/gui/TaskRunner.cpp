@@ -35,6 +35,7 @@ quint64 TaskRunner::submit(TaskFn job, ApplyFn apply) {
           QMetaObject::invokeMethod(this, [this, id, apply] { deliver(id, {}, {}, apply); });
           return;
         }
+        QMetaObject::invokeMethod(this, [this, id] { emit started(id); });
         const TaskControl control(latest, id, [this](int done, int total) {
           QMetaObject::invokeMethod(this, [this, done, total] { emit progress(done, total); });
         });
@@ -68,6 +69,7 @@ void TaskRunner::deliver(quint64 id, const TaskResult& result, const QString& er
                          const ApplyFn& apply) {
   if (id != latest_->load()) {
     ++dropped_;
+    emit dropped(id);
     return;
   }
   setBusy(false);

@@ -52,14 +52,20 @@ class TaskRunner : public QObject {
   // Makes every submitted job stale and clears busy.
   void cancel();
 
+  // Id of the latest submission (0 before the first); apply callbacks run only for it.
+  quint64 latestId() const { return latest_->load(); }
   bool busy() const { return busy_; }
   int droppedCount() const { return dropped_; }
 
  signals:
   void busyChanged(bool busy);
+  // Job `id` began running on the worker thread.
+  void started(quint64 id);
   void progress(int done, int total);
   void failed(const QString& message);
   void finished(quint64 id);
+  // Job `id` was skipped (stale before it ran) or its late result discarded.
+  void dropped(quint64 id);
 
  private:
   class Worker;

@@ -82,6 +82,12 @@ class GuiTest : public QObject {
   void sweep_view_counts_nonfinite_per_precision();
   void gui_thread_stays_responsive_during_recompute();
 
+  // HeadComputeTests.cpp
+  void head_compute_error_grids_for_o_dq_dk_dv();
+  void head_compute_cache_reruns_only_later_stages();
+  void head_compute_small_window_over_budget_is_pooled();
+  void error_tabs_show_dk_and_dv_errors();
+
  private:
   QTemporaryDir settingsDir_;
 };
