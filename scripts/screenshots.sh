@@ -4,6 +4,9 @@
 #   main_fp16_overflow.png   /fp16_score_overflow, head 3, fp16 unfused: the +inf band in S
 #                            (overlay colours, findings list, row plots)
 #   ds_nan_gradients.png     the dS tab of the same head: NaN gradients of the overflowing rows
+#   stepper_backward_tile.png  /padding_mask_fp16, batch 1, stepper at step 12 (recompute P of
+#                            q tile 1, kv tile 0: padded rows 70-95 turn NaN): the tile outlined
+#                            on P, its intermediates and the accumulators in the stepper dock
 #   annotated_session.png    the window on a copy of the sample whose sidecar session holds
 #                            annotations (box, arrow, text) next to the automatic markers
 #   export_annotated.png     `attnscope-cli export` of that annotated S view (stamped figure)
@@ -37,6 +40,8 @@ shoot() {  # shoot NAME ARGS... : one GUI run, saved as OUT/NAME.png
 shoot main_fp16_overflow --precision fp16 --mode unfused --head 3 "$SAMPLE::/fp16_score_overflow"
 shoot ds_nan_gradients --precision fp16 --mode unfused --head 3 --matrix dS \
   "$SAMPLE::/fp16_score_overflow"
+shoot stepper_backward_tile --batch 1 --matrix P --stepper 12 \
+  "$SAMPLE::/padding_mask_fp16"
 
 # A copy of the sample with a sidecar session: what a user would have annotated.
 cp "$SAMPLE" "$WORK/seed_cases.h5"

@@ -4,6 +4,7 @@
 
 #include <QAction>
 #include <QActionGroup>
+#include <QInputDialog>
 #include <QLineEdit>
 #include <QMenu>
 #include <QTabWidget>
@@ -14,31 +15,13 @@
 #include "app/plot/HeatmapView.h"
 
 namespace attnscope {
-namespace {
-
-QJsonObject settingsJson(const SessionContext& context) {
-  const ComputeSettings& s = context.settings();
-  QJsonObject json{{QStringLiteral("mode"), modeName(s.mode)},
-                   {QStringLiteral("mask_fill"), maskFillName(s.maskFill)}};
-  if (s.precision)
-    json[QStringLiteral("precision")] = QString::fromLatin1(precision_name(*s.precision));
-  if (s.scale) json[QStringLiteral("scale")] = *s.scale;
-  return json;
-}
-
-}  // namespace
 
 AnnotationController::AnnotationController(SessionContext* context, HeatmapPanel* heatmaps,
                                            QWidget* window)
     : QObject(window), context_(context), heatmaps_(heatmaps) {
   buildActions(window);
-  connect(context_, &SessionContext::caseChanged, this, &AnnotationController::onCaseChanged);
-  connect(context_, &SessionContext::headChanged, this, &AnnotationController::rememberViewState);
-  connect(context_, &SessionContext::settingsChanged, this,
-          &AnnotationController::rememberViewState);
   connect(context_, &SessionContext::resultChanged, this, &AnnotationController::refresh);
-  connect(heatmaps_->tabs(), &QTabWidget::currentChanged, this,
-          &AnnotationController::rememberViewState);
+  connect(context_, &SessionContext::caseChanged, this, &AnnotationController::annotationsChanged);
 }
 
 void AnnotationController::buildActions(QWidget* window) {
@@ -140,39 +123,6 @@ CaseSession* AnnotationController::currentCase() {
   return &s->cases[context_->casePath()];
 }
 
-void AnnotationController::onCaseChanged() {
-  SessionFile* s = currentSession();
-  if (s == nullptr) return;
-  const QString casePath = context_->casePath();
-  s->lastCase = casePath;
-  const QString key = s->dump() + QLatin1Char('|') + casePath;
-  if (restored_.contains(key) || !s->cases.contains(casePath)) return;
-  restored_.insert(key);
-  const CaseSession& saved = s->cases[casePath];
-  const CaseInfo* info = context_->caseInfo();
-  restoring_ = true;
-  if (info != nullptr && saved.batch >= 0 && saved.batch < info->dims.batch) {
-    context_->setBatch(saved.batch);
-  }
-  if (info != nullptr && saved.head >= 0 && saved.head < info->dims.heads) {
-    context_->setHead(saved.head);
-  }
-  if (!saved.view.isEmpty()) heatmaps_->showMatrix(saved.view);
-  restoring_ = false;
-}
-
-void AnnotationController::rememberViewState() {
-  if (restoring_) return;
-  SessionFile* s = currentSession();
-  CaseSession* c = currentCase();
-  if (s == nullptr || c == nullptr) return;
-  c->batch = context_->batch();
-  c->head = context_->head();
-  c->view = currentView();
-  s->settings = settingsJson(*context_);
-  if (s->exists()) save(*s);
-}
-
 QList<Annotation> AnnotationController::userAnnotations(const QString& view) const {
   QList<Annotation> list;
   const SessionFile* s = session();
@@ -204,6 +154,8 @@ void AnnotationController::refresh() {
       connectedLayers_.insert(layer);
       connect(layer, &AnnotationLayer::placed, this,
               [this, view = name](const Annotation& a) { onPlaced(view, a); });
+      connect(layer, &AnnotationLayer::moved, this, &AnnotationController::replaceAnnotation);
+      connect(layer, &AnnotationLayer::editRequested, this, &AnnotationController::editText);
     }
     layer->setTool(tool_);
     layer->setAnnotations(shownAnnotations(name));
@@ -232,11 +184,9 @@ bool AnnotationController::addAnnotation(const Annotation& annotation, QString* 
     return false;
   }
   c->annotations << annotation;
-  c->batch = context_->batch();
-  c->head = context_->head();
-  c->view = currentView();
-  s->settings = settingsJson(*context_);
   refresh();
+  emit annotationsChanged();
+  emit aboutToSave(s);
   QString saveError;
   if (!s->save(&saveError)) {
     if (error) *error = saveError;
@@ -252,6 +202,7 @@ bool AnnotationController::removeLast() {
   if (c == nullptr || mine.isEmpty()) return false;
   c->annotations.removeAt(c->annotations.lastIndexOf(mine.last()));
   refresh();
+  emit annotationsChanged();
   return save(*currentSession());
 }
 
@@ -260,10 +211,60 @@ void AnnotationController::clearView(const QString& view) {
   if (c == nullptr) return;
   for (const Annotation& a : userAnnotations(view)) c->annotations.removeAll(a);
   refresh();
+  emit annotationsChanged();
   save(*currentSession());
 }
 
+QList<Annotation> AnnotationController::caseAnnotations() const {
+  const SessionFile* s = session();
+  if (s == nullptr || !s->cases.contains(context_->casePath())) return {};
+  return s->cases.value(context_->casePath()).annotations;
+}
+
+bool AnnotationController::replaceAnnotation(const Annotation& before, const Annotation& after) {
+  CaseSession* c = currentCase();
+  const qsizetype index = c == nullptr ? -1 : c->annotations.indexOf(before);
+  if (index < 0) return false;
+  c->annotations[index] = after;
+  refresh();
+  emit annotationsChanged();
+  return save(*currentSession());
+}
+
+bool AnnotationController::removeAnnotation(const Annotation& annotation) {
+  CaseSession* c = currentCase();
+  const qsizetype index = c == nullptr ? -1 : c->annotations.indexOf(annotation);
+  if (index < 0) return false;
+  c->annotations.removeAt(index);
+  refresh();
+  emit annotationsChanged();
+  return save(*currentSession());
+}
+
+void AnnotationController::editText(const Annotation& annotation) {
+  auto* dialog = new QInputDialog(qobject_cast<QWidget*>(parent()));
+  dialog->setObjectName(QStringLiteral("annotationTextDialog"));
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setWindowTitle(tr("Annotation text"));
+  dialog->setLabelText(
+      tr("Text of the %1 on %2:").arg(annotationKindName(annotation.kind), annotation.view));
+  dialog->setTextValue(annotation.text);
+  connect(dialog, &QInputDialog::textValueSelected, this, [this, annotation](const QString& text) {
+    Annotation edited = annotation;
+    edited.text = text.trimmed();
+    if (edited.kind == AnnotationKind::text && edited.text.isEmpty()) return;
+    replaceAnnotation(annotation, edited);
+  });
+  dialog->open();
+}
+
+bool AnnotationController::saveSession() {
+  SessionFile* s = currentSession();
+  return s != nullptr && save(*s);
+}
+
 bool AnnotationController::save(SessionFile& session) {
+  emit aboutToSave(&session);
   QString error;
   if (session.save(&error)) return true;
   emit notice(error);

@@ -1,9 +1,10 @@
 // Annotations in the main window: the Annotate menu and toolbar (tools text / arrow / box, the
 // label to place, automatic markers on or off, remove last, clear view), the AnnotationLayer of
-// every heatmap tab, and the sidecar SessionFile of each open dump, which holds the user's
-// annotations and view state (batch, head, tab, settings) and restores them when the dump is
-// opened again. A sidecar is written only once the user has annotated the dump (or when one
-// already exists), so browsing a dump leaves its folder untouched.
+// every heatmap tab (drag moves an annotation, double-click edits its text), editing through
+// the annotation list, and the sidecar SessionFile of each open dump, which holds the user's
+// annotations and the view state (ViewStateController fills that in before every save). A
+// sidecar is written only once the user has annotated the dump (or when one already exists),
+// so browsing a dump leaves its folder untouched.
 #pragma once
 
 #include <QObject>
@@ -46,6 +47,14 @@ class AnnotationController : public QObject {
   bool addAnnotation(const Annotation& annotation, QString* error = nullptr);
   bool removeLast();
   void clearView(const QString& view);
+  // Every user annotation of the current case (all views, batches and heads), in order.
+  QList<Annotation> caseAnnotations() const;
+  // Replaces / removes a user annotation of the current case and saves; false when it is not
+  // there (or the save failed).
+  bool replaceAnnotation(const Annotation& before, const Annotation& after);
+  bool removeAnnotation(const Annotation& annotation);
+  // Opens a (non-blocking) text dialog, object name "annotationTextDialog", for an annotation.
+  void editText(const Annotation& annotation);
 
   // User annotations of the current case on `view` at the shown batch / head, and everything
   // drawn there (those plus the automatic markers).
@@ -54,20 +63,25 @@ class AnnotationController : public QObject {
   // The heatmap tabs as named views (for "export all views").
   QList<QPair<QString, QWidget*>> views() const;
 
-  // The session of the current dump (nullptr without one).
+  // The session of the current dump (nullptr without one), loaded on first use, and the
+  // current case's entry in it.
   const SessionFile* session() const;
+  SessionFile* currentSession();
+  CaseSession* currentCase();
+  // Saves the current session (aboutToSave first); false with a notice on failure.
+  bool saveSession();
 
  signals:
   // Something the user should know (sidecar notes, a failed save); shown in the status bar.
   void notice(const QString& message);
+  // The user annotations of the current case changed (added, moved, edited, removed).
+  void annotationsChanged();
+  // Emitted (synchronously) right before a session is written.
+  void aboutToSave(attnscope::SessionFile* session);
 
  private:
   void buildActions(QWidget* window);
-  SessionFile* currentSession();
-  CaseSession* currentCase();
   QString currentView() const;
-  void onCaseChanged();
-  void rememberViewState();
   void refresh();
   void onPlaced(const QString& view, Annotation annotation);
   bool save(SessionFile& session);
@@ -75,11 +89,9 @@ class AnnotationController : public QObject {
   SessionContext* context_;
   HeatmapPanel* heatmaps_;
   std::map<QString, SessionFile> sessions_;  // by absolute dump path
-  QSet<QString> restored_;                   // "dump|case" whose view state was applied
   QSet<QObject*> connectedLayers_;
   AnnotationTool tool_ = AnnotationTool::none;
   QString label_;
-  bool restoring_ = false;
 
   QMenu* menu_ = nullptr;
   QToolBar* toolBar_ = nullptr;

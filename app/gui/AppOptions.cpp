@@ -20,13 +20,17 @@ struct Parser {
       "matrix", "Heatmap tab to show: S, P, dP, dS, O, dQ, dK, dV, 'O err', 'dQ err'.", "NAME"};
   QCommandLineOption screenshot{
       "screenshot", "Save a PNG of the window after the first compute and quit.", "PNG"};
+  QCommandLineOption stepper{"stepper",
+                             "Show the backward stepper at step N, or at the first step that "
+                             "makes a value non-finite ('nonfinite').",
+                             "N|nonfinite"};
 
   Parser() {
     parser.setApplicationDescription(
         "attnscope: visual debugger for fused attention\n"
         "attnscope --bench-gui [RUNS]: slider-to-render latency at S=2048, D=64 (offscreen)");
     parser.addHelpOption();
-    parser.addOptions({precision, mode, scale, batch, head, matrix, screenshot});
+    parser.addOptions({precision, mode, scale, batch, head, matrix, screenshot, stepper});
     parser.addPositionalArgument("FILE[::CASE]", "Dump files to open; ::CASE selects a case.",
                                  "[FILE[::CASE]...]");
   }
@@ -100,6 +104,16 @@ AppOptions parseCommandLine(const QStringList& arguments) {
       out.error = QStringLiteral("--matrix: '%1' is not one of %2")
                       .arg(out.matrix, kMatrices.join(QStringLiteral(", ")));
     }
+  }
+  if (p.parser.isSet(p.stepper)) {
+    const QString v = p.parser.value(p.stepper).toLower();
+    const auto n = parseIndex(v);
+    if (v == QLatin1String("nonfinite"))
+      out.stepper = -1;
+    else if (n)
+      out.stepper = *n;
+    else
+      out.error = QStringLiteral("--stepper: expected a step >= 0 or 'nonfinite'");
   }
   out.screenshot = p.parser.value(p.screenshot);
   return out;

@@ -1,5 +1,6 @@
-// Command line of the attnscope GUI: `attnscope [options] FILE[::CASE]...` plus settings to
-// start with and --screenshot to grab the window after the first compute and quit.
+// Command line of the attnscope GUI: `attnscope [options] FILE[::CASE]...` plus settings (and a
+// stepper position) to start with and --screenshot to grab the window after the first compute
+// and quit.
 #pragma once
 
 #include <QList>
@@ -28,7 +29,9 @@ struct AppOptions {
   int batch = -1, head = -1;  // -1: keep the default (0)
   QString matrix;             // heatmap tab to show ("S", "P", ...)
   QString screenshot;         // PNG path: grab the window after the first compute, then quit
-  QString error;              // non-empty when the command line is invalid
+  // --stepper: the backward stepper's position to show; -1: the first non-finite step.
+  std::optional<int64_t> stepper;
+  QString error;  // non-empty when the command line is invalid
 };
 
 // Parses the arguments (argv[0] first). Unknown options or values set `error`.

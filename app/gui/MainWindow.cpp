@@ -21,9 +21,12 @@
 #include "app/gui/AnnotationController.h"
 #include "app/gui/CaseExport.h"
 #include "app/gui/ComputeWorker.h"
+#include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/TaskRunner.h"
+#include "app/gui/ViewStateController.h"
+#include "app/panels/AnnotationListPanel.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/FindingsPanel.h"
@@ -72,6 +75,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildAnalysisDocks();
   annotations_ = new AnnotationController(context_, heatmaps_, this);
   addToolBar(Qt::TopToolBarArea, annotations_->toolBar());
+  navigation_ = new NavigationController(context_, heatmaps_, this);
+  viewState_ = new ViewStateController(context_, heatmaps_, annotations_, navigation_, this);
+  annotationList_ = new AnnotationListPanel(context_, annotations_, navigation_, this);
+  tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("overviewDock")),
+                   addPanelDock(annotationList_, tr("Annotations"),
+                                QStringLiteral("annotationListDock"), Qt::RightDockWidgetArea));
+  findChild<QDockWidget*>(QStringLiteral("findingsDock"))->raise();
   buildMenus();
   buildStatusBar();
 
@@ -96,6 +106,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
   connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
   connect(annotations_, &AnnotationController::notice, statusText_, &QLabel::setText);
+  connect(navigation_, &NavigationController::notice, statusText_, &QLabel::setText);
   connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
   connect(worker_, &ComputeWorker::failed, this,
           [this](quint64, const QString& message, const QString& hint) {
@@ -135,6 +146,7 @@ void MainWindow::buildMenus() {
   quit->setShortcut(QKeySequence::Quit);
 
   menuBar()->addMenu(annotations_->menu());
+  menuBar()->addMenu(navigation_->menu());
 
   buildDebugMenu();
   QMenu* window = menuBar()->addMenu(tr("&Window"));
@@ -249,8 +261,13 @@ bool MainWindow::openTarget(const OpenTarget& target) {
   const int index = context_->openFile(target.file);
   if (index < 0) return false;
   const auto& cases = context_->file(index).reader->cases();
-  const QString casePath =
-      target.casePath.isEmpty() ? QString::fromStdString(cases.front().path) : target.casePath;
+  QString casePath = target.casePath;
+  if (casePath.isEmpty()) {
+    QStringList paths;
+    for (const CaseInfo& c : cases) paths << QString::fromStdString(c.path);
+    casePath = ViewStateController::lastCase(context_->file(index).path, paths);
+    if (casePath.isEmpty()) casePath = paths.front();
+  }
   if (!context_->selectCase(index, casePath)) {
     showError(tr("Unknown case"),
               tr("%1: no case %2 in this dump").arg(target.file, target.casePath),
@@ -261,14 +278,22 @@ bool MainWindow::openTarget(const OpenTarget& target) {
 }
 
 bool MainWindow::applyOptions(const AppOptions& options) {
+  bool ok = true;
+  for (const OpenTarget& t : options.targets) ok = openTarget(t) && ok;
   if (options.precision) context_->setPrecision(options.precision);
   if (options.mode) context_->setMode(*options.mode);
   if (options.scale) context_->setScale(options.scale);
-  bool ok = true;
-  for (const OpenTarget& t : options.targets) ok = openTarget(t) && ok;
   if (options.batch >= 0) context_->setBatch(options.batch);
   if (options.head >= 0) context_->setHead(options.head);
   if (!options.matrix.isEmpty()) heatmaps_->showMatrix(options.matrix);
+  if (options.stepper) {
+    stepperPanel_->parentWidget()->raise();
+    if (*options.stepper < 0) {
+      stepper_->runToNextNonfinite();
+    } else {
+      stepper_->seek(*options.stepper);
+    }
+  }
   return ok;
 }
 
@@ -322,6 +347,7 @@ void MainWindow::exportWithDialog() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  viewState_->saveNow();
   QSettings settings;
   settings.setValue(kGeometryKey, saveGeometry());
   settings.setValue(kStateKey, saveState(kStateVersion));

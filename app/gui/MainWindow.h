@@ -1,7 +1,7 @@
 // The attnscope main window: heatmap tabs in the centre, docks for the dump browser, controls,
-// inspector, row plots, findings, overview, stepper and scale sweep (Window menu re-opens any,
-// layout saved and restorable), the menus and shortcuts, the background recompute and the busy
-// indicator.
+// inspector, row plots, findings, annotations, overview, stepper and scale sweep (Window menu
+// re-opens any, layout saved and restorable), the menus and shortcuts, the background
+// recompute and the busy indicator.
 #pragma once
 
 #include <QMainWindow>
@@ -18,6 +18,7 @@ namespace attnscope {
 
 class AnalysisController;
 class AnnotationController;
+class AnnotationListPanel;
 class ComputeWorker;
 class ControlsPanel;
 class DumpBrowserPanel;
@@ -28,8 +29,10 @@ class StepperPanel;
 class SweepPanel;
 class HeatmapPanel;
 class InspectorPanel;
+class NavigationController;
 class RowPlotPanel;
 class SessionContext;
+class ViewStateController;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -46,6 +49,8 @@ class MainWindow : public QMainWindow {
   HeatmapPanel* heatmaps() const { return heatmaps_; }
   RowPlotPanel* rowPlots() const { return rowPlots_; }
   AnnotationController* annotations() const { return annotations_; }
+  AnnotationListPanel* annotationList() const { return annotationList_; }
+  NavigationController* navigation() const { return navigation_; }
   StepperController* stepper() const { return stepper_; }
   StepperPanel* stepperPanel() const { return stepperPanel_; }
   AnalysisController* analysis() const { return analysis_; }
@@ -54,10 +59,12 @@ class MainWindow : public QMainWindow {
   SweepPanel* sweep() const { return sweep_; }
   QList<QDockWidget*> docks() const;
 
-  // Opens FILE and selects CASE (the first case when none is named); false after reporting
-  // the error (unreadable file, unknown case).
+  // Opens FILE and selects CASE (when none is named: the case last shown according to the
+  // dump's sidecar session, else the first case); false after reporting the error
+  // (unreadable file, unknown case).
   bool openTarget(const OpenTarget& target);
-  // Applies a parsed command line: files, settings, batch / head, matrix tab.
+  // Applies a parsed command line: files, then settings, batch / head, matrix tab and stepper
+  // position (so that they win over what the sidecar session restores).
   bool applyOptions(const AppOptions& options);
 
   // Writes the current heatmap tab to PNG / PDF / SVG (by suffix) with its annotations,
@@ -99,6 +106,9 @@ class MainWindow : public QMainWindow {
   HeatmapPanel* heatmaps_ = nullptr;
   RowPlotPanel* rowPlots_ = nullptr;
   AnnotationController* annotations_ = nullptr;
+  AnnotationListPanel* annotationList_ = nullptr;
+  NavigationController* navigation_ = nullptr;
+  ViewStateController* viewState_ = nullptr;
   StepperController* stepper_ = nullptr;
   StepperPanel* stepperPanel_ = nullptr;
   AnalysisController* analysis_ = nullptr;

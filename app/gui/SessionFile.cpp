@@ -15,15 +15,41 @@ namespace {
 
 const QString kFormat = QStringLiteral("attnscope-session");
 const QString kSuffix = QStringLiteral(".attnscope.json");
-const QStringList kCaseKeys = {QStringLiteral("batch"), QStringLiteral("head"),
-                               QStringLiteral("view"), QStringLiteral("annotations"),
+const QStringList kCaseKeys = {QStringLiteral("batch"),
+                               QStringLiteral("head"),
+                               QStringLiteral("view"),
+                               QStringLiteral("zoom"),
+                               QStringLiteral("views"),
+                               QStringLiteral("annotations"),
                                QStringLiteral("unreadable_annotations")};
+
+// [row_begin, row_end, col_begin, col_end] of non-negative integers with begin < end.
+std::optional<ViewWindow> zoomFromJson(const QJsonValue& value) {
+  const QJsonArray a = value.toArray();
+  if (a.size() != 4) return std::nullopt;
+  int64_t v[4];
+  for (int i = 0; i < 4; ++i) {
+    const double d = a[i].toDouble(-1);
+    if (!(d >= 0) || d != static_cast<double>(static_cast<int64_t>(d))) return std::nullopt;
+    v[i] = static_cast<int64_t>(d);
+  }
+  if (v[0] >= v[1] || v[2] >= v[3]) return std::nullopt;
+  return ViewWindow{v[0], v[1], v[2], v[3]};
+}
 
 CaseSession parseCase(const QJsonObject& json, const QString& casePath, QStringList& notes) {
   CaseSession c;
   c.batch = json.value(QStringLiteral("batch")).toInteger(-1);
   c.head = json.value(QStringLiteral("head")).toInteger(-1);
   c.view = json.value(QStringLiteral("view")).toString();
+  c.zoom = zoomFromJson(json.value(QStringLiteral("zoom")));
+  if (!c.zoom && json.contains(QStringLiteral("zoom"))) {
+    notes << QStringLiteral(
+                 "%1: the saved zoom window is not [row_begin, row_end, col_begin, "
+                 "col_end]; the whole matrix is shown")
+                 .arg(casePath);
+  }
+  c.views = json.value(QStringLiteral("views")).toObject();
   c.unreadable = json.value(QStringLiteral("unreadable_annotations")).toArray();
   for (const QJsonValue& entry : json.value(QStringLiteral("annotations")).toArray()) {
     const std::optional<Annotation> a = Annotation::fromJson(entry.toObject());
@@ -154,6 +180,12 @@ QJsonObject SessionFile::serialise() const {
     c[QStringLiteral("batch")] = it->batch;
     c[QStringLiteral("head")] = it->head;
     c[QStringLiteral("view")] = it->view;
+    if (it->zoom) {
+      const ViewWindow& z = *it->zoom;
+      c[QStringLiteral("zoom")] = QJsonArray{qint64{z.row_begin}, qint64{z.row_end},
+                                             qint64{z.col_begin}, qint64{z.col_end}};
+    }
+    if (!it->views.isEmpty()) c[QStringLiteral("views")] = it->views;
     QJsonArray annotations;
     for (const Annotation& a : it->annotations) {
       if (!a.automatic) annotations << a.toJson();

@@ -19,16 +19,22 @@ namespace attnscope {
 
 // View state and annotations of one case.
 struct CaseSession {
-  qint64 batch = -1, head = -1;  // -1: never saved
-  QString view;                  // heatmap tab ("S", "P", ...)
+  qint64 batch = -1, head = -1;    // -1: never saved
+  QString view;                    // heatmap tab ("S", "P", ...)
+  std::optional<ViewWindow> zoom;  // the window `view` showed; absent: the whole matrix (v2)
+  // Colour state of the heatmap tabs that differ from the default, by tab name:
+  // {"colormap": "diverging", "scale": "log", "range": [lo, hi]} (no range: automatic) (v2).
+  QJsonObject views;
   QList<Annotation> annotations;
   QJsonArray unreadable;  // entries of a newer / damaged file, written back as they were
   QJsonObject extra;      // unknown keys of the case object, written back as they were
 };
 
+// Version 2 added the per-case "zoom" and "views" and the settings "clip_norm" and "backend";
+// a version 1 file reads as a version 2 one without them.
 class SessionFile {
  public:
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
 
   // `<dump>.attnscope.json` beside the dump, and the fallback in the user's config folder
   // (`<config>/sessions/<name>-<hash of the absolute path>.attnscope.json`).
@@ -55,7 +61,8 @@ class SessionFile {
 
   QMap<QString, CaseSession> cases;  // by case path
   QString lastCase;
-  QJsonObject settings;  // the what-if settings last used: precision, mode, scale, mask_fill
+  // The what-if settings last used: precision, mode, scale, mask_fill, clip_norm, backend.
+  QJsonObject settings;
 
  private:
   void parse(const QJsonObject& root);

@@ -11,21 +11,30 @@
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/GuiBench.h"
 #include "app/gui/MainWindow.h"
+#include "app/gui/StepperController.h"
 
 namespace {
 
 constexpr int kScreenshotDelayMs = 600;
 constexpr int kScreenshotTimeoutMs = 120000;
 
-// Grabs the window once the first result has been drawn, then quits (exit 1 on failure).
+// Saves the window as a PNG once the stepper is idle too, then quits (exit 1 on failure).
+void grabWhenIdle(attnscope::MainWindow& window, const QString& path) {
+  if (window.stepper()->busy()) {
+    QTimer::singleShot(kScreenshotDelayMs, &window,
+                       [&window, path] { grabWhenIdle(window, path); });
+    return;
+  }
+  const bool saved = window.grab().save(path, "PNG");
+  std::fprintf(stderr, "attnscope: %s %s\n", saved ? "saved" : "could not save", qPrintable(path));
+  QApplication::exit(saved ? 0 : 1);
+}
+
+// Grabs the window once the first result has been drawn.
 void screenshotWhenReady(attnscope::MainWindow& window, const QString& path) {
   QObject::connect(window.worker(), &attnscope::ComputeWorker::finished, &window, [&window, path] {
-    QTimer::singleShot(kScreenshotDelayMs, &window, [&window, path] {
-      const bool saved = window.grab().save(path, "PNG");
-      std::fprintf(stderr, "attnscope: %s %s\n", saved ? "saved" : "could not save",
-                   qPrintable(path));
-      QApplication::exit(saved ? 0 : 1);
-    });
+    QTimer::singleShot(kScreenshotDelayMs, &window,
+                       [&window, path] { grabWhenIdle(window, path); });
   });
   QTimer::singleShot(kScreenshotTimeoutMs, &window, [] {
     std::fprintf(stderr, "attnscope: no result to screenshot after %d s\n",

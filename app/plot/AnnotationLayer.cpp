@@ -38,15 +38,38 @@ AnnotationLayer* AnnotationLayer::of(QWidget* view) {
 }
 
 void AnnotationLayer::setAnnotations(const QList<Annotation>& annotations) {
-  clearItems();
   annotations_ = annotations;
-  for (const Annotation& a : annotations_) draw(a);
+  moving_ = -1;
+  drawAll();
+}
+
+void AnnotationLayer::drawAll() {
+  clearItems();
+  for (int i = 0; i < annotations_.size(); ++i) {
+    draw(annotations_[i]);
+    while (owners_.size() < items_.size()) owners_ << i;
+  }
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void AnnotationLayer::clearItems() {
   for (QCPAbstractItem* item : items_) plot_->removeItem(item);
   items_.clear();
+  owners_.clear();
+}
+
+int AnnotationLayer::userAnnotationAt(QPoint pixel) const {
+  int best = -1;
+  double bestDistance = plot_->selectionTolerance();
+  for (int i = 0; i < items_.size(); ++i) {
+    if (annotations_[owners_[i]].automatic) continue;
+    const double d = items_[i]->selectTest(pixel, false);
+    if (d >= 0 && d <= bestDistance) {
+      best = owners_[i];
+      bestDistance = d;
+    }
+  }
+  return best;
 }
 
 void AnnotationLayer::draw(const Annotation& a) {
@@ -131,8 +154,51 @@ void AnnotationLayer::updatePreview(QPointF to) {
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+// Without a tool: drag a user annotation to move it, double-click it to edit its text.
+bool AnnotationLayer::moveFilter(QEvent* event) {
+  const auto type = event->type();
+  if (type != QEvent::MouseButtonPress && type != QEvent::MouseMove &&
+      type != QEvent::MouseButtonRelease && type != QEvent::MouseButtonDblClick) {
+    return false;
+  }
+  auto* mouse = static_cast<QMouseEvent*>(event);
+  const QPoint pos = mouse->position().toPoint();
+  if (type == QEvent::MouseButtonDblClick && mouse->button() == Qt::LeftButton) {
+    if (moving_ >= 0) annotations_[moving_] = moveStart_;  // the press did not start a drag
+    moving_ = -1;
+    const int hit = userAnnotationAt(pos);
+    if (hit >= 0) emit editRequested(annotations_[hit]);
+    return hit >= 0;
+  }
+  if (type == QEvent::MouseButtonPress && mouse->button() == Qt::LeftButton) {
+    moving_ = userAnnotationAt(pos);
+    if (moving_ < 0) return false;
+    moveStart_ = annotations_[moving_];
+    pressData_ = toData(pos);
+    return true;
+  }
+  if (moving_ < 0) return false;
+  const QPointF delta = toData(pos) - pressData_;
+  Annotation& a = annotations_[moving_];
+  a.from = moveStart_.from + delta;
+  a.to = moveStart_.to + delta;
+  drawAll();
+  if (type == QEvent::MouseButtonRelease) {
+    const int index = moving_;
+    moving_ = -1;
+    if ((pos - toPixel(pressData_)).manhattanLength() > kClickSlopPx) {
+      emit moved(moveStart_, annotations_[index]);
+    } else {
+      annotations_[index] = moveStart_;
+      drawAll();
+    }
+  }
+  return true;
+}
+
 bool AnnotationLayer::eventFilter(QObject* watched, QEvent* event) {
-  if (watched != plot_ || tool_ == AnnotationTool::none) return false;
+  if (watched != plot_) return false;
+  if (tool_ == AnnotationTool::none) return moveFilter(event);
   const auto type = event->type();
   if (type != QEvent::MouseButtonPress && type != QEvent::MouseMove &&
       type != QEvent::MouseButtonRelease) {

@@ -55,6 +55,7 @@ class HeatmapView : public QWidget {
   // Fixed colour range in data units (turns auto off), or back to automatic.
   void setColorRange(double lo, double hi);
   void setAutoRange();
+  bool automaticRange() const { return autoRange_; }
   const ColorScale& colorScale() const { return scale_; }
   RangeHistogram* histogram() const { return histogram_; }
 

@@ -148,7 +148,7 @@ void ExportTest::box_tool_places_annotation_with_the_mouse() {
   QCOMPARE(layer->itemCount(), 6);  // + the rectangle and its label
   // The sidecar holds it, next to the dump.
   const QJsonObject saved = readJson(dump.path + QStringLiteral(".attnscope.json"));
-  QCOMPARE(saved[QStringLiteral("version")].toInt(), 1);
+  QCOMPARE(saved[QStringLiteral("version")].toInt(), SessionFile::kVersion);
   const QJsonArray list =
       saved[QStringLiteral("cases")][kCase][QStringLiteral("annotations")].toArray();
   QCOMPARE(list.size(), 1);

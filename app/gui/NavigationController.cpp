@@ -1,0 +1,249 @@
+// Go to a cell, show a region once computed, and step / layer navigation (see
+// NavigationController.h).
+#include "app/gui/NavigationController.h"
+
+#include <QAction>
+#include <QMenu>
+#include <QTabWidget>
+#include <algorithm>
+
+#include "app/gui/GoToDialog.h"
+#include "app/gui/SessionContext.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/plot/HeatmapView.h"
+
+namespace attnscope {
+namespace {
+
+// A go-to shows the cell with this many elements on each side (fewer at the matrix edge).
+constexpr int64_t kGoToHalfSpan = 16;
+
+// [first, end) of `span` elements around `at`, shifted to stay inside [0, size).
+std::pair<int64_t, int64_t> around(int64_t at, int64_t size) {
+  const int64_t span = std::min(size, 2 * kGoToHalfSpan + 1);
+  const int64_t first = std::clamp<int64_t>(at - kGoToHalfSpan, 0, size - span);
+  return {first, first + span};
+}
+
+QString currentTab(const HeatmapPanel& heatmaps) {
+  return heatmaps.tabs()->tabText(heatmaps.tabs()->currentIndex()).remove(QLatin1Char('&'));
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> viewShape(const QString& view, const CaseDims& d) {
+  if (view == QLatin1String("S") || view == QLatin1String("P") || view == QLatin1String("dP") ||
+      view == QLatin1String("dS")) {
+    return {d.seqlen_q, d.seqlen_k};
+  }
+  if (view == QLatin1String("O") || view == QLatin1String("O err"))
+    return {d.seqlen_q, d.head_dim_v};
+  if (view == QLatin1String("dQ") || view == QLatin1String("dQ err"))
+    return {d.seqlen_q, d.head_dim};
+  if (view == QLatin1String("dK")) return {d.seqlen_k, d.head_dim};
+  if (view == QLatin1String("dV")) return {d.seqlen_k, d.head_dim_v};
+  return {0, 0};
+}
+
+QString viewAxes(const QString& view) {
+  if (view == QLatin1String("dK") || view == QLatin1String("dV")) {
+    return QStringLiteral("key j x feature");
+  }
+  const auto [rows, cols] = viewShape(view, CaseDims{1, 1, 1, 1, 1, 2, 2});
+  if (rows == 0) return {};
+  return cols == 1 ? QStringLiteral("query i x key j") : QStringLiteral("query i x feature");
+}
+
+NavigationController::NavigationController(SessionContext* context, HeatmapPanel* heatmaps,
+                                           QWidget* window)
+    : QObject(window), context_(context), heatmaps_(heatmaps) {
+  buildMenu(window);
+  connect(context_, &SessionContext::resultChanged, this, &NavigationController::applyPending);
+  connect(context_, &SessionContext::caseChanged, this, &NavigationController::updateActions);
+  connect(context_, &SessionContext::filesChanged, this, &NavigationController::updateActions);
+  updateActions();
+}
+
+void NavigationController::buildMenu(QWidget* window) {
+  menu_ = new QMenu(tr("&Navigate"), window);
+  menu_->setObjectName(QStringLiteral("navigateMenu"));
+  QAction* goTo = menu_->addAction(tr("&Go to cell…"), this, &NavigationController::openGoToDialog);
+  goTo->setObjectName(QStringLiteral("goToAction"));
+  goTo->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_G));
+  menu_->addSeparator();
+  const auto add = [this](const QString& text, const char* name, QKeyCombination key, int dStep,
+                          int dLayer) {
+    QAction* a =
+        menu_->addAction(text, this, [this, dStep, dLayer] { moveInSeries(dStep, dLayer); });
+    a->setObjectName(QLatin1String(name));
+    a->setShortcut(QKeySequence(key));
+    return a;
+  };
+  nextStep_ = add(tr("&Next step"), "nextStepAction", Qt::ALT | Qt::Key_Right, 1, 0);
+  previousStep_ = add(tr("&Previous step"), "previousStepAction", Qt::ALT | Qt::Key_Left, -1, 0);
+  nextLayer_ = add(tr("Next &layer"), "nextLayerAction", Qt::ALT | Qt::Key_Down, 0, 1);
+  previousLayer_ = add(tr("P&revious layer"), "previousLayerAction", Qt::ALT | Qt::Key_Up, 0, -1);
+}
+
+void NavigationController::updateActions() {
+  nextStep_->setEnabled(!neighbourCase(1, 0).isEmpty());
+  previousStep_->setEnabled(!neighbourCase(-1, 0).isEmpty());
+  nextLayer_->setEnabled(!neighbourCase(0, 1).isEmpty());
+  previousLayer_->setEnabled(!neighbourCase(0, -1).isEmpty());
+}
+
+QString NavigationController::validate(const CellTarget& t) const {
+  const CaseInfo* c = context_->caseInfo();
+  if (c == nullptr) return tr("no case is open: open a dump and select a case first");
+  const auto [rows, cols] = viewShape(t.view, c->dims);
+  if (rows == 0) return tr("%1 is not a heatmap tab").arg(t.view);
+  if (t.batch < 0 || t.batch >= c->dims.batch) {
+    return tr("batch %1 is out of range: batches 0-%2").arg(t.batch).arg(c->dims.batch - 1);
+  }
+  if (t.head < 0 || t.head >= c->dims.heads) {
+    return tr("head %1 is out of range: heads 0-%2").arg(t.head).arg(c->dims.heads - 1);
+  }
+  const QString axes = viewAxes(t.view);
+  if (t.row < 0 || t.row >= rows) {
+    return tr("row %1 is out of range for %2 (%3): rows 0-%4")
+        .arg(t.row)
+        .arg(t.view, axes)
+        .arg(rows - 1);
+  }
+  if (t.col < 0 || t.col >= cols) {
+    return tr("column %1 is out of range for %2 (%3): columns 0-%4")
+        .arg(t.col)
+        .arg(t.view, axes)
+        .arg(cols - 1);
+  }
+  return {};
+}
+
+bool NavigationController::goToCell(const CellTarget& t, QString* error) {
+  const QString problem = validate(t);
+  if (!problem.isEmpty()) {
+    if (error) *error = problem;
+    emit notice(problem);
+    return false;
+  }
+  const auto [rows, cols] = viewShape(t.view, context_->caseInfo()->dims);
+  const auto [r0, r1] = around(t.row, rows);
+  const auto [c0, c1] = around(t.col, cols);
+  start(Pending{t.view, context_->casePath(), t.batch, t.head, ViewWindow{r0, r1, c0, c1},
+                std::make_pair(t.row, t.col), false});
+  return true;
+}
+
+void NavigationController::showRegion(const QString& view, int64_t batch, int64_t head,
+                                      const ViewWindow& window) {
+  start(Pending{view, context_->casePath(), batch, head, window, std::nullopt, false});
+}
+
+void NavigationController::start(const Pending& pending) {
+  pending_ = pending;
+  heatmaps_->showMatrix(pending.view);
+  context_->setBatch(pending.batch);
+  context_->setHead(pending.head);
+  applyPending();
+}
+
+void NavigationController::applyPending() {
+  if (!pending_) return;
+  if (pending_->casePath != context_->casePath()) {
+    pending_.reset();  // another case was selected meanwhile
+    return;
+  }
+  const auto r = context_->result();
+  HeatmapView* v = heatmaps_->view(pending_->view);
+  if (!r || v == nullptr || r->case_path != pending_->casePath.toStdString() ||
+      r->request.batch != pending_->batch || r->request.head != pending_->head ||
+      v->grid() == nullptr) {
+    return;  // the result of that head is still computing
+  }
+  heatmaps_->showMatrix(pending_->view);
+  if (!pending_->zoomed) {
+    v->zoomTo(pending_->window);
+    pending_->zoomed = true;
+  }
+  if (!pending_->cell) {
+    pending_.reset();
+    return;
+  }
+  // A pooled grid becomes full resolution once the zoomed window is recomputed.
+  const CellReadout readout = v->grid()->readout(pending_->cell->first, pending_->cell->second);
+  if (!readout.valid() || readout.pooled) return;
+  pending_.reset();
+  context_->setHovered(readout);
+  context_->pin(readout);
+  emit cellReached(readout);
+}
+
+void NavigationController::openGoToDialog() {
+  CellTarget start{currentTab(*heatmaps_), context_->batch(), context_->head(), 0, 0};
+  const CellReadout& hovered = context_->hovered();
+  if (hovered.valid() && QString::fromStdString(hovered.matrix) == start.view) {
+    start.row = hovered.row;
+    start.col = hovered.col;
+  }
+  QStringList views;
+  for (int i = 0; i < heatmaps_->tabs()->count(); ++i) {
+    views << heatmaps_->tabs()->tabText(i).remove(QLatin1Char('&'));
+  }
+  auto* dialog = new GoToDialog(views, start, qobject_cast<QWidget*>(parent()));
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  const CaseInfo* c = context_->caseInfo();
+  if (c != nullptr) {
+    const CaseDims dims = c->dims;
+    dialog->setShapeText([dims](const QString& view) {
+      const auto [rows, cols] = viewShape(view, dims);
+      return tr("%1: %2 x %3 (%4), batch 0-%5, head 0-%6")
+          .arg(view)
+          .arg(rows)
+          .arg(cols)
+          .arg(viewAxes(view))
+          .arg(dims.batch - 1)
+          .arg(dims.heads - 1);
+    });
+  }
+  dialog->setApply([this](const CellTarget& t) {
+    QString error;
+    goToCell(t, &error);
+    return error;
+  });
+  dialog->open();
+}
+
+QString NavigationController::neighbourCase(int dStep, int dLayer) const {
+  const CaseInfo* current = context_->caseInfo();
+  if (current == nullptr || !current->config.step) return {};
+  const int64_t step = *current->config.step;
+  const int64_t layer = current->config.layer.value_or(0);
+  const CaseInfo* best = nullptr;
+  // The nearest step (layer) in the asked direction that has the same layer (step).
+  for (const CaseInfo& c : context_->reader()->cases()) {
+    if (!c.config.step) continue;
+    const int64_t s = *c.config.step, l = c.config.layer.value_or(0);
+    const int64_t along = dStep != 0 ? (s - step) * dStep : (l - layer) * dLayer;
+    const bool sameOther = dStep != 0 ? l == layer : s == step;
+    if (!sameOther || along <= 0) continue;
+    const int64_t bestAlong = best == nullptr ? 0
+                              : dStep != 0    ? (*best->config.step - step) * dStep
+                                              : (best->config.layer.value_or(0) - layer) * dLayer;
+    if (best == nullptr || along < bestAlong) best = &c;
+  }
+  return best == nullptr ? QString() : QString::fromStdString(best->path);
+}
+
+bool NavigationController::moveInSeries(int dStep, int dLayer) {
+  const QString target = neighbourCase(dStep, dLayer);
+  if (target.isEmpty()) {
+    emit notice(
+        dStep != 0
+            ? tr("no %1 training step with this layer").arg(dStep > 0 ? tr("later") : tr("earlier"))
+            : tr("no %1 layer in this step").arg(dLayer > 0 ? tr("next") : tr("previous")));
+    return false;
+  }
+  return context_->selectCase(context_->fileIndex(), target);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,137 @@
+// The view state in the sidecar session, in the real window on a copy of the sample: non-default
+// settings, case, head, tab, colour state and zoom come back exactly after closing and
+// reopening the dump (without naming the case), and a version 1 sidecar (before zoom and colour
+// state existed) still restores what it holds and is upgraded on the next save.
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+#include "app/gui/AnnotationController.h"
+#include "app/gui/NavigationController.h"
+#include "app/gui/SessionContext.h"
+#include "app/gui/SessionFile.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/plot/HeatmapView.h"
+#include "tests/gui/InteractionTest.h"
+
+namespace attnscope::test {
+namespace {
+
+const QString kCase = QStringLiteral("/fp16_score_overflow");
+
+QJsonObject readSidecar(const QString& dump) {
+  QFile f(dump + QStringLiteral(".attnscope.json"));
+  return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object()
+                                     : QJsonObject();
+}
+
+}  // namespace
+
+void InteractionTest::view_state_is_restored_on_reopen() {
+  SampleCopy dump;
+  const ViewWindow zoom{10, 42, 8, 40};
+  {
+    ShownWindow w;
+    SessionContext* ctx = w.context();
+    QVERIFY(w.window->openTarget({dump.path, kCase}));
+    Annotation a;  // an annotated dump keeps a sidecar
+    a.view = QStringLiteral("S");
+    a.from = a.to = QPointF(3, 4);
+    a.text = QStringLiteral("keep");
+    QVERIFY(w.window->annotations()->addAnnotation(a));
+    ctx->setPrecision(Precision::bf16);
+    ctx->setMode(Mode::unfused);
+    ctx->setMaskFill(MaskFill::safe);
+    ctx->setScale(0.0625);
+    ctx->setClipNorm(1.5);
+    ctx->setBackend("reference");
+    ctx->setBatch(0);
+    ctx->setHead(2);
+    HeatmapPanel* maps = w.window->heatmaps();
+    maps->view(QStringLiteral("S"))->setColorRange(-5, 5);
+    QVERIFY(maps->showMatrix(QStringLiteral("dS")));
+    HeatmapView* ds = maps->view(QStringLiteral("dS"));
+    ds->setColormap(ColormapKind::sequential);
+    ds->setScaleKind(ScaleKind::symlog);
+    QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
+    ds->zoomTo(zoom);
+    QTest::qWait(300);  // past the zoom debounce
+    QCOMPARE(ds->visibleWindow(), zoom);
+    w.window->close();
+  }
+  const QJsonObject saved = readSidecar(dump.path);
+  QCOMPARE(saved[QStringLiteral("version")].toInt(), SessionFile::kVersion);
+  QCOMPARE(saved[QStringLiteral("last_case")].toString(), kCase);
+
+  ShownWindow w;
+  SessionContext* ctx = w.context();
+  // No case named: the last one shown, not the file's first (/train/step_000/layer_00).
+  QVERIFY(w.window->openTarget({dump.path, QString()}));
+  QCOMPARE(ctx->casePath(), kCase);
+  const ComputeSettings& s = ctx->settings();
+  QCOMPARE(s.precision, std::optional<Precision>(Precision::bf16));
+  QCOMPARE(s.mode, Mode::unfused);
+  QCOMPARE(s.maskFill, MaskFill::safe);
+  QCOMPARE(s.scale, std::optional<double>(0.0625));
+  QCOMPARE(s.clipNorm, std::optional<double>(1.5));
+  QCOMPARE(s.backend, std::string("reference"));
+  QCOMPARE(ctx->head(), int64_t{2});
+  HeatmapPanel* maps = w.window->heatmaps();
+  QCOMPARE(maps->currentView()->name(), QStringLiteral("dS"));
+  const HeatmapView* sView = maps->view(QStringLiteral("S"));
+  QVERIFY(!sView->automaticRange());
+  QCOMPARE(sView->colorScale().lo, -5.0);
+  QCOMPARE(sView->colorScale().hi, 5.0);
+  const HeatmapView* ds = maps->view(QStringLiteral("dS"));
+  QCOMPARE(ds->colorScale().map, ColormapKind::sequential);
+  QCOMPARE(ds->colorScale().scale, ScaleKind::symlog);
+  QVERIFY(ds->automaticRange());
+  QCOMPARE(maps->view(QStringLiteral("P"))->colorScale().scale, ScaleKind::linear);
+  // The zoom comes back once the head's result is shown.
+  QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
+  QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }));
+  QCOMPARE(ds->visibleWindow(), zoom);
+  QCOMPARE(w.context()->result()->precision, Precision::bf16);
+  QVERIFY(w.errors.isEmpty());
+}
+
+void InteractionTest::version_1_sidecar_still_restores() {
+  SampleCopy dump;
+  const QString sidecar = dump.path + QStringLiteral(".attnscope.json");
+  {
+    QFile f(sidecar);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"format": "attnscope-session", "version": 1, "last_case": "/fp16_score_overflow",
+      "settings": {"precision": "fp16", "mode": "unfused", "mask_fill": "-inf"},
+      "cases": {"/fp16_score_overflow": {"batch": 0, "head": 3, "view": "P", "zoom": "bad",
+        "annotations": [{"kind": "text", "view": "S", "batch": 0, "head": 3,
+                         "from": [5, 6], "to": [5, 6], "text": "old note"}]}}})");
+  }
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({dump.path, QString()}));
+  QCOMPARE(w.context()->casePath(), kCase);
+  QCOMPARE(w.context()->settings().precision, std::optional<Precision>(Precision::f16));
+  QCOMPARE(w.context()->settings().mode, Mode::unfused);
+  QVERIFY(!w.context()->settings().scale);
+  QVERIFY(!w.context()->settings().clipNorm);
+  QCOMPARE(w.context()->head(), int64_t{3});
+  QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
+  const SessionFile* session = w.window->annotations()->session();
+  QCOMPARE(session->readVersion(), 1);
+  // The unreadable zoom is reported and ignored: the whole matrix is shown.
+  QCOMPARE(session->notes().size(), 1);
+  QVERIFY2(session->notes()[0].contains(QStringLiteral("zoom")), qPrintable(session->notes()[0]));
+  QVERIFY(w.waitForHead(kCase, 3));
+  QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (ViewWindow{0, 128, 0, 128}));
+  QCOMPARE(w.window->annotations()->userAnnotations(QStringLiteral("S")).size(), 1);
+  // The next save writes version 2 without a backup (an older version is understood fully).
+  w.window->heatmaps()->showMatrix(QStringLiteral("O"));
+  const QJsonObject saved = readSidecar(dump.path);
+  QCOMPARE(saved[QStringLiteral("version")].toInt(), 2);
+  QCOMPARE(saved[QStringLiteral("cases")][kCase][QStringLiteral("view")].toString(),
+           QStringLiteral("O"));
+  QVERIFY(!QFile::exists(sidecar + QStringLiteral(".v1.bak")));
+  QVERIFY(w.errors.isEmpty());
+}
+
+}  // namespace attnscope::test
