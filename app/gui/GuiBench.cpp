@@ -5,9 +5,12 @@
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QThread>
+#include <QTimer>
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "app/gui/ComputeWorker.h"
@@ -39,14 +42,18 @@ Status writeBenchDump(const std::string& path, int64_t s, int64_t d) {
   return writer->close();
 }
 
-// Processes events until `done` holds; false on timeout.
+// Processes events until `done` holds; false on timeout. Sleeps between events like the
+// application's own event loop (a busy loop would take a core from the compute), woken at least
+// every 50 ms by a timer to check the timeout.
 template <typename F>
 bool pump(F done) {
   QElapsedTimer t;
   t.start();
+  QTimer wake;
+  wake.start(50);
   while (!done()) {
     if (t.elapsed() > kTimeoutMs) return false;
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+    QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
   }
   return true;
 }
@@ -81,21 +88,41 @@ int runGuiBench(const GuiBenchOptions& options) {
   std::printf("attnscope --bench-gui: S=%lld D=%lld, %d runs, %d hardware threads, platform %s\n",
               static_cast<long long>(options.seqlen), static_cast<long long>(options.head_dim),
               options.runs, QThread::idealThreadCount(), qPrintable(QApplication::platformName()));
-  std::vector<double> total, compute;
+  // Per run: total, compute, compute's phases by name, until applied (queue, compute, delivery
+  // and every panel's update), render (queued replots and painting).
+  std::vector<double> total, compute, applied, render;
+  std::map<std::string, std::vector<double>> phases;
+  QElapsedTimer t;
+  double appliedAt = 0;
+  QObject::connect(window.worker(), &ComputeWorker::finished, &window,
+                   [&] { appliedAt = static_cast<double>(t.nsecsElapsed()) / 1e6; });
   for (int run = 0; run < options.runs; ++run) {
     const double scale = ctx->defaultScale() * (run % 2 ? 0.5 : 2.0) * (1.0 + 0.01 * run);
-    QElapsedTimer t;
     t.start();
     ctx->setScale(scale);  // what a slider move does
     if (!pump([&] { return settled() && ctx->result()->scale == scale; })) return 1;
     QCoreApplication::processEvents();  // queued replots of every view
     window.grab();                      // paint the visible widgets
     total.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
-    compute.push_back(ctx->result()->elapsed_ms);
-    std::printf("run %2d: %7.1f ms (compute %6.1f ms)\n", run, total.back(), compute.back());
+    const HeadResult& r = *ctx->result();
+    compute.push_back(r.elapsed_ms);
+    applied.push_back(appliedAt - r.elapsed_ms);
+    render.push_back(total.back() - appliedAt);
+    std::string split;
+    for (const HeadPhase& ph : r.phases) {
+      phases[ph.name].push_back(ph.ms);
+      split += " " + std::string(ph.name) + " " + std::to_string(static_cast<int>(ph.ms + 0.5));
+    }
+    std::printf("run %2d: %7.1f ms (compute %6.1f ms:%s; wait+apply %.1f ms; render %.1f ms)\n",
+                run, total.back(), compute.back(), split.c_str(), applied.back(), render.back());
+    std::fflush(stdout);
   }
-  std::printf("median slider->render %.1f ms (compute %.1f ms, rest %.1f ms)\n", median(total),
-              median(compute), median(total) - median(compute));
+  std::printf(
+      "median slider->render %.1f ms (compute %.1f ms, wait+apply %.1f ms, render %.1f ms)\n",
+      median(total), median(compute), median(applied), median(render));
+  for (const auto& [name, ms] : phases) {
+    std::printf("  median %-12s %7.1f ms over %zu runs\n", name.c_str(), median(ms), ms.size());
+  }
   return 0;
 }
 

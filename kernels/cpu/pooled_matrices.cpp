@@ -52,6 +52,31 @@ inline void add_segment(Cell& cell, const float* x, const uint8_t* cls, int64_t 
   cell.sum += sum;
 }
 
+// First pass of pooling a row group: per column c in [0, n_cols), the max, min and sum of
+// x[r][c] over rows r in [0, n_rows) (row stride ld), vectorised across columns. Returns false
+// when an entry is NaN or inf (the outputs are then meaningless).
+bool pool_columns(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld, float* mx, float* mn,
+                  double* sum, float* check) {
+  for (int64_t c = 0; c < n_cols; ++c) {
+    mx[c] = mn[c] = x[c];
+    sum[c] = x[c];
+    check[c] = x[c] * 0.0f;  // NaN once an entry is NaN or inf
+  }
+  for (int64_t r = 1; r < n_rows; ++r) {
+    const float* x_r = x + r * ld;
+    for (int64_t c = 0; c < n_cols; ++c) {
+      const float v = x_r[c];
+      mx[c] = v > mx[c] ? v : mx[c];
+      mn[c] = v < mn[c] ? v : mn[c];
+      sum[c] += v;
+      check[c] += v * 0.0f;
+    }
+  }
+  float all = 0;
+  for (int64_t c = 0; c < n_cols; ++c) all += check[c];
+  return all == 0.0f;
+}
+
 // Cells of one q tile: pixel rows [pr0, pr0 + n_rows) x all pixel columns, per matrix.
 struct Partial {
   int64_t pr0 = 0, n_rows = 0;
@@ -113,7 +138,9 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
       if (selected[k]) part.cells[k].assign(count(part.n_rows * out.cols), Cell{});
     }
     std::vector<uint8_t> cls;
-    std::vector<uint8_t> clean;  // per tile row: every entry in [c0, c1) visible
+    std::vector<uint8_t> clean;                    // per tile row: every entry in [c0, c1) visible
+    std::vector<float> col_mx, col_mn, col_check;  // pool_columns of one row group
+    std::vector<double> col_sum;
     tiles.q_tile(qt, w.col_begin, w.col_end, sc, [&](const cpu::TileBlock& blk) {
       const cpu::ScoreTile& t = blk.t;
       const int64_t c0 = std::max(t.j0, w.col_begin), c1 = std::min(t.j0 + t.cols, w.col_end);
@@ -138,18 +165,31 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
                         [](uint8_t c) { return c != 0; });
         for (int k = 0; k < 4; ++k) {
           if (!selected[k]) continue;
+          // Fast path: an all-visible, all-finite group is reduced over its rows per column
+          // first, then per cell over its columns. Cells whose extremes are zeros take the
+          // exact path (a tie of -0 and +0 keeps the first one scanned).
+          bool fast = false;
+          if (group_clean) {
+            const size_t n = count(c1 - c0);
+            col_mx.resize(n);
+            col_mn.resize(n);
+            col_sum.resize(n);
+            col_check.resize(n);
+            fast = pool_columns(src[k] + (i - t.i0) * t.ld + (c0 - t.j0), i_end - i, c1 - c0, t.ld,
+                                col_mx.data(), col_mn.data(), col_sum.data(), col_check.data());
+          }
           for (int64_t c = c0; c < c1;) {
             const int64_t pc = col_pix[count(c - w.col_begin)];
             const int64_t end = std::min(c1, out.col_edges[count(pc + 1)]);
             Cell& cell = part.cells[k][count(cell_row + pc)];
-            const float* x = src[k] + (i - t.i0) * t.ld + (c - t.j0);
-            float mx, mn;
-            double sum;
-            // Fast path: an all-visible, all-finite block whose extremes are not zeros (a tie
-            // of -0 and +0 keeps the first one scanned, which the lanes do not track).
-            if (group_clean &&
-                cpu::finite_block_pool(x, i_end - i, end - c, t.ld, &mx, &mn, &sum) && mx != 0 &&
-                mn != 0) {
+            float mx = -kInf, mn = kInf;
+            double sum = 0;
+            for (int64_t e = c - c0; fast && e < end - c0; ++e) {
+              mx = std::max(mx, col_mx[count(e)]);
+              mn = std::min(mn, col_mn[count(e)]);
+              sum += col_sum[count(e)];
+            }
+            if (fast && mx != 0 && mn != 0) {
               cell.max = std::max(cell.max, mx);
               cell.min = std::min(cell.min, mn);
               cell.sum += sum;

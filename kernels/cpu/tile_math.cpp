@@ -330,45 +330,4 @@ bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, co
   return hsum(sentinel) + tail_sentinel == 0.0f;
 }
 
-bool finite_block_pool(const float* x, int64_t rows, int64_t cols, int64_t ld, float* max,
-                       float* min, double* sum) {
-  typedef float v4f __attribute__((vector_size(16)));
-  typedef double v4d __attribute__((vector_size(32)));
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  v8f mx = splat(-kInf), mn = splat(kInf), sentinel{};
-  v4d lo{}, hi{};
-  float tail_mx = -kInf, tail_mn = kInf, tail_sentinel = 0;
-  double tail_sum = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x_r = x + r * ld;
-    int64_t i = 0;
-    for (; i + kLanes <= cols; i += kLanes) {
-      const v8f v = load8(x_r + i);
-      mx = v > mx ? v : mx;
-      mn = v < mn ? v : mn;
-      sentinel += v * 0.0f;
-      v4f a, b;
-      std::memcpy(&a, x_r + i, sizeof a);
-      std::memcpy(&b, x_r + i + 4, sizeof b);
-      lo += __builtin_convertvector(a, v4d);
-      hi += __builtin_convertvector(b, v4d);
-    }
-    for (; i < cols; ++i) {
-      tail_mx = std::max(tail_mx, x_r[i]);
-      tail_mn = std::min(tail_mn, x_r[i]);
-      tail_sentinel += x_r[i] * 0.0f;
-      tail_sum += x_r[i];
-    }
-  }
-  const v4d s = lo + hi;
-  for (int lane = 0; lane < kLanes; ++lane) {
-    tail_mx = std::max(tail_mx, mx[lane]);
-    tail_mn = std::min(tail_mn, mn[lane]);
-  }
-  *max = tail_mx;
-  *min = tail_mn;
-  *sum = ((s[0] + s[1]) + (s[2] + s[3])) + tail_sum;
-  return hsum(sentinel) + tail_sentinel == 0.0f;
-}
-
 }  // namespace attnscope::cpu

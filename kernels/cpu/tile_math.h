@@ -69,10 +69,4 @@ int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max);
 bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
                       float* max_shifted, float* max_abs);
 
-// Pools a block x [rows x cols] (row stride ld) expected to be all finite: *max / *min become
-// the largest / smallest entry, *sum their sum (fp32 entries added in fp64 lanes, in a fixed
-// order). Returns false when some entry is NaN or inf (the outputs are then meaningless).
-bool finite_block_pool(const float* x, int64_t rows, int64_t cols, int64_t ld, float* max,
-                       float* min, double* sum);
-
 }  // namespace attnscope::cpu
