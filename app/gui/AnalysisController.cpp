@@ -20,6 +20,18 @@ std::string settingsKey(const SummarySettings& s) {
          (s.clip_norm ? std::to_string(*s.clip_norm) : std::string("noclip"));
 }
 
+// Counts a job as running for as long as it executes on its worker thread.
+class RunningGuard {
+ public:
+  explicit RunningGuard(std::atomic<int>& n) : n_(n) { ++n_; }
+  ~RunningGuard() { --n_; }
+  RunningGuard(const RunningGuard&) = delete;
+  RunningGuard& operator=(const RunningGuard&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
+
 std::vector<int64_t> distinct(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -40,6 +52,10 @@ AnalysisController::AnalysisController(SessionContext* context, QObject* parent)
           [this](const QString& m) { emit failed(tr("Step x layer overview"), m); });
   connect(sweepRunner_, &TaskRunner::failed, this,
           [this](const QString& m) { emit failed(tr("Scale sweep"), m); });
+  for (TaskRunner* r : {summaryRunner_, seriesRunner_, sweepRunner_}) {
+    connect(r, &TaskRunner::busyChanged, this, [this] { emit busyChanged(busy()); });
+  }
+  connect(seriesRunner_, &TaskRunner::progress, this, &AnalysisController::seriesProgress);
   // Coalesces bursts (a slider drag) into one analysis of the settings the user stops at.
   debounce_ = new QTimer(this);
   debounce_->setSingleShot(true);
@@ -59,11 +75,22 @@ void AnalysisController::setSweepEnabled(bool enabled) {
   }
 }
 
+bool AnalysisController::busy() const {
+  return summaryRunner_->busy() || seriesRunner_->busy() || sweepRunner_->busy();
+}
+
 void AnalysisController::cancelAll() {
+  debounce_->stop();
   for (TaskRunner* r : {summaryRunner_, seriesRunner_, sweepRunner_}) r->cancel();
   summaryKey_.clear();
   seriesKey_.clear();
   sweepKey_.clear();
+  emit cancelled();
+}
+
+void AnalysisController::rescan() {
+  debounce_->stop();
+  refresh();
 }
 
 SummarySettings AnalysisController::summarySettings() const {
@@ -97,13 +124,18 @@ void AnalysisController::startSummary(const std::string& key) {
   const std::string casePath = context_->casePath().toStdString();
   const SummarySettings s = summarySettings();
   summaryRunner_->submit(
-      [reader, casePath, s](const TaskControl&, QString* error) -> TaskResult {
+      [reader, casePath, s, counters = counters_](const TaskControl& control,
+                                                  QString* error) -> TaskResult {
+        const RunningGuard running(counters->running);
         Result<CaseData> data = reader->load(casePath);
         if (!data) {
           *error = QString::fromStdString(data.error().describe());
           return nullptr;
         }
-        Result<CaseSummary> summary = summarize_case(*data, s);
+        SummarySettings settings = s;
+        settings.cancelled = [&control] { return control.stale(); };
+        Result<CaseSummary> summary = summarize_case(*data, settings);
+        if (control.stale()) return nullptr;
         if (!summary) {
           *error = QString::fromStdString(summary.error().describe());
           return nullptr;
@@ -129,8 +161,13 @@ void AnalysisController::startSeries(const std::string& key) {
     return;
   }
   const SummarySettings s = summarySettings();
+  counters_->seriesTotal.store(static_cast<int>(cases.size()));
   seriesRunner_->submit(
-      [reader, cases, s](const TaskControl& control, QString* error) -> TaskResult {
+      [reader, cases, s, counters = counters_](const TaskControl& control,
+                                               QString* error) -> TaskResult {
+        const RunningGuard running(counters->running);
+        SummarySettings settings = s;
+        settings.cancelled = [&control] { return control.stale(); };
         auto out = std::make_shared<SeriesResult>();
         std::vector<int64_t> steps, layers;
         for (size_t i = 0; i < cases.size(); ++i) {
@@ -142,7 +179,9 @@ void AnalysisController::startSeries(const std::string& key) {
             *error = QString::fromStdString(data.error().describe());
             return nullptr;
           }
-          Result<HeadMetrics> m = case_metrics(*data, s);
+          Result<HeadMetrics> m = case_metrics(*data, settings);
+          if (control.stale()) return nullptr;
+          ++counters->casesAnalysed;
           if (!m) {
             *error = QString::fromStdString(m.error().describe());
             return nullptr;
@@ -175,13 +214,18 @@ void AnalysisController::startSweep(const std::string& key) {
   s.modes = {context_->settings().mode};
   s.points = 21;
   sweepRunner_->submit(
-      [reader, casePath, s](const TaskControl&, QString* error) -> TaskResult {
+      [reader, casePath, s, counters = counters_](const TaskControl& control,
+                                                  QString* error) -> TaskResult {
+        const RunningGuard running(counters->running);
         Result<CaseData> data = reader->load(casePath);
         if (!data) {
           *error = QString::fromStdString(data.error().describe());
           return nullptr;
         }
-        Result<ScaleSweep> sweep = scale_sweep(*data, s);
+        SweepSettings settings = s;
+        settings.cancelled = [&control] { return control.stale(); };
+        Result<ScaleSweep> sweep = scale_sweep(*data, settings);
+        if (control.stale()) return nullptr;
         if (!sweep) {
           *error = QString::fromStdString(sweep.error().describe());
           return nullptr;

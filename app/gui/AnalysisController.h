@@ -2,10 +2,13 @@
 // timeline and the sweep view: the case summary (analyze_case at the current settings), the
 // metrics of every (step, layer) case of the file, and the softmax-scale sweep. Each runs on
 // its own TaskRunner (latest wins, progress, cancel) and only when its inputs changed; the
-// sweep only while enabled (its dock is visible).
+// sweep only while enabled (its dock is visible). Every job polls its TaskControl between units
+// (cases, analysis phases, sweep runs), so a cancel or a newer request stops the CPU work
+// within one unit, not just the delivery of the result.
 #pragma once
 
 #include <QObject>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +34,13 @@ struct SeriesResult {
   std::vector<int64_t> steps, layers;  // distinct values, ascending
 };
 
+// Work counters shared with the running jobs (written on worker threads).
+struct AnalysisCounters {
+  std::atomic<int> running{0};        // jobs executing on a worker thread right now
+  std::atomic<int> casesAnalysed{0};  // cases whose metrics any series job computed, ever
+  std::atomic<int> seriesTotal{0};    // cases of the latest series job
+};
+
 class AnalysisController : public QObject {
   Q_OBJECT
 
@@ -44,10 +54,24 @@ class AnalysisController : public QObject {
   TaskRunner* seriesRunner() const { return seriesRunner_; }
   TaskRunner* sweepRunner() const { return sweepRunner_; }
 
+  // Jobs still computing on a worker thread (a cancelled job counts until it has stopped).
+  int runningJobs() const { return counters_->running.load(); }
+  int casesAnalysed() const { return counters_->casesAnalysed.load(); }
+  int seriesTotal() const { return counters_->seriesTotal.load(); }
+  // Some job was submitted and has not delivered or been cancelled.
+  bool busy() const;
+
   void setSweepEnabled(bool enabled);
+  // Stops every job (they return at their next poll) and forgets what was computed for, so
+  // that rescan() starts them again.
   void cancelAll();
+  // Starts the analyses the current selection and settings need, now (no debounce).
+  void rescan();
 
  signals:
+  void busyChanged(bool busy);
+  void seriesProgress(int done, int total);
+  void cancelled();
   void summaryChanged();
   void seriesChanged();
   void sweepChanged();
@@ -70,6 +94,7 @@ class AnalysisController : public QObject {
   std::string summaryKey_, seriesKey_, sweepKey_;
   bool sweepEnabled_ = false;
   QTimer* debounce_ = nullptr;
+  std::shared_ptr<AnalysisCounters> counters_ = std::make_shared<AnalysisCounters>();
 };
 
 }  // namespace attnscope

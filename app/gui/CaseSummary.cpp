@@ -27,6 +27,10 @@ double finite_extreme(const std::vector<float>& x, int64_t begin, int64_t n, boo
   return best;
 }
 
+Error cancelled_error(const CaseData& data) {
+  return {ErrorCode::invalid_argument, data.info.path + ": analysis cancelled", ""};
+}
+
 std::vector<float> to_float(const std::vector<double>& x) {
   return std::vector<float>(x.begin(), x.end());
 }
@@ -118,8 +122,10 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
   a.modes = {settings.mode};
   a.clip_norm = settings.clip_norm;
   a.threads = settings.threads;
+  a.cancelled = settings.cancelled;
   Result<CaseAnalysis> analysis = analyze_case(data, a);
   if (!analysis) return analysis.error();
+  if (analysis->interrupted) return cancelled_error(data);
   const ModeRun* run = analysis->run(settings.mode);
   CaseSummary s;
   s.case_path = data.info.path;
@@ -139,6 +145,7 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
 Result<HeadMetrics> case_metrics(const CaseData& data, const SummarySettings& settings) {
   Result<CaseInputs> in = make_case_inputs(data, settings.run);
   if (!in) return in.error();
+  if (settings.cancelled && settings.cancelled()) return cancelled_error(data);
   const std::vector<float> q = to_float(in->q), k = to_float(in->k), v = to_float(in->v);
   const std::vector<float> dout = to_float(in->dout);
   CpuTrace trace;

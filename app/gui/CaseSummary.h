@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,8 @@ struct SummarySettings {
   Mode mode = Mode::fused;
   std::optional<double> clip_norm;  // whole-case clip_grad_norm_ for the clip findings
   int threads = 0;
+  // Polled between the analysis phases (thread-safe); once true the call fails with "cancelled".
+  std::function<bool()> cancelled;
 };
 
 struct CaseSummary {

@@ -73,8 +73,13 @@ int SessionContext::openFile(const QString& path) {
                      QString::fromStdString(e.message), QString::fromStdString(e.hint));
     return -1;
   }
-  files_.push_back({QFileInfo(path).absoluteFilePath(),
-                    std::make_shared<const DumpReader>(std::move(reader).value())});
+  return adoptFile(path, std::make_shared<const DumpReader>(std::move(reader).value()));
+}
+
+int SessionContext::adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader) {
+  const int existing = indexOfFile(path);
+  if (existing >= 0) return existing;
+  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader)});
   rememberRecent(files_.back().path);
   emit filesChanged();
   return static_cast<int>(files_.size()) - 1;

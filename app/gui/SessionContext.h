@@ -56,6 +56,9 @@ class SessionContext : public QObject {
   // Opens a dump (or returns the index of the already open one); -1 after emitting
   // errorRaised with the reader's message and hint.
   int openFile(const QString& path);
+  // Adds a dump already opened elsewhere (DumpOpener's background job) and returns its index
+  // (the existing one when the path is already open).
+  int adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader);
   int fileCount() const { return static_cast<int>(files_.size()); }
   const OpenDump& file(int index) const { return files_[static_cast<size_t>(index)]; }
   int indexOfFile(const QString& path) const;

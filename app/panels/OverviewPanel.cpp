@@ -4,7 +4,9 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QProgressBar>
 #include <QSplitter>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -46,6 +48,20 @@ OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analys
   timeline_->setXAxis(tr("training step"), {}, false);
   seriesNote_ = new QLabel(this);
   seriesNote_->setWordWrap(true);
+  progress_ = new QProgressBar(this);
+  progress_->setObjectName(QStringLiteral("scanProgress"));
+  progress_->setFormat(tr("%v / %m cases"));
+  progress_->setVisible(false);
+  cancel_ = new QToolButton(this);
+  cancel_->setObjectName(QStringLiteral("scanCancel"));
+  cancel_->setText(tr("Cancel"));
+  cancel_->setToolTip(tr("Stop the case analyses (Esc)"));
+  cancel_->setShortcut(QKeySequence(Qt::Key_Escape));  // active only while shown
+  cancel_->setVisible(false);
+  rescan_ = new QToolButton(this);
+  rescan_->setObjectName(QStringLiteral("scanRescan"));
+  rescan_->setText(tr("Rescan"));
+  rescan_->setVisible(false);
 
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("metric"), this));
@@ -56,7 +72,12 @@ OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analys
   split->addWidget(timeline_);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
+  auto* scan = new QHBoxLayout;
+  scan->addWidget(progress_, 1);
+  scan->addWidget(cancel_);
+  scan->addWidget(rescan_);
   layout->addLayout(top);
+  layout->addLayout(scan);
   layout->addWidget(seriesNote_);
   layout->addWidget(split, 1);
 
@@ -69,6 +90,23 @@ OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analys
   });
   connect(seriesMap_, &HeatmapView::cellClicked, this,
           [this](const CellReadout& r) { onSeriesClicked(r.row, r.col); });
+  connect(analysis_, &AnalysisController::busyChanged, this, &OverviewPanel::onBusyChanged);
+  connect(analysis_, &AnalysisController::seriesProgress, this, [this](int done, int total) {
+    progress_->setRange(0, total);
+    progress_->setValue(done);
+    progress_->setVisible(analysis_->busy());
+  });
+  connect(cancel_, &QToolButton::clicked, analysis_, &AnalysisController::cancelAll);
+  connect(analysis_, &AnalysisController::cancelled, this, [this] {
+    const QString done =
+        progress_->value() < 0
+            ? QString()
+            : tr(" after %1 of %2 cases").arg(progress_->value()).arg(progress_->maximum());
+    seriesNote_->setText(tr("case analyses cancelled%1; Rescan starts them again").arg(done));
+    progress_->reset();
+    rescan_->setVisible(true);
+  });
+  connect(rescan_, &QToolButton::clicked, analysis_, &AnalysisController::rescan);
   connect(analysis_, &AnalysisController::summaryChanged, this, &OverviewPanel::showHeads);
   connect(analysis_, &AnalysisController::seriesChanged, this, &OverviewPanel::showSeries);
   connect(context_, &SessionContext::headChanged, this, &OverviewPanel::showHeads);
@@ -143,6 +181,12 @@ void OverviewPanel::showSeries() {
                            .arg(s->cases.size())
                            .arg(steps)
                            .arg(layers));
+}
+
+void OverviewPanel::onBusyChanged(bool busy) {
+  cancel_->setVisible(busy);
+  if (busy) rescan_->setVisible(false);
+  if (!busy) progress_->setVisible(false);
 }
 
 void OverviewPanel::onSeriesClicked(int64_t row, int64_t col) {

@@ -2,7 +2,8 @@
 // max, ||dQ||) as a (batch x head) heatmap of the selected case and, for dumps with step /
 // layer attributes, a (step x layer) heatmap and a timeline plot (metric against step, one line
 // per layer). Clicking a head cell selects that head; clicking a (step, layer) cell opens that
-// case. The current head and case are outlined.
+// case. The current head and case are outlined. While the case analyses run, a progress bar
+// (cases of the whole-dump series) and Cancel (Esc) show; after a cancel, Rescan restarts them.
 #pragma once
 
 #include <QWidget>
@@ -11,6 +12,8 @@
 
 class QComboBox;
 class QLabel;
+class QProgressBar;
+class QToolButton;
 
 namespace attnscope {
 
@@ -30,11 +33,15 @@ class OverviewPanel : public QWidget {
   HeatmapView* headMap() const { return headMap_; }
   HeatmapView* seriesMap() const { return seriesMap_; }
   RowPlotView* timeline() const { return timeline_; }
+  QProgressBar* scanProgress() const { return progress_; }
+  QToolButton* cancelButton() const { return cancel_; }
+  QToolButton* rescanButton() const { return rescan_; }
 
  private:
   void showHeads();
   void showSeries();
   void onSeriesClicked(int64_t row, int64_t col);
+  void onBusyChanged(bool busy);
 
   SessionContext* context_;
   AnalysisController* analysis_;
@@ -44,6 +51,9 @@ class OverviewPanel : public QWidget {
   HeatmapView* headMap_ = nullptr;
   HeatmapView* seriesMap_ = nullptr;
   RowPlotView* timeline_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QToolButton* cancel_ = nullptr;
+  QToolButton* rescan_ = nullptr;
 };
 
 }  // namespace attnscope

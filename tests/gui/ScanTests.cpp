@@ -1,0 +1,134 @@
+// Entry point of the scan tests and the cancel test on a 300-case dump: Cancel (the overview's
+// button, Esc) stops the series job after far fewer cases than the dump holds, no CPU work goes
+// on afterwards, and Rescan then computes every case exactly.
+#include <QApplication>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QToolButton>
+#include <QtTest>
+#include <algorithm>
+#include <memory>
+
+#include "app/gui/AnalysisController.h"
+#include "app/gui/MainWindow.h"
+#include "app/gui/SessionContext.h"
+#include "app/panels/OverviewPanel.h"
+#include "tests/gui/ScanDump.h"
+#include "tests/gui/ScanTest.h"
+
+namespace attnscope::test {
+
+bool waitUntil(const std::function<bool()>& ok, int timeoutMs) {
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < timeoutMs) {
+    if (ok()) return true;
+    QTest::qWait(20);
+  }
+  return ok();
+}
+
+Watchdog::Watchdog() {
+  timer_.setInterval(10);
+  QObject::connect(&timer_, &QTimer::timeout, [this] {
+    const qint64 now = clock_.elapsed();
+    if (now - last_ > worst_) {
+      worst_ = now - last_;
+      worstEnd_ = now;
+    }
+    last_ = now;
+  });
+  restart();
+  timer_.start();
+}
+
+void Watchdog::restart() {
+  clock_.restart();
+  last_ = 0;
+  worst_ = 0;
+  worstEnd_ = 0;
+}
+
+void ScanTest::initTestCase() {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("attnscope-tests"));
+  QCoreApplication::setApplicationName(QStringLiteral("attnscope-scan-tests"));
+  QVERIFY(settingsDir_.isValid());
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir_.path());
+}
+
+void ScanTest::cancel_stops_series_work_and_rescan_completes() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const ScanDumpSpec spec;  // 300 cases [1, 2, 256, 64], NaN in cases 0, 100, 200
+  const std::string path = dir.filePath(QStringLiteral("scan.h5")).toStdString();
+  std::string error;
+  QVERIFY2(writeScanDump(path, spec, &error), error.c_str());
+
+  MainWindow window;
+  QStringList errors;
+  window.setErrorHandler([&](const QString& title, const QString& message, const QString&) {
+    errors << title + QStringLiteral(": ") + message;
+  });
+  window.resize(1400, 900);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  QVERIFY(
+      window.openTarget({QString::fromStdString(path), QString::fromStdString(scanCasePath(0))}));
+  AnalysisController* analysis = window.analysis();
+  OverviewPanel* overview = window.overview();
+
+  // The series job (one unit = one case) is under way; cancel it as the user would.
+  QVERIFY(waitUntil([&] { return analysis->casesAnalysed() >= 5; }, 120000));
+  QCOMPARE(analysis->seriesTotal(), spec.cases);
+  QVERIFY(overview->cancelButton()->isVisible());
+  QCOMPARE(overview->cancelButton()->shortcut(), QKeySequence(Qt::Key_Escape));
+  QVERIFY(overview->scanProgress()->maximum() == spec.cases);
+  overview->cancelButton()->click();
+  QVERIFY(!analysis->busy());
+  // Every job returns at its next poll: at most the unit in flight is finished.
+  QVERIFY(waitUntil([&] { return analysis->runningJobs() == 0; }, 60000));
+  const int processed = analysis->casesAnalysed();
+  qInfo("cases analysed before the series job stopped: %d of %d", processed, spec.cases);
+  QVERIFY2(processed < spec.cases / 2, qPrintable(QString::number(processed)));
+  QTest::qWait(300);
+  QCOMPARE(analysis->casesAnalysed(), processed);  // no CPU work left behind
+  QCOMPARE(analysis->runningJobs(), 0);
+  QVERIFY(!analysis->series());  // the cancelled job delivered nothing
+  QVERIFY(!overview->cancelButton()->isVisible());
+  QVERIFY(overview->rescanButton()->isVisible());
+
+  // A fresh analysis afterwards runs to the end with exact results.
+  overview->rescanButton()->click();
+  QVERIFY(analysis->busy());
+  QVERIFY(waitUntil([&] { return analysis->series() && !analysis->busy(); }, 600000));
+  const auto series = analysis->series();
+  QCOMPARE(static_cast<int>(series->cases.size()), spec.cases);
+  QCOMPARE(static_cast<int>(series->steps.size()), spec.cases);
+  QVERIFY(series->layers == std::vector<int64_t>{0});
+  QVERIFY(analysis->casesAnalysed() >= processed + spec.cases);
+  for (int n = 0; n < spec.cases; ++n) {
+    const SeriesCase& c = series->cases[static_cast<size_t>(n)];
+    QCOMPARE(QString::fromStdString(c.path), QString::fromStdString(scanCasePath(n)));
+    QCOMPARE(c.step, int64_t{n});
+    QCOMPARE(c.metrics[static_cast<int>(Metric::nonfinite)],
+             static_cast<double>(expectedNonfinite(spec, n)));
+  }
+  QCOMPARE(expectedNonfinite(spec, 100), int64_t{256 * 65});
+  // Same max |S| as one direct run of a case at the same settings.
+  Result<CaseData> data = window.context()->reader()->load(scanCasePath(7));
+  QVERIFY(data.ok());
+  SummarySettings settings;
+  settings.run.precision = Precision::f32;
+  const Result<HeadMetrics> direct = case_metrics(*data, settings);
+  QVERIFY(direct.ok());
+  QCOMPARE(series->cases[7].metrics[static_cast<int>(Metric::max_abs_s)],
+           direct->aggregate(Metric::max_abs_s));
+  QVERIFY2(errors.isEmpty(), qPrintable(errors.join(QLatin1Char('\n'))));
+}
+
+}  // namespace attnscope::test
+
+QTEST_MAIN(attnscope::test::ScanTest)
