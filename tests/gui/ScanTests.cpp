@@ -1,6 +1,6 @@
-// Entry point of the scan tests and the cancel test on a 300-case dump: Cancel (the overview's
-// button, Esc) stops the series job after far fewer cases than the dump holds, no CPU work goes
-// on afterwards, and Rescan then computes every case exactly.
+// Entry point of the scan tests and the cancel test on a 300-case dump: the overview's Cancel
+// button stops the series job after far fewer cases than the dump holds, no CPU work goes on
+// afterwards, and Rescan then computes every case exactly.
 #include <QApplication>
 #include <QProgressBar>
 #include <QSettings>
