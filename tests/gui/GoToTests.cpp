@@ -4,6 +4,7 @@
 // move through the steps and layers of the sample's multi-step training dump; --stepper opens
 // the window with the backward stepper at a step (the stepper screenshot).
 #include <QMenu>
+#include <QPointer>
 #include <QSpinBox>
 #include <QTreeWidget>
 #include <QtTest>
@@ -65,7 +66,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   w.context()->setPrecision(Precision::f32);
   QVERIFY(w.window->openTarget({samplePath(), kHealthy}));
   QVERIFY(w.waitForHead(kHealthy, 0, [](const HeadResult& r) { return r.s.pooled; }));
-  GoToDialog* dialog = openGoTo(*w.window);
+  QPointer<GoToDialog> dialog = openGoTo(*w.window);  // deleted once it closes
   QVERIFY(dialog != nullptr);
   QCOMPARE(dialog->target().view, QStringLiteral("S"));
   dialog->findChild<QSpinBox*>(QStringLiteral("goToBatch"))->setValue(1);
@@ -73,7 +74,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   dialog->findChild<QSpinBox*>(QStringLiteral("goToRow"))->setValue(700);
   dialog->findChild<QSpinBox*>(QStringLiteral("goToCol"))->setValue(300);
   QTest::keyClick(dialog, Qt::Key_Return);
-  QVERIFY(waitUntil([&] { return !dialog->isVisible(); }));
+  QVERIFY(waitUntil([&] { return dialog.isNull(); }));
 
   // Batch 1, head 5 is computed, the S view zooms to 33 x 33 elements around the cell, and the
   // recompute of that window at full resolution lets the inspector pin the exact element.
@@ -132,7 +133,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QCOMPARE(w.window->inspector()->pinnedCount(), 2);
 
   // Out of range: the dialog says what is valid and stays open; nothing moves.
-  GoToDialog* dialog = openGoTo(*w.window);
+  QPointer<GoToDialog> dialog = openGoTo(*w.window);  // deleted once it closes
   QVERIFY(dialog != nullptr);
   QCOMPARE(dialog->target().view, QStringLiteral("dK"));
   dialog->setTarget({QStringLiteral("S"), 0, 3, 128, 0});
@@ -151,7 +152,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QCOMPARE(w.window->inspector()->pinnedCount(), 2);
   dialog->setTarget({QStringLiteral("S"), 0, 3, 12, 0});
   dialog->accept();
-  QVERIFY(waitUntil([&] { return !dialog->isVisible() && !nav->pending(); }));
+  QVERIFY(waitUntil([&] { return dialog.isNull() && !nav->pending(); }));
   // Row 12 of head 3 is the first to overflow fp16 in the unfused kernel.
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("S [12, 0]\n+inf\n")));
   QVERIFY(w.errors.isEmpty());
