@@ -1,6 +1,8 @@
 // libFuzzer entry point: one input = one HDF5 file image. Opens it with DumpReader (discovery
-// and shape / type / attribute validation of every case), then loads every accepted case and
-// checks the invariants callers rely on. Any crash, sanitizer report, leak or hang is a bug.
+// and shape / type / attribute validation of every case), runs the probe's sampled test reads
+// (check_data with 4 KiB reads: chunk-index walk, first / last chunk hyperslabs), then loads
+// every accepted case and checks the invariants callers rely on. Any crash, sanitizer report, leak
+// or hang is a bug.
 #include <cstdint>
 #include <cstdlib>
 
@@ -49,6 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(dump.error().message.rfind("fuzz.h5", 0) == 0 && !dump.error().hint.empty());
     return 0;
   }
+  const Status sampled = dump->check_data(4096);
+  require(sampled.ok() ||
+          (sampled.error().message.rfind("fuzz.h5: /", 0) == 0 && !sampled.error().hint.empty()));
   for (const CaseInfo& info : dump->cases()) {
     check_case(info);
     Result<CaseData> loaded = dump->load(info.path);

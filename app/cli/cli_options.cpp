@@ -94,6 +94,12 @@ std::optional<DumpReader> open_dump(const std::string& command, const std::strin
   return std::move(*dump);
 }
 
+std::string case_error_text(const std::string& file, const std::string& case_path,
+                            const std::string& message) {
+  if (message.rfind(file + ": ", 0) == 0) return message;
+  return file + "::" + case_path + ": " + message;
+}
+
 bool reject(const std::string& command, const std::string& message, const std::string& hint) {
   fail(command, message, hint);
   return false;
@@ -119,7 +125,7 @@ std::optional<CaseData> load_case(const std::string& command, const DumpReader& 
   if (!path) return std::nullopt;
   Result<CaseData> data = dump.load(*path);
   if (!data) {
-    fail(command, dump.path() + "::" + *path + ": " + data.error().message, data.error().hint);
+    fail(command, case_error_text(dump.path(), *path, data.error().message), data.error().hint);
     return std::nullopt;
   }
   return std::move(*data);

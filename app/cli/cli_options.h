@@ -33,6 +33,11 @@ std::pair<std::string, std::string> split_case_ref(const std::string& text);
 // Prints "attnscope-cli COMMAND: message" (+ hint) to stderr and returns kExitUnreadable.
 int fail(const std::string& command, const std::string& message, const std::string& hint = "");
 
+// "FILE::CASE: message" for a failure of one case; just `message` when it already starts with
+// "FILE: " (reader errors name the file and the dataset themselves).
+std::string case_error_text(const std::string& file, const std::string& case_path,
+                            const std::string& message);
+
 // fail(), returning false (for option validation).
 bool reject(const std::string& command, const std::string& message, const std::string& hint);
 

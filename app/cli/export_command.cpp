@@ -176,7 +176,7 @@ int run_export(const CommandArgs& args) {
   request.reference = view.endsWith(QStringLiteral(" err"));  // error grids need the fp64 run
   Result<HeadResult> result = compute_head(*data, request);
   if (!result) {
-    return fail(kCommand, file + "::" + casePath + ": " + result.error().message,
+    return fail(kCommand, case_error_text(file, casePath, result.error().message),
                 result.error().hint);
   }
   auto shared = std::make_shared<HeadResult>(std::move(result).value());

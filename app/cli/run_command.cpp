@@ -1,11 +1,10 @@
 // `attnscope-cli run FILE[::CASE] --out RESULTS.h5`: recomputes cases with the instrumented CPU
 // kernels and writes a schema-1 dump holding, per case, the inputs and attributes, the
-// recomputed o, lse, dq, dk, dv (fp32), an extra dataset `m` and a `findings` attribute (the
-// findings as a JSON string). Cases run on --threads workers and are written in case order to
-// RESULTS.h5.tmp, renamed when complete; Ctrl-C removes the temp file and writes nothing.
-#include <hdf5.h>
-
-#include <cstdio>
+// recomputed o, lse, dq, dk, dv (fp32), an extra dataset `m` (row maxima, shaped like lse), a
+// `findings` attribute (the findings as a JSON string) and the run's settings as attributes
+// run_precision, run_mode, run_scale, run_mask_fill, run_backend. Cases run on --threads
+// workers and are written in case order through DumpWriter (a hidden temporary, fsynced and
+// renamed over RESULTS.h5 when complete); Ctrl-C removes the temporary and writes nothing.
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -49,42 +48,24 @@ std::string findings_text(const std::vector<Finding>& findings) {
   return text.str();
 }
 
-// Per case: `m` shaped like the stored `lse`, and the `findings` string attribute.
-struct Extras {
-  std::string path;
-  std::vector<float> m;
-  std::string findings;
-};
-
-bool write_extras(const std::string& file, const std::vector<Extras>& extras) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  if (f < 0) return false;
-  bool ok = true;
-  for (const Extras& e : extras) {
-    const hid_t group = H5Gopen2(f, e.path.c_str(), H5P_DEFAULT);
-    const hid_t lse = group < 0 ? -1 : H5Dopen2(group, "lse", H5P_DEFAULT);
-    const hid_t space = lse < 0 ? -1 : H5Dget_space(lse);
-    const hid_t m = space < 0 ? -1
-                              : H5Dcreate2(group, "m", H5T_IEEE_F32LE, space, H5P_DEFAULT,
-                                           H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && m >= 0 &&
-         H5Dwrite(m, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.m.data()) >= 0;
-    const hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, e.findings.size() + 1);
-    const hid_t scalar = H5Screate(H5S_SCALAR);
-    const hid_t attr =
-        group < 0 ? -1 : H5Acreate2(group, "findings", type, scalar, H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && attr >= 0 && H5Awrite(attr, type, e.findings.c_str()) >= 0;
-    for (hid_t id : {attr, m}) {
-      if (id >= 0) id == attr ? H5Aclose(id) : H5Dclose(id);
-    }
-    H5Sclose(scalar);
-    H5Tclose(type);
-    if (space >= 0) H5Sclose(space);
-    if (lse >= 0) H5Dclose(lse);
-    if (group >= 0) H5Gclose(group);
-  }
-  return H5Fclose(f) >= 0 && ok;
+// Writes `m` (shaped like the stored lse), the findings and the settings of `run` next to the
+// case written at `path`.
+Status write_run_record(DumpWriter& writer, const std::string& path, const CaseData& data,
+                        const ModeRun& run, const CaseAnalysis& analysis,
+                        const AnalysisSettings& settings) {
+  const CaseDims& d = data.info.dims;
+  const HostTensor m = from_canonical("lse", f32_tensor({d.batch, d.heads, d.seqlen_q}, run.out.m),
+                                      data.info.config.layout);
+  Status s = writer.write_extra_dataset(path, "m", m);
+  if (!s) return s;
+  const double scale = settings.run.scale.value_or(data.info.config.effective_scale(d.head_dim));
+  return writer.write_attributes(
+      path, {{"findings", findings_text(analysis.findings)},
+             {"run_precision", std::string(precision_name(run.precision))},
+             {"run_mode", std::string(mode_name(run.mode))},
+             {"run_scale", scale},
+             {"run_mask_fill", std::string(mask_fill_name(settings.run.mask_fill))},
+             {"run_backend", std::string("cpu_instrumented")}});
 }
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -137,13 +118,12 @@ int run_results(const CommandArgs& args) {
   if (!cases) return kExitUnreadable;
   std::vector<std::string> paths;
   for (const CaseInfo* c : *cases) paths.push_back(c->path);
-  const std::string temp = *out + ".tmp";
-  Result<DumpWriter> created = DumpWriter::create(temp);
+  Result<DumpWriter> created = DumpWriter::create(*out);
   if (!created) return fail(kCommand, created.error().message, created.error().hint);
   std::optional<DumpWriter> writer(std::move(*created));
   const auto [workers, kernel_threads] = split_threads(settings.threads, paths.size());
   settings.threads = kernel_threads;
-  set_interrupt_cleanup(temp);
+  set_interrupt_cleanup(writer->temp_path());
   install_interrupt_handler();
 
   // One slot per case in flight: filled by a worker, written and cleared in case order.
@@ -153,7 +133,6 @@ int run_results(const CommandArgs& args) {
     Error error;
   };
   std::vector<Slot> slots(paths.size());
-  std::vector<Extras> extras;
   bool errors = false;
   auto work = [&](size_t n) {
     Slot& slot = slots[n];
@@ -170,16 +149,18 @@ int run_results(const CommandArgs& args) {
   auto emit = [&](size_t n) {
     Slot slot = std::move(slots[n]);
     const ModeRun* run = slot.analysis ? slot.analysis->run(settings.modes[0]) : nullptr;
-    const Status written = !slot.analysis ? Status(slot.error)
-                           : run ? writer->write_case(paths[n], results_case(*slot.data, *run))
-                                 : Status(make_error(ErrorCode::io, "the analysis made no run"));
+    Status written = !slot.analysis ? Status(slot.error)
+                     : run          ? writer->write_case(paths[n], results_case(*slot.data, *run))
+                                    : Status(make_error(ErrorCode::io, "the analysis made no run"));
+    if (written) {
+      written = write_run_record(*writer, paths[n], *slot.data, *run, *slot.analysis, settings);
+    }
     if (!written) {
       Error e = written.error();
-      e.message = file + "::" + paths[n] + ": " + e.message;
+      e.message = case_error_text(file, paths[n], e.message);
       throw e;  // stops the pipeline
     }
     errors = errors || has_error(slot.analysis->findings);
-    extras.push_back({paths[n], run->out.m, findings_text(slot.analysis->findings)});
     std::cout << paths[n] << ": " << slot.analysis->findings.size() << " findings" << std::endl;
   };
   PipelineOptions options;
@@ -189,21 +170,18 @@ int run_results(const CommandArgs& args) {
   try {
     outcome = run_in_order(paths.size(), options, work, emit);
   } catch (const Error& e) {
-    writer.reset();
-    std::remove(temp.c_str());
+    writer.reset();  // removes the temporary
     return fail(kCommand, e.message, e.hint);
   }
   if (outcome.interrupted) {
-    writer.reset();  // closes the file before it is removed
-    std::remove(temp.c_str());
+    writer.reset();
     std::cerr << "attnscope-cli run: interrupted after " << outcome.emitted << " of "
               << paths.size() << " cases; " << *out << " not written\n";
     return kExitInterrupted;
   }
-  const Status closed = writer->close();
-  if (!closed || !write_extras(temp, extras) || std::rename(temp.c_str(), out->c_str()) != 0) {
-    std::remove(temp.c_str());
-    return fail(kCommand, "cannot write " + *out, "check the path and the disk space");
+  if (const Status closed = writer->close(); !closed) {
+    return fail(kCommand, "cannot write " + *out + ": " + closed.error().message,
+                closed.error().hint);
   }
   std::cout << "wrote " << paths.size() << " case" << (paths.size() == 1 ? "" : "s") << " to "
             << *out << "\n";

@@ -82,14 +82,13 @@ int run_scan(const CommandArgs& args) {
   bool errors = false, unreadable = false;
   auto work = [&](size_t n) {
     Slot& slot = slots[n];
-    const std::string where = dump->path() + "::" + (*cases)[n]->path + ": ";
     Result<CaseData> data = dump->load((*cases)[n]->path);
     Result<CaseAnalysis> a =
         data ? analyze_case(*data, settings) : Result<CaseAnalysis>(data.error());
     if (a) {
       slot.analysis = std::move(*a);
     } else {
-      slot.error = where + a.error().message;
+      slot.error = case_error_text(dump->path(), (*cases)[n]->path, a.error().message);
       slot.hint = a.error().hint;
     }
   };

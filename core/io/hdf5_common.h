@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -120,10 +121,11 @@ struct ObjectKey {
 enum class ObjectKind { group, dataset, other };
 struct OpenObject {
   Handle handle;  // open group / dataset / named datatype
-  ObjectKey key;
+  ObjectKey key;  // set for groups only
   ObjectKind kind = ObjectKind::other;
 };
-// Opens `name` in `group` (following soft links); nullopt for dangling links.
+// Opens `name` in `group` (following soft links); nullopt for dangling links. `key` is read
+// for groups only (datasets and named types are never traversed).
 std::optional<OpenObject> open_object(hid_t group, const char* name);
 
 // Refuses virtual datasets, external raw storage (unless allowed) and unavailable filters.
@@ -171,5 +173,16 @@ struct Discovery {
 // Walks every group reachable from the root (soft / hard link cycles visited once) and
 // validates each group that holds q, k or v; reads no tensor data.
 Discovery discover_cases(hid_t file, const std::string& file_name, const OpenOptions& options);
+
+// ---- data sampling (hdf5_sample.cpp) ----
+
+// Opens a case's dataset with external files / virtual sources resolved next to the dump.
+Handle open_case_dataset(hid_t file, const std::string& object, const OpenOptions& options);
+
+// Test reads of every tensor of `info` (see DumpReader::check_data); `on_dataset` is called
+// with the dataset's path before its data is read.
+Status sample_case_data(hid_t file, const std::string& name, const CaseInfo& info,
+                        const OpenOptions& options, int64_t sample_bytes,
+                        const std::function<void(const std::string&)>& on_dataset);
 
 }  // namespace attnscope::h5

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/case_model.h"
@@ -57,6 +60,14 @@ class DumpReader {
   // serialised).
   Result<CaseData> load(const std::string& case_path) const;
 
+  // Test reads of the stored data of every case, without keeping it (the probe, issue 7): a
+  // tensor of at most `sample_bytes` is read whole, a larger one has its chunk index walked
+  // and its first and last chunk read (contiguous: its first and last elements), each read
+  // capped at `sample_bytes`. `on_dataset` is called with "/case/q" before that dataset is
+  // read. Fails (format) at the first read that fails, naming the file and the dataset.
+  Status check_data(int64_t sample_bytes,
+                    const std::function<void(const std::string&)>& on_dataset = {}) const;
+
  private:
   struct State;
   explicit DumpReader(std::unique_ptr<State> state);
@@ -74,6 +85,9 @@ struct WriteOptions {
   int deflate_level = 4;  // 0 = no compression (chunked + shuffle + deflate otherwise)
 };
 
+// A scalar attribute written next to a case's schema attributes: text or a number.
+using AttributeValue = std::variant<std::string, double>;
+
 // Writes cases into a hidden temporary next to the target path; close() fsyncs it and renames
 // it over the target (an existing file there is replaced only then). A writer destroyed
 // without close(), or killed, leaves the previous file intact.
@@ -87,6 +101,16 @@ class DumpWriter {
   // Writes `data` (canonical tensors) under `group_path` (intermediate groups created), in the
   // layout of data.info.config.layout, with every set attribute of data.info.config.
   Status write_case(const std::string& group_path, const CaseData& data);
+  // Extra scalar attributes (strings as h5py writes `str`, numbers as float64) on the group of a
+  // case written by write_case; fails when one of them already exists there.
+  Status write_attributes(const std::string& group_path,
+                          const std::vector<std::pair<std::string, AttributeValue>>& attributes);
+  // An extra dataset `name` in the group of a case written by write_case, stored as given
+  // (readers ignore names that are not schema-1 tensors, e.g. `m`).
+  Status write_extra_dataset(const std::string& group_path, const std::string& name,
+                             const HostTensor& t);
+  // Where the content is written until close() renames it ("dir/.NAME.PID-N.tmp").
+  const std::string& temp_path() const;
   Status close();
 
  private:

@@ -147,21 +147,11 @@ Error no_case_error(const std::string& path, const std::vector<Error>& rejected)
   return first;
 }
 
-// Opens a case's dataset with external files / virtual sources resolved next to the dump.
-Handle open_dataset(hid_t file, const std::string& object, const OpenOptions& options) {
-  Handle dapl = h5::plist_handle(H5Pcreate(H5P_DATASET_ACCESS));
-  if (options.allow_external) {
-    H5Pset_efile_prefix(dapl.get(), "${ORIGIN}");
-    H5Pset_virtual_prefix(dapl.get(), "${ORIGIN}");
-  }
-  return Handle(H5Dopen2(file, object.c_str(), dapl.get()), H5Dclose);
-}
-
 // Reads one stored tensor (file layout) after re-checking its metadata against discovery.
 Result<HostTensor> read_tensor(hid_t file, const std::string& path, const CaseInfo& info,
                                const TensorInfo& t, const OpenOptions& options) {
   const std::string object = h5::join_path(info.path, t.dataset);
-  Handle dataset = open_dataset(file, object, options);
+  Handle dataset = h5::open_case_dataset(file, object, options);
   if (!dataset) {
     return h5::dataset_error(ErrorCode::io, path, object, "cannot open the dataset",
                              "the file may have changed since it was opened", true);
@@ -239,6 +229,17 @@ const std::vector<CaseInfo>& DumpReader::cases() const {
 }
 const std::vector<Error>& DumpReader::rejected() const {
   return state_->rejected;
+}
+
+Status DumpReader::check_data(int64_t sample_bytes,
+                              const std::function<void(const std::string&)>& on_dataset) const {
+  auto lock = h5::lock_library();
+  for (const CaseInfo& info : state_->cases) {
+    Status read = h5::sample_case_data(state_->file.get(), state_->path, info, state_->options,
+                                       sample_bytes, on_dataset);
+    if (!read) return read;
+  }
+  return Ok{};
 }
 
 Result<CaseData> DumpReader::load(const std::string& case_path) const {

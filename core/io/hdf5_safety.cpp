@@ -25,6 +25,13 @@ std::optional<OpenObject> open_object(hid_t group, const char* name) {
     error_detail();
     return std::nullopt;
   }
+  // The identifier's type gives the kind at no cost; only groups need their address (the
+  // visited set), which costs an object-header read.
+  const H5I_type_t type = H5Iget_type(out.handle.get());
+  out.kind = type == H5I_GROUP     ? ObjectKind::group
+             : type == H5I_DATASET ? ObjectKind::dataset
+                                   : ObjectKind::other;
+  if (out.kind != ObjectKind::group) return out;
 #if H5_VERSION_GE(1, 12, 0)
   H5O_info2_t info;
   if (H5Oget_info3(out.handle.get(), &info, H5O_INFO_BASIC) < 0) {
@@ -42,9 +49,6 @@ std::optional<OpenObject> open_object(hid_t group, const char* name) {
   out.key.address = info.addr;
 #endif
   out.key.fileno = info.fileno;
-  out.kind = info.type == H5O_TYPE_GROUP     ? ObjectKind::group
-             : info.type == H5O_TYPE_DATASET ? ObjectKind::dataset
-                                             : ObjectKind::other;
   return out;
 }
 

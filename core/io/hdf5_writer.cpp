@@ -149,6 +149,15 @@ Result<std::map<std::string, HostTensor>> stored_tensors(const CaseData& data,
   return stored;
 }
 
+std::string absolute(const std::string& group_path) {
+  return group_path.empty() || group_path[0] != '/' ? "/" + group_path : group_path;
+}
+
+Error closed_error(const char* call) {
+  return make_error(ErrorCode::invalid_argument, std::string(call) + " after close()",
+                    "create a new DumpWriter");
+}
+
 }  // namespace
 
 DumpWriter::DumpWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -181,13 +190,9 @@ Result<DumpWriter> DumpWriter::create(const std::string& path, const WriteOption
 
 Status DumpWriter::write_case(const std::string& group_path, const CaseData& data) {
   auto lock = h5::lock_library();
-  if (!state_ || !state_->file) {
-    return make_error(ErrorCode::invalid_argument, "write_case after close()",
-                      "create a new DumpWriter");
-  }
+  if (!state_ || !state_->file) return closed_error("write_case");
   const std::string& file = state_->path;
-  const std::string path =
-      group_path.empty() || group_path[0] != '/' ? "/" + group_path : group_path;
+  const std::string path = absolute(group_path);
   auto stored = stored_tensors(data, file + ": " + path);
   if (!stored) return stored.error();
   auto group = make_groups(state_->file.get(), file, path);
@@ -204,6 +209,39 @@ Status DumpWriter::write_case(const std::string& group_path, const CaseData& dat
   Status s = h5::write_case_config(group->get(), config);
   if (!s) return make_error(s.error().code, file + ": " + path + ": " + s.error().message);
   return s;
+}
+
+Status DumpWriter::write_attributes(
+    const std::string& group_path,
+    const std::vector<std::pair<std::string, AttributeValue>>& attributes) {
+  auto lock = h5::lock_library();
+  if (!state_ || !state_->file) return closed_error("write_attributes");
+  const std::string path = absolute(group_path);
+  Handle group(H5Gopen2(state_->file.get(), path.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!group) return write_error(state_->path, path, "no such case group");
+  for (const auto& [name, value] : attributes) {
+    const Status s =
+        std::holds_alternative<std::string>(value)
+            ? h5::write_string_attribute(group.get(), name.c_str(), std::get<std::string>(value))
+            : h5::write_double_attribute(group.get(), name.c_str(), std::get<double>(value));
+    if (!s) return make_error(ErrorCode::io, state_->path + ": " + path + ": " + s.error().message);
+  }
+  return Ok{};
+}
+
+Status DumpWriter::write_extra_dataset(const std::string& group_path, const std::string& name,
+                                       const HostTensor& t) {
+  auto lock = h5::lock_library();
+  if (!state_ || !state_->file) return closed_error("write_extra_dataset");
+  const std::string path = absolute(group_path);
+  Handle group(H5Gopen2(state_->file.get(), path.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!group) return write_error(state_->path, path, "no such case group");
+  return write_dataset(group.get(), state_->path, h5::join_path(path, name), name, t,
+                       state_->options);
+}
+
+const std::string& DumpWriter::temp_path() const {
+  return state_->atomic.temp_path();
 }
 
 Status DumpWriter::close() {

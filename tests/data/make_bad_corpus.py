@@ -16,6 +16,8 @@ import sys
 import h5py
 import numpy as np
 
+from bad_chunk_corpus import chunk_corpus
+
 EXPECTED = {}
 
 
@@ -292,6 +294,7 @@ def main():
     for make in (raw_files, truncated, ranks_and_shapes, sizes, element_types, attributes, links,
                  many_groups):
         make(out)
+    chunk_corpus(out, expect)
     fuzz = sorted(n for n in os.listdir(out) if n.startswith("fuzz_") and n.endswith(".h5"))
     previous = {}
     expected_path = os.path.join(out, "expected.json")

@@ -59,7 +59,7 @@ def kill_during_run(cli, sample, work):
     write_case(big, "big", (1, 4, 2048, 32), 1)
     child = subprocess.Popen([cli, "run", big, "--out", results], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-    temp_prefix = ".results.h5.tmp.%d-" % child.pid
+    temp_prefix = ".results.h5.%d-" % child.pid  # AtomicFile of DumpWriter(results.h5)
     seen = None
     while child.poll() is None and seen is None:
         seen = next((n for n in os.listdir(work) if n.startswith(temp_prefix)), None)
