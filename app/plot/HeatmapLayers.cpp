@@ -62,12 +62,31 @@ QCPColorGradient makeOverlayGradient() {
   return g;
 }
 
+// Colour map data filled in bulk: QCPColorMapData::setCell is an out-of-line call per cell
+// that also updates the data bounds; this writes the [valueSize x keySize] array directly.
+// No members of its own: the map deletes it through the base class (no virtual destructor).
+class BulkColorMapData : public QCPColorMapData {
+ public:
+  BulkColorMapData() : QCPColorMapData(0, 0, QCPRange(0, 1), QCPRange(0, 1)) {}
+  // Row-major cells (valueIndex * keySize + keyIndex) after setSize; bounds are the caller's.
+  double* cells() { return mData; }
+  void finish(const QCPRange& bounds) {
+    mDataBounds = bounds;
+    mDataModified = true;
+  }
+};
+
+void useBulkData(QCPColorMap* map) {
+  map->setData(new BulkColorMapData, false);  // the map takes ownership
+}
+
 void fillColorMaps(const MatrixGrid& grid, const ColorScale& scale, QCPColorMap* values,
                    QCPColorMap* overlay) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (grid.empty()) {
     values->data()->clear();
     overlay->data()->clear();
+    overlay->setVisible(false);
     return;
   }
   const CellAxis keys = cellAxis(grid.col_edges);
@@ -78,38 +97,52 @@ void fillColorMaps(const MatrixGrid& grid, const ColorScale& scale, QCPColorMap*
     a = std::isfinite(a) ? a : 0.0;
     b = a + 1;
   }
-  for (QCPColorMap* map : {values, overlay}) {
-    map->data()->setSize(keys.cells, rows.cells);
-    map->data()->setRange(keys.centres, rows.centres);
+  auto* vd = static_cast<BulkColorMapData*>(values->data());
+  auto* od = static_cast<BulkColorMapData*>(overlay->data());
+  for (BulkColorMapData* d : {vd, od}) {
+    d->setSize(keys.cells, rows.cells);
+    d->setRange(keys.centres, rows.centres);
   }
+  // Map column c shows grid column colOf[c] (two map cells per grid cell on a 1-cell axis).
+  std::vector<int64_t> colOf(static_cast<size_t>(keys.cells));
+  for (int c = 0; c < keys.cells; ++c) colOf[static_cast<size_t>(c)] = c * grid.cols / keys.cells;
+  bool anyOverlay = false;
   for (int r = 0; r < rows.cells; ++r) {
     const int64_t gr = static_cast<int64_t>(r) * grid.rows / rows.cells;
+    const float* value = grid.value.data() + gr * grid.cols;
+    const CellClass* cls = grid.cls.data() + gr * grid.cols;
+    double* vrow = vd->cells() + static_cast<size_t>(r) * static_cast<size_t>(keys.cells);
+    double* orow = od->cells() + static_cast<size_t>(r) * static_cast<size_t>(keys.cells);
     for (int c = 0; c < keys.cells; ++c) {
-      const int64_t gc = static_cast<int64_t>(c) * grid.cols / keys.cells;
-      const size_t e = static_cast<size_t>(gr * grid.cols + gc);
-      if (grid.cls[e] == CellClass::value) {
-        const double t = toDisplay(scale.scale, grid.value[e], scale.linthresh);
-        values->data()->setCell(c, r, std::isfinite(t) ? std::clamp(t, a, b) : a);
-        overlay->data()->setCell(c, r, nan);
+      const int64_t gc = colOf[static_cast<size_t>(c)];
+      if (cls[gc] == CellClass::value) {
+        const double t = toDisplay(scale.scale, value[gc], scale.linthresh);
+        vrow[c] = std::isfinite(t) ? std::clamp(t, a, b) : a;
+        orow[c] = nan;
       } else {
-        values->data()->setCell(c, r, nan);
-        overlay->data()->setCell(c, r, overlayPosition(grid.cls[e]));
+        vrow[c] = nan;
+        orow[c] = overlayPosition(cls[gc]);
+        anyOverlay = true;
       }
     }
   }
+  vd->finish(QCPRange(a, b));
+  od->finish(QCPRange(0, 1));
   values->setDataRange(QCPRange(a, b));
   overlay->setDataRange(QCPRange(0, 1));
+  // An overlay without cells is not colourised and drawn at all.
+  overlay->setVisible(anyOverlay);
 }
 
-std::vector<double> displayValues(const MatrixGrid& grid, ScaleKind scale, double linthresh) {
-  std::vector<double> out;
-  out.reserve(grid.value.size());
+void displayValues(const MatrixGrid& grid, ScaleKind scale, double linthresh,
+                   std::vector<double>* out) {
+  out->clear();
+  out->reserve(grid.value.size());
   for (size_t e = 0; e < grid.value.size(); ++e) {
     if (grid.cls[e] != CellClass::value) continue;
     const double t = toDisplay(scale, grid.value[e], linthresh);
-    if (std::isfinite(t)) out.push_back(t);
+    if (std::isfinite(t)) out->push_back(t);
   }
-  return out;
 }
 
 OverlayCells countOverlayCells(const MatrixGrid& grid) {

@@ -19,14 +19,20 @@ QCPColorGradient makeGradient(ColormapKind kind);
 QCPColorGradient makeOverlayGradient();
 double overlayPosition(CellClass cls);
 
+// Gives a map the data object that fillColorMaps writes in bulk (once, before filling it).
+void useBulkData(QCPColorMap* map);
+
 // Fills `values` with the display-space values of the grid's finite cells (clamped to the
-// scale's [lo, hi]; others NaN = transparent) and `overlay` with the non-finite / masked cells.
+// scale's [lo, hi]; others NaN = transparent) and `overlay` with the non-finite / masked cells
+// (hidden when there are none). Both maps went through useBulkData.
 // Cell centres sit on element indices (element i spans [i - 0.5, i + 0.5]).
 void fillColorMaps(const MatrixGrid& grid, const ColorScale& scale, QCPColorMap* values,
                    QCPColorMap* overlay);
 
-// Display-space values (toDisplay) of the grid's finite cells; log scales skip zeros.
-std::vector<double> displayValues(const MatrixGrid& grid, ScaleKind scale, double linthresh);
+// Display-space values (toDisplay) of the grid's finite cells into *out (its capacity is
+// reused); log scales skip zeros.
+void displayValues(const MatrixGrid& grid, ScaleKind scale, double linthresh,
+                   std::vector<double>* out);
 
 // Cells drawn in each overlay class.
 struct OverlayCells {

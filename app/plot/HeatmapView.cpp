@@ -112,10 +112,12 @@ void HeatmapView::buildPlot() {
   colorScale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
 
   values_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  useBulkData(values_);
   values_->setInterpolate(false);
   values_->setColorScale(colorScale_);
   values_->setGradient(makeGradient(scale_.map));
   overlay_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  useBulkData(overlay_);
   overlay_->setInterpolate(false);
   overlay_->setGradient(makeOverlayGradient());
 
@@ -258,8 +260,15 @@ void HeatmapView::fill() {
   const MatrixGrid& g = grid_ ? *grid_ : kEmpty;
   if (autoRange_) std::tie(scale_.lo, scale_.hi) = autoRange(scale_.map, scale_.scale, g.value);
   fillColorMaps(g, scale_, values_, overlay_);
-  histogram_->setValues(displayValues(g, scale_.scale, scale_.linthresh), scale_.scale,
-                        scale_.linthresh);
+  // The histogram depends on the values and the scale only: a range or colormap change keeps it.
+  const bool sameValues = grid_ && !histGrid_.expired() && histGrid_.lock() == grid_;
+  if (!sameValues || histScale_ != scale_.scale || histLinthresh_ != scale_.linthresh) {
+    displayValues(g, scale_.scale, scale_.linthresh, &display_);
+    histogram_->setValues(display_, scale_.scale, scale_.linthresh);
+    histGrid_ = grid_;
+    histScale_ = scale_.scale;
+    histLinthresh_ = scale_.linthresh;
+  }
   histogram_->setRange(scale_.lo, scale_.hi, autoRange_);
   colorScale_->axis()->setLabel(scaleName(scale_.scale));
   updateLegend();

@@ -8,6 +8,7 @@
 #include <QWidget>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "app/plot/Colormaps.h"
 #include "app/plot/MatrixGrid.h"
@@ -110,6 +111,12 @@ class HeatmapView : public QWidget {
   std::optional<ViewWindow> highlight_;
   bool unfilled_ = true;  // the colour maps do not show grid_ / scale_ yet
   bool stale_ = false;    // hidden changes wait for the next show
+  // What the histogram shows (recomputed only when the grid or the scale changes), and the
+  // reused buffer of display-space values.
+  std::weak_ptr<const MatrixGrid> histGrid_;
+  ScaleKind histScale_ = ScaleKind::linear;
+  double histLinthresh_ = 0;
+  std::vector<double> display_;
 
   QCustomPlot* plot_ = nullptr;
   QCPColorMap* values_ = nullptr;
