@@ -24,67 +24,86 @@ DumpOpener::DumpOpener(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context) {
   runner_ = new TaskRunner(QStringLiteral("attnscope-open"), QThread::InheritPriority, this);
   connect(runner_, &TaskRunner::failed, this, [this](const QString& message) {
-    emit failed(tr("Cannot open dump"), message, tr("see the message for the file and problem"));
+    if (!current_) return;
+    emit failed(tr("Cannot open %1").arg(QFileInfo(current_->path).fileName()), message,
+                tr("see the message for the file and problem"));
+    finish(-1);
   });
 }
 
-void DumpOpener::open(const QString& path, const QString& casePath) {
-  if (const int existing = context_->indexOfFile(path); existing >= 0) {
-    select(existing, casePath);
-    return;
-  }
-  const std::string file = QFile::encodeName(path).toStdString();
-  runner_->submit(
-      [file](const TaskControl&, QString*) -> TaskResult {
-        auto out = std::make_shared<Opened>();
-        // A hostile file that crashes HDF5 itself is opened first in the attnscope-probe process.
-        if (const Status probed = probe_dump(file); !probed) {
-          out->error = probed.error();
+void DumpOpener::open(const QString& path, Done done) {
+  queue_.push_back({path, std::move(done)});
+  reportBusy();
+  if (!current_) next();
+}
+
+void DumpOpener::next() {
+  while (!current_ && !queue_.empty()) {
+    current_ = std::move(queue_.front());
+    queue_.pop_front();
+    if (const int existing = context_->indexOfFile(current_->path); existing >= 0) {
+      finish(existing);
+      return;  // finish() went on with the queue
+    }
+    const QString path = current_->path;
+    emit started(path);
+    const std::string file = QFile::encodeName(path).toStdString();
+    runner_->submit(
+        [file](const TaskControl&, QString*) -> TaskResult {
+          auto out = std::make_shared<Opened>();
+          // A hostile file that crashes HDF5 itself is opened first in the attnscope-probe
+          // process.
+          if (const Status probed = probe_dump(file); !probed) {
+            out->error = probed.error();
+            return out;
+          }
+          Result<DumpReader> reader = DumpReader::open(file);
+          if (reader) {
+            out->reader = std::make_shared<const DumpReader>(std::move(reader).value());
+          } else {
+            out->error = reader.error();
+          }
           return out;
-        }
-        Result<DumpReader> reader = DumpReader::open(file);
-        if (reader) {
-          out->reader = std::make_shared<const DumpReader>(std::move(reader).value());
-        } else {
-          out->error = reader.error();
-        }
-        return out;
-      },
-      [this, path, casePath](TaskResult r) {
-        const auto opened = std::static_pointer_cast<const Opened>(r);
-        if (!opened->reader) {
-          emit failed(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
-                      QString::fromStdString(opened->error.message),
-                      QString::fromStdString(opened->error.hint));
-          return;
-        }
-        select(context_->adoptFile(path, opened->reader), casePath);
-      });
+        },
+        [this, path](TaskResult r) {
+          const auto opened = std::static_pointer_cast<const Opened>(r);
+          if (!opened->reader) {
+            emit failed(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
+                        QString::fromStdString(opened->error.message),
+                        QString::fromStdString(opened->error.hint));
+            finish(-1);
+            return;
+          }
+          finish(context_->adoptFile(path, opened->reader));
+        });
+  }
+}
+
+void DumpOpener::finish(int fileIndex) {
+  Done done = std::move(current_->done);
+  current_.reset();
+  if (done) done(fileIndex);
+  next();
+  reportBusy();
+}
+
+void DumpOpener::reportBusy() {
+  if (busy() == reportedBusy_) return;
+  reportedBusy_ = busy();
+  emit busyChanged(reportedBusy_);
 }
 
 void DumpOpener::cancel() {
+  if (!busy()) return;
   runner_->cancel();
-}
-
-bool DumpOpener::busy() const {
-  return runner_->busy();
-}
-
-void DumpOpener::select(int fileIndex, const QString& casePath) {
-  const auto& cases = context_->file(fileIndex).reader->cases();
-  if (cases.empty()) {
-    emit failed(tr("Empty dump"), tr("%1: no cases").arg(context_->file(fileIndex).path),
-                tr("a case is a group holding datasets q, k and v"));
-    return;
+  std::deque<Request> dropped = std::move(queue_);
+  queue_.clear();
+  if (current_) dropped.push_front(std::move(*current_));
+  current_.reset();
+  reportBusy();
+  for (Request& r : dropped) {
+    if (r.done) r.done(-1);
   }
-  const QString wanted = casePath.isEmpty() ? QString::fromStdString(cases.front().path) : casePath;
-  if (!context_->selectCase(fileIndex, wanted)) {
-    emit failed(tr("Unknown case"),
-                tr("%1: no case %2 in this dump").arg(context_->file(fileIndex).path, wanted),
-                tr("the dump browser lists the cases of the file"));
-    return;
-  }
-  emit opened(fileIndex);
 }
 
 }  // namespace attnscope

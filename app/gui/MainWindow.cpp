@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QIcon>
@@ -21,6 +22,7 @@
 #include "app/gui/AnnotationController.h"
 #include "app/gui/CaseExport.h"
 #include "app/gui/ComputeWorker.h"
+#include "app/gui/DumpOpener.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
@@ -46,6 +48,18 @@ const char* const kGeometryKey = "mainWindow/geometry";
 const char* const kStateKey = "mainWindow/state";
 constexpr int kStateVersion = 1;
 
+// Runs `start` and the event loop until the callback it was given reports the outcome.
+bool waitFor(const std::function<void(std::function<void(bool)>)>& start) {
+  QEventLoop loop;
+  std::optional<bool> outcome;
+  start([&](bool ok) {
+    outcome = ok;
+    loop.quit();
+  });
+  if (!outcome) loop.exec();
+  return *outcome;
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -55,6 +69,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowIcon(QIcon(QStringLiteral(":/icons/attnscope.svg")));
   }
   context_ = new SessionContext(this);
+  opener_ = new DumpOpener(context_, this);
   worker_ = new ComputeWorker(this);
   heatmaps_ = new HeatmapPanel(context_, this);
   setCentralWidget(heatmaps_);
@@ -105,6 +120,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(computeTimer, &QTimer::timeout, this, &MainWindow::scheduleCompute);
   connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
   connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
+  connect(opener_, &DumpOpener::failed, this, &MainWindow::showError);
+  connect(browser_, &DumpBrowserPanel::openRequested, this, [this](const QStringList& paths) {
+    for (const QString& path : paths) open({path, {}});
+  });
   connect(annotations_, &AnnotationController::notice, statusText_, &QLabel::setText);
   connect(navigation_, &NavigationController::notice, statusText_, &QLabel::setText);
   connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
@@ -215,6 +234,7 @@ void MainWindow::buildStatusBar() {
   cancel_->setText(tr("Cancel"));
   cancel_->setVisible(false);
   statusText_ = new QLabel(this);
+  statusText_->setObjectName(QStringLiteral("statusText"));
   statusBar()->addWidget(statusText_, 1);
   statusBar()->addPermanentWidget(busy_);
   statusBar()->addPermanentWidget(cancel_);
@@ -223,6 +243,19 @@ void MainWindow::buildStatusBar() {
     analysis_->cancelAll();
     statusText_->setText(tr("recompute cancelled"));
   });
+  cancelOpen_ = new QToolButton(this);
+  cancelOpen_->setObjectName(QStringLiteral("cancelOpenButton"));
+  cancelOpen_->setText(tr("Cancel open"));
+  cancelOpen_->setToolTip(tr("Stop opening: the dumps still queued or being read are dropped"));
+  cancelOpen_->setVisible(false);
+  statusBar()->addPermanentWidget(cancelOpen_);
+  connect(cancelOpen_, &QToolButton::clicked, this, [this] {
+    opener_->cancel();
+    statusText_->setText(tr("open cancelled"));
+  });
+  connect(opener_, &DumpOpener::started, this,
+          [this](const QString& path) { statusText_->setText(tr("opening %1…").arg(path)); });
+  connect(opener_, &DumpOpener::busyChanged, cancelOpen_, &QWidget::setVisible);
   connect(worker_, &ComputeWorker::busyChanged, this, [this](bool busy) {
     busy_->setVisible(busy);
     cancel_->setVisible(busy);
@@ -257,10 +290,24 @@ void MainWindow::onComputeFinished() {
                            .arg(result->elapsed_ms, 0, 'f', 1));
 }
 
+void MainWindow::open(const OpenTarget& target, std::function<void(bool ok)> done) {
+  opener_->open(target.file, [this, target, done = std::move(done)](int index) {
+    const bool ok = index >= 0 && selectOpened(index, target);
+    if (done) done(ok);
+  });
+}
+
 bool MainWindow::openTarget(const OpenTarget& target) {
-  const int index = context_->openFile(target.file);
-  if (index < 0) return false;
+  return waitFor([&](std::function<void(bool)> done) { open(target, std::move(done)); });
+}
+
+bool MainWindow::selectOpened(int index, const OpenTarget& target) {
   const auto& cases = context_->file(index).reader->cases();
+  if (cases.empty()) {
+    showError(tr("Empty dump"), tr("%1: no cases").arg(context_->file(index).path),
+              tr("a case is a group holding datasets q, k and v"));
+    return false;
+  }
   QString casePath = target.casePath;
   if (casePath.isEmpty()) {
     QStringList paths;
@@ -277,9 +324,33 @@ bool MainWindow::openTarget(const OpenTarget& target) {
   return true;
 }
 
+void MainWindow::applyOptionsLater(const AppOptions& options, std::function<void(bool ok)> done) {
+  // Shared by the targets' callbacks: the settings apply once the last open has finished.
+  struct Pending {
+    int left = 0;
+    bool ok = true;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = static_cast<int>(options.targets.size());
+  auto finishOne = [this, options, pending, done](bool ok) {
+    pending->ok = ok && pending->ok;
+    if (--pending->left > 0) return;
+    applySettings(options);
+    if (done) done(pending->ok);
+  };
+  if (options.targets.isEmpty()) {
+    ++pending->left;
+    finishOne(true);
+  }
+  for (const OpenTarget& t : options.targets) open(t, finishOne);
+}
+
 bool MainWindow::applyOptions(const AppOptions& options) {
-  bool ok = true;
-  for (const OpenTarget& t : options.targets) ok = openTarget(t) && ok;
+  return waitFor(
+      [&](std::function<void(bool)> done) { applyOptionsLater(options, std::move(done)); });
+}
+
+void MainWindow::applySettings(const AppOptions& options) {
   if (options.precision) context_->setPrecision(options.precision);
   if (options.mode) context_->setMode(*options.mode);
   if (options.scale) context_->setScale(options.scale);
@@ -294,7 +365,6 @@ bool MainWindow::applyOptions(const AppOptions& options) {
       stepper_->seek(*options.stepper);
     }
   }
-  return ok;
 }
 
 bool MainWindow::exportCurrentView(const QString& path, QString* error) {

@@ -22,6 +22,7 @@ class AnnotationListPanel;
 class ComputeWorker;
 class ControlsPanel;
 class DumpBrowserPanel;
+class DumpOpener;
 class FindingsPanel;
 class OverviewPanel;
 class StepperController;
@@ -59,13 +60,21 @@ class MainWindow : public QMainWindow {
   SweepPanel* sweep() const { return sweep_; }
   QList<QDockWidget*> docks() const;
 
-  // Opens FILE and selects CASE (when none is named: the case last shown according to the
-  // dump's sidecar session, else the first case); false after reporting the error
-  // (unreadable file, unknown case).
+  // Opens FILE in the background (DumpOpener: requests run in order, the status bar shows
+  // "opening FILE…" with a cancel) and then selects CASE (when none is named: the case last
+  // shown according to the dump's sidecar session, else the first case). `done` gets false
+  // after the error was reported (unreadable file, unknown case) or when the open was cancelled.
+  void open(const OpenTarget& target, std::function<void(bool ok)> done = {});
+  // open() and wait for its outcome while the event loop runs (scripts, tests, the bench).
   bool openTarget(const OpenTarget& target);
-  // Applies a parsed command line: files, then settings, batch / head, matrix tab and stepper
-  // position (so that they win over what the sidecar session restores).
+  // Applies a parsed command line: opens the files, then applies settings, batch / head, matrix
+  // tab and stepper position (so that they win over what the sidecar session restores);
+  // `done` gets whether every file and case opened.
+  void applyOptionsLater(const AppOptions& options, std::function<void(bool ok)> done = {});
+  // applyOptionsLater() and wait for it while the event loop runs.
   bool applyOptions(const AppOptions& options);
+  DumpOpener* opener() const { return opener_; }
+  QToolButton* cancelOpenButton() const { return cancelOpen_; }
 
   // Writes the current heatmap tab to PNG / PDF / SVG (by suffix) with its annotations,
   // stamped with file, case, batch / head and settings; false with a message on failure.
@@ -92,6 +101,8 @@ class MainWindow : public QMainWindow {
   void buildAnalysisDocks();
   void buildDebugMenu();
   void buildStatusBar();
+  void applySettings(const AppOptions& options);
+  bool selectOpened(int fileIndex, const OpenTarget& target);
   void scheduleCompute();
   void onComputeFinished();
   void showError(const QString& title, const QString& message, const QString& hint);
@@ -99,6 +110,7 @@ class MainWindow : public QMainWindow {
   void exportAllWithDialog();
 
   SessionContext* context_ = nullptr;
+  DumpOpener* opener_ = nullptr;
   ComputeWorker* worker_ = nullptr;
   DumpBrowserPanel* browser_ = nullptr;
   ControlsPanel* controls_ = nullptr;
@@ -119,6 +131,7 @@ class MainWindow : public QMainWindow {
   QByteArray defaultState_;
   QProgressBar* busy_ = nullptr;
   QToolButton* cancel_ = nullptr;
+  QToolButton* cancelOpen_ = nullptr;
   QLabel* statusText_ = nullptr;
   ErrorHandler errorHandler_;
 };

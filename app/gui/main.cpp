@@ -73,7 +73,11 @@ int main(int argc, char** argv) {
   attnscope::MainWindow window;
   if (!options.screenshot.isEmpty()) screenshotWhenReady(window, options.screenshot);
   window.show();
-  const bool opened = window.applyOptions(options);
-  if (!opened && !options.screenshot.isEmpty()) return 2;
+  // The files open in the background once the event loop runs; a screenshot of a file that
+  // cannot be opened fails with exit code 2.
+  const bool screenshot = !options.screenshot.isEmpty();
+  window.applyOptionsLater(options, [screenshot](bool opened) {
+    if (!opened && screenshot) QApplication::exit(2);
+  });
   return app.exec();
 }

@@ -34,15 +34,6 @@ QString shapeText(const CaseDims& d) {
   return s + QStringLiteral(" D%1").arg(d.head_dim);
 }
 
-QTreeWidgetItem* childNamed(QTreeWidgetItem* parent, const QString& text) {
-  for (int i = 0; i < parent->childCount(); ++i) {
-    if (parent->child(i)->text(0) == text) return parent->child(i);
-  }
-  auto* item = new QTreeWidgetItem(parent, {text});
-  item->setFlags(Qt::ItemIsEnabled);
-  return item;
-}
-
 bool isCase(const QTreeWidgetItem* item) {
   return item->data(0, kCaseRole).isValid();
 }
@@ -82,8 +73,8 @@ DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, QWidget* parent)
   tree_->setObjectName(QStringLiteral("caseTree"));
   tree_->setHeaderLabels({tr("case"), tr("shape"), tr("dtype")});
   tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-  tree_->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+  // Shape and dtype are sized to their contents once per rebuild (ResizeToContents would
+  // measure every row on each relayout).
   tree_->header()->setStretchLastSection(false);
   tree_->setUniformRowHeights(true);
 
@@ -112,10 +103,8 @@ void DumpBrowserPanel::openWithDialog() {
   openFiles(paths);
 }
 
-bool DumpBrowserPanel::openFiles(const QStringList& paths) {
-  bool all = true;
-  for (const QString& path : paths) all = context_->openFile(path) >= 0 && all;
-  return all;
+void DumpBrowserPanel::openFiles(const QStringList& paths) {
+  if (!paths.isEmpty()) emit openRequested(paths);
 }
 
 void DumpBrowserPanel::setFilter(const QString& text) {
@@ -123,48 +112,75 @@ void DumpBrowserPanel::setFilter(const QString& text) {
 }
 
 void DumpBrowserPanel::rebuild() {
+  // Thousands of cases: the items are built detached and inserted in one call per level, with
+  // the view's signals and painting off (item-by-item insertion into the live view relaid it out
+  // per row).
   const QSignalBlocker block(tree_);
+  tree_->setUpdatesEnabled(false);
   tree_->clear();
-  for (int f = 0; f < context_->fileCount(); ++f) addFile(f);
+  QList<QTreeWidgetItem*> files;
+  for (int f = 0; f < context_->fileCount(); ++f) files << fileItem(f);
+  tree_->addTopLevelItems(files);
+  for (QTreeWidgetItem* file : files) {
+    file->setExpanded(true);
+    for (int i = 0; i < file->childCount(); ++i) file->child(i)->setExpanded(true);
+  }
   applyFilter();
+  tree_->resizeColumnToContents(1);
+  tree_->resizeColumnToContents(2);
+  tree_->setUpdatesEnabled(true);
   showCurrentCase();
 }
 
-void DumpBrowserPanel::addFile(int fileIndex) {
+QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
   const OpenDump& dump = context_->file(fileIndex);
-  auto* fileItem = new QTreeWidgetItem(tree_, {QFileInfo(dump.path).fileName()});
-  fileItem->setToolTip(0, dump.path);
-  fileItem->setText(1, tr("%n case(s)", nullptr, static_cast<int>(dump.reader->cases().size())));
-  fileItem->setFlags(Qt::ItemIsEnabled);
+  auto* file = new QTreeWidgetItem(QStringList{QFileInfo(dump.path).fileName()});
+  file->setToolTip(0, dump.path);
+  file->setText(1, tr("%n case(s)", nullptr, static_cast<int>(dump.reader->cases().size())));
+  file->setFlags(Qt::ItemIsEnabled);
+  QList<QTreeWidgetItem*> children;           // the file's children, in first-seen order
+  std::map<int64_t, QTreeWidgetItem*> steps;  // step -> its group among `children`
   for (const CaseInfo& c : dump.reader->cases()) {
     const QString path = QString::fromStdString(c.path);
-    QTreeWidgetItem* parent = fileItem;
     QString label = path;
+    QTreeWidgetItem* step = nullptr;
     if (c.config.step) {
-      parent = childNamed(parent, tr("step %1").arg(*c.config.step));
+      auto [it, added] = steps.try_emplace(*c.config.step, nullptr);
+      if (added) {
+        it->second = new QTreeWidgetItem(QStringList{tr("step %1").arg(*c.config.step)});
+        it->second->setFlags(Qt::ItemIsEnabled);
+        children << it->second;
+      }
+      step = it->second;
       if (c.config.layer) label = tr("layer %1").arg(*c.config.layer);
     }
     auto* item = new QTreeWidgetItem(
-        parent, {label, shapeText(c.dims), QString::fromStdString(c.config.dtype)});
+        QStringList{label, shapeText(c.dims), QString::fromStdString(c.config.dtype)});
     item->setData(0, kFileRole, fileIndex);
     item->setData(0, kCaseRole, path);
     const QString name = QString::fromStdString(c.config.name);
     item->setData(0, kNameRole, name);
     const QString description = QString::fromStdString(c.config.description);
     item->setToolTip(0, QStringList({path, name, description}).join(QLatin1Char('\n')).trimmed());
+    if (step != nullptr) {
+      step->addChild(item);
+    } else {
+      children << item;
+    }
   }
   if (!dump.reader->rejected().empty()) {
     auto* rejected = new QTreeWidgetItem(
-        fileItem, {tr("rejected groups (%1)").arg(dump.reader->rejected().size())});
+        QStringList{tr("rejected groups (%1)").arg(dump.reader->rejected().size())});
     rejected->setFlags(Qt::ItemIsEnabled);
     for (const Error& e : dump.reader->rejected()) {
       auto* item = new QTreeWidgetItem(rejected, {QString::fromStdString(e.message)});
       item->setToolTip(0, QString::fromStdString(e.describe()));
       item->setFlags(Qt::NoItemFlags);
     }
+    children << rejected;
   }
-  fileItem->setExpanded(true);
-  for (int i = 0; i < fileItem->childCount(); ++i) fileItem->child(i)->setExpanded(true);
+  file->addChildren(children);
+  return file;
 }
 
 void DumpBrowserPanel::applyFilter() {

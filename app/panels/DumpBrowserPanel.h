@@ -20,10 +20,10 @@ class DumpBrowserPanel : public QWidget {
  public:
   explicit DumpBrowserPanel(SessionContext* context, QWidget* parent = nullptr);
 
-  // Shows a file dialog and opens every chosen file.
+  // Shows a file dialog and asks to open every chosen file.
   void openWithDialog();
-  // Opens files (errors go through SessionContext::errorRaised); true when all opened.
-  bool openFiles(const QStringList& paths);
+  // Asks the window to open files (openRequested; the window opens them in the background).
+  void openFiles(const QStringList& paths);
   // Menu of recently opened files (kept up to date; owned by the panel).
   QMenu* recentMenu() const { return recentMenu_; }
 
@@ -33,13 +33,17 @@ class DumpBrowserPanel : public QWidget {
   int visibleCaseCount() const;
   QTreeWidget* tree() const { return tree_; }
 
+ signals:
+  // Files chosen in the dialog, the recent menu or dropped on the panel.
+  void openRequested(const QStringList& paths);
+
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
 
  private:
   void rebuild();
-  void addFile(int fileIndex);
+  QTreeWidgetItem* fileItem(int fileIndex) const;
   void applyFilter();
   void updateRecentMenu();
   void showCurrentCase();

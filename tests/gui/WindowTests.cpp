@@ -2,16 +2,20 @@
 // changes, stale results, error reporting, the Window menu and the command line.
 #include <QDockWidget>
 #include <QDragEnterEvent>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSlider>
+#include <QToolButton>
 #include <QTreeWidget>
 #include <QtTest>
 
 #include "app/gui/ComputeWorker.h"
+#include "app/gui/DumpOpener.h"
 #include "app/gui/SessionContext.h"
+#include "app/gui/TaskRunner.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/HeatmapPanel.h"
@@ -94,12 +98,34 @@ void GuiTest::drop_opens_several_files() {
   DumpBrowserPanel* browser = f.window->browser();
   QMimeData mime;
   mime.setUrls({QUrl::fromLocalFile(samplePath()), QUrl::fromLocalFile(copy)});
-  QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(browser, &enter);
-  QVERIFY(enter.isAccepted());
-  QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(browser, &drop);
-  QCOMPARE(f.context()->fileCount(), 2);
+  auto drop = [&] {  // Qt delivers a drop only after an accepted drag enter
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(browser, &enter);
+    QDropEvent event(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(browser, &event);
+    return enter.isAccepted();
+  };
+  QVERIFY(drop());
+  // Both files are queued for the background opener; the status bar names the first and offers
+  // a cancel, which drops the running open's result and the queued file.
+  QCOMPARE(f.context()->fileCount(), 0);
+  QVERIFY(f.window->opener()->busy());
+  QCOMPARE(f.window->opener()->queued(), 1);
+  QVERIFY(!f.window->cancelOpenButton()->isHidden());
+  const auto* status = f.window->findChild<QLabel*>(QStringLiteral("statusText"));
+  QVERIFY(status != nullptr);
+  QCOMPARE(status->text(), QStringLiteral("opening %1…").arg(samplePath()));
+  f.window->cancelOpenButton()->click();
+  QVERIFY(!f.window->opener()->busy());
+  QVERIFY(f.window->cancelOpenButton()->isHidden());
+  QTRY_COMPARE(f.window->opener()->runner()->droppedCount(), 1);
+  QCOMPARE(f.context()->fileCount(), 0);
+  QCOMPARE(status->text(), QStringLiteral("open cancelled"));
+  // Dropped again, both open, in the order given.
+  QVERIFY(drop());
+  QVERIFY(f.window->opener()->busy());
+  QTRY_COMPARE(f.context()->fileCount(), 2);
+  QTRY_VERIFY(!f.window->opener()->busy());
   QCOMPARE(browser->tree()->topLevelItemCount(), 2);
   QCOMPARE(browser->tree()->topLevelItem(1)->text(0), QStringLiteral("second_run.h5"));
   QCOMPARE(browser->casePaths(1), browser->casePaths(0));
