@@ -5,7 +5,6 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QDockWidget>
-#include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QIcon>
@@ -47,18 +46,6 @@ namespace {
 const char* const kGeometryKey = "mainWindow/geometry";
 const char* const kStateKey = "mainWindow/state";
 constexpr int kStateVersion = 1;
-
-// Runs `start` and the event loop until the callback it was given reports the outcome.
-bool waitFor(const std::function<void(std::function<void(bool)>)>& start) {
-  QEventLoop loop;
-  std::optional<bool> outcome;
-  start([&](bool ok) {
-    outcome = ok;
-    loop.quit();
-  });
-  if (!outcome) loop.exec();
-  return *outcome;
-}
 
 }  // namespace
 
@@ -288,83 +275,6 @@ void MainWindow::onComputeFinished() {
   statusText_->setText(tr("%1 · computed in %2 ms")
                            .arg(QString::fromStdString(result->case_path))
                            .arg(result->elapsed_ms, 0, 'f', 1));
-}
-
-void MainWindow::open(const OpenTarget& target, std::function<void(bool ok)> done) {
-  opener_->open(target.file, [this, target, done = std::move(done)](int index) {
-    const bool ok = index >= 0 && selectOpened(index, target);
-    if (done) done(ok);
-  });
-}
-
-bool MainWindow::openTarget(const OpenTarget& target) {
-  return waitFor([&](std::function<void(bool)> done) { open(target, std::move(done)); });
-}
-
-bool MainWindow::selectOpened(int index, const OpenTarget& target) {
-  const auto& cases = context_->file(index).reader->cases();
-  if (cases.empty()) {
-    showError(tr("Empty dump"), tr("%1: no cases").arg(context_->file(index).path),
-              tr("a case is a group holding datasets q, k and v"));
-    return false;
-  }
-  QString casePath = target.casePath;
-  if (casePath.isEmpty()) {
-    QStringList paths;
-    for (const CaseInfo& c : cases) paths << QString::fromStdString(c.path);
-    casePath = ViewStateController::lastCase(context_->file(index).path, paths);
-    if (casePath.isEmpty()) casePath = paths.front();
-  }
-  if (!context_->selectCase(index, casePath)) {
-    showError(tr("Unknown case"),
-              tr("%1: no case %2 in this dump").arg(target.file, target.casePath),
-              tr("the dump browser lists the cases of the file"));
-    return false;
-  }
-  return true;
-}
-
-void MainWindow::applyOptionsLater(const AppOptions& options, std::function<void(bool ok)> done) {
-  // Shared by the targets' callbacks: the settings apply once the last open has finished.
-  struct Pending {
-    int left = 0;
-    bool ok = true;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->left = static_cast<int>(options.targets.size());
-  auto finishOne = [this, options, pending, done](bool ok) {
-    pending->ok = ok && pending->ok;
-    if (--pending->left > 0) return;
-    applySettings(options);
-    if (done) done(pending->ok);
-  };
-  if (options.targets.isEmpty()) {
-    ++pending->left;
-    finishOne(true);
-  }
-  for (const OpenTarget& t : options.targets) open(t, finishOne);
-}
-
-bool MainWindow::applyOptions(const AppOptions& options) {
-  return waitFor(
-      [&](std::function<void(bool)> done) { applyOptionsLater(options, std::move(done)); });
-}
-
-void MainWindow::applySettings(const AppOptions& options) {
-  if (options.precision) context_->setPrecision(options.precision);
-  if (options.mode) context_->setMode(*options.mode);
-  if (options.scale) context_->setScale(options.scale);
-  if (options.batch >= 0) context_->setBatch(options.batch);
-  if (options.head >= 0) context_->setHead(options.head);
-  if (!options.matrix.isEmpty()) heatmaps_->showMatrix(options.matrix);
-  if (options.stepper) {
-    stepperPanel_->parentWidget()->raise();
-    if (*options.stepper < 0) {
-      stepper_->runToNextNonfinite();
-    } else {
-      stepper_->seek(*options.stepper);
-    }
-  }
 }
 
 bool MainWindow::exportCurrentView(const QString& path, QString* error) {
