@@ -12,6 +12,7 @@
 namespace attnscope::cpu {
 
 class TraceRecorder;
+class PooledCells;
 
 // Inputs rounded to the emulated precision: views of the caller's arrays (f32) or of the
 // owned copies. dout is never null once prepared for a backward (ones when absent).
@@ -104,11 +105,13 @@ bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, boo
 
 void fused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
                    const CpuForwardOutputs& out, TraceRecorder* rec);
+// pooled (nullable): receives every tile of its head that overlaps its window.
 void fused_backward(const AttnParams& params, const PreparedInputs& in, const CpuForwardView& fwd,
-                    int threads, const CpuBackwardOutputs& out, TraceRecorder* rec);
+                    int threads, const CpuBackwardOutputs& out, TraceRecorder* rec,
+                    PooledCells* pooled);
 void unfused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
                      const CpuForwardOutputs& out, TraceRecorder* rec);
 void unfused_backward(const AttnParams& params, const PreparedInputs& in, int threads,
-                      const CpuBackwardOutputs& out, TraceRecorder* rec);
+                      const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled);
 
 }  // namespace attnscope::cpu

@@ -9,7 +9,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/forward_stages.h"
+#include "kernels/cpu/head_matrices.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/pooled_cells.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_recorder.h"
 
@@ -122,12 +124,23 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
   if (options.trace != nullptr)
     rec.emplace(params, options.mode, in, true, threads, *options.trace);
   cpu::TraceRecorder* r = rec ? &*rec : nullptr;
+  std::optional<cpu::PooledCells> pooled;
+  if (PooledCapture* c = options.pooled; c != nullptr) {
+    if (c->b < 0 || c->b >= params.batch || c->h < 0 || c->h >= params.heads) {
+      throw std::invalid_argument("cpu_attention: pooled capture batch / head out of range");
+    }
+    const int64_t tile_cols = options.mode == Mode::fused ? cpu::kTileCols : params.seqlen_k;
+    pooled.emplace(cpu::make_head_context(params, options.mode, c->b, c->h), c->window, c->out_rows,
+                   c->out_cols, c->which, tile_cols, threads);
+  }
+  cpu::PooledCells* p = pooled ? &*pooled : nullptr;
   if (options.mode == Mode::fused) {
-    cpu::fused_backward(params, in, fwd, threads, out, r);
+    cpu::fused_backward(params, in, fwd, threads, out, r, p);
   } else {
-    cpu::unfused_backward(params, in, threads, out, r);
+    cpu::unfused_backward(params, in, threads, out, r, p);
   }
   if (r != nullptr) r->finish_backward(out);
+  if (p != nullptr) options.pooled->result = p->finish();
 }
 
 CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,

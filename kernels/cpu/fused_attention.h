@@ -12,6 +12,8 @@
 
 namespace attnscope {
 
+struct PooledCapture;
+
 // Which kernel the CPU emulates at params.precision (f32, f16, bf16; f64 runs as f32):
 //   fused:   FlashAttention-2. Q, K, V, dO (and bias) rounded to the precision; matmuls, the
 //            online softmax, m, l, LSE and D in fp32; P rounded before P V and P^T dO; dS
@@ -28,6 +30,9 @@ struct CpuAttnOptions {
   // Instrumentation (kernels/cpu/attn_trace.h): when set, a forward fills trace->forward and a
   // backward trace->backward. Outputs are bit-identical with and without it.
   CpuTrace* trace = nullptr;
+  // When set, a backward also pools S, P, dP, dS of one head on the way (head_matrices.h);
+  // the outputs are bit-identical with and without it.
+  PooledCapture* pooled = nullptr;
 };
 
 // Inputs as fp32 values; f16 / bf16 runs round them to the precision first (a no-op when the

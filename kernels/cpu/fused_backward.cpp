@@ -11,6 +11,7 @@
 #include "kernels/cpu/backward_stages.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/pooled_cells.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_recorder.h"
 
@@ -37,13 +38,14 @@ struct BackwardScratch {
 class FusedBackward {
  public:
   FusedBackward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
-                int threads, const CpuBackwardOutputs& out, TraceRecorder* rec)
+                int threads, const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled)
       : prm_(prm),
         in_(in),
         fwd_(fwd),
         out_(out),
         threads_(threads),
         rec_(rec),
+        pooled_(pooled),
         x0_(make_head_context(prm, Mode::fused, 0, 0)) {}
 
   void run() {
@@ -59,7 +61,7 @@ class FusedBackward {
       const int64_t bkv = item / chunks_, chunk = item % chunks_;
       float* dq_acc = chunk == 0 ? out_.dq : dq_extra_.data() + (chunk - 1) * dq_elements;
       for (int64_t jt = chunk; jt < n_kv_; jt += chunks_) {
-        kv_tile(bkv, jt, dq_acc, scratch[count(worker)]);
+        kv_tile(bkv, jt, dq_acc, scratch[count(worker)], worker);
       }
     });
     reduce_dq(dq_elements);
@@ -83,8 +85,8 @@ class FusedBackward {
   }
 
   // Main loop body for kv tile jt of (batch, kv head) bkv: every q tile of every query head of
-  // the group, then dK_j and dV_j stored once.
-  void kv_tile(int64_t bkv, int64_t jt, float* dq_acc, BackwardScratch& w) const {
+  // the group, then dK_j and dV_j stored once. Tiles of the pooled head go to pooled_ too.
+  void kv_tile(int64_t bkv, int64_t jt, float* dq_acc, BackwardScratch& w, int worker) const {
     const int64_t Sq = prm_.seqlen_q, Sk = prm_.seqlen_k, D = prm_.head_dim, Dv = prm_.head_dim_v;
     const int64_t G = prm_.group_size(), b = bkv / prm_.kv_heads, kvh = bkv % prm_.kv_heads;
     const int64_t j0 = jt * kTileCols, cols = std::min(kTileCols, Sk - j0);
@@ -101,14 +103,16 @@ class FusedBackward {
       for (int64_t qt = 0; qt < n_q_; ++qt) {
         const int64_t i0 = qt * kTileRows, row = bh * Sq + i0;
         const ScoreTile t{i0, j0, std::min(kTileRows, Sq - i0), cols, kTileCols};
-        if (backward_skips(x, t, kv_clean, q_clean_[count(bh * n_q_ + qt)])) {
-          if (rec_ != nullptr) rec_->skipped_tile(x, t);
-          continue;
-        }
         const float* q_tile = in_.q + row * D;
         const float* do_tile = in_.dout + row * Dv;
+        const bool pool = pooled_ != nullptr && bh == pooled_bh_ && pooled_->overlaps(t);
+        const bool skip = backward_skips(x, t, kv_clean, q_clean_[count(bh * n_q_ + qt)]);
+        if (skip && rec_ != nullptr) rec_->skipped_tile(x, t);
+        if (skip && !pool) continue;
         fused_backward_intermediates(x, t, q_tile, w.kt.data(), do_tile, w.vt.data(), fwd_.m + row,
                                      fwd_.l + row, out_.d + row, tb);
+        if (pool) pooled_->add({t, tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data()}, worker);
+        if (skip) continue;
         accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data());
         accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + row * D);
         accumulate_dk(x, t, tb.ds.data(), q_tile, w.dk.data());
@@ -145,6 +149,9 @@ class FusedBackward {
   const CpuBackwardOutputs& out_;
   const int threads_;
   TraceRecorder* const rec_;
+  PooledCells* const pooled_;
+  const int64_t pooled_bh_ =
+      pooled_ != nullptr ? pooled_->head().b * prm_.heads + pooled_->head().h : -1;
   const HeadContext x0_;  // precision and fill policy (shared by every head)
   const int64_t n_q_ = tile_count(prm_.seqlen_q, kTileRows);
   const int64_t n_kv_ = tile_count(prm_.seqlen_k, kTileCols);
@@ -201,8 +208,9 @@ bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, boo
 }
 
 void fused_backward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
-                    int threads, const CpuBackwardOutputs& out, TraceRecorder* rec) {
-  FusedBackward(prm, in, fwd, threads, out, rec).run();
+                    int threads, const CpuBackwardOutputs& out, TraceRecorder* rec,
+                    PooledCells* pooled) {
+  FusedBackward(prm, in, fwd, threads, out, rec, pooled).run();
 }
 
 }  // namespace attnscope::cpu

@@ -79,4 +79,18 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
                                        MatrixSelection which = {},
                                        const ForwardRows* rows = nullptr);
 
+// The pooled matrices of one head gathered by cpu_attention_backward while it computes each
+// tile, without recomputing anything (set CpuAttnOptions::pooled). `result` receives bit for
+// bit what cpu_pooled_matrices(params, options, inputs, b, h, out_rows, out_cols, window,
+// which, &rows) returns with the forward rows of that run, in both modes. A fused backward
+// also computes the intermediates of the tiles it skips (causally hidden) where they overlap
+// the window.
+struct PooledCapture {
+  int64_t b = 0, h = 0;
+  int64_t out_rows = 512, out_cols = 512;
+  MatrixWindow window;
+  MatrixSelection which;
+  PooledHeadMatrices result;
+};
+
 }  // namespace attnscope

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/pooled_cells.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_recorder.h"
 #include "kernels/cpu/unfused_stages.h"
@@ -79,7 +80,7 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
 // dQ = round(g K), dK_h = round(g^T Q); then dK, dV = round(sum over the group of round(dK_h),
 // round(dV_h)).
 void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threads,
-                      const CpuBackwardOutputs& out, TraceRecorder* rec) {
+                      const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled) {
   const int64_t H = prm.heads, Hk = prm.kv_heads, G = prm.group_size();
   const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows);
@@ -116,6 +117,10 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
         times_transposed(t.rows, Sk, Dv, dout, vt.data() + bkv * n_kv * Dv * kTileCols,
                          w.dp.data());
         unfused_softmax_backward(x, t, w.p.data(), w.dp.data(), out.d + row, w.ds.data());
+        if (pooled != nullptr && b == pooled->head().b && h == pooled->head().h &&
+            pooled->overlaps(t)) {
+          pooled->add({t, w.s.data(), w.p.data(), w.dp.data(), w.ds.data()}, worker);
+        }
         if (rec != nullptr) {
           rec->backward_tile(x, t,
                              {w.s.data(),

@@ -1,0 +1,173 @@
+// Pooled S, P, dP, dS gathered by the backward on the way (CpuAttnOptions::pooled) equal the
+// recomputation cpu_pooled_matrices bit for bit in both modes and every precision, for whole
+// heads, windows and cells that straddle tiles, whatever the thread count, and leave the
+// kernel's outputs untouched.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cpu_test_util.h"
+#include "kernels/cpu/head_matrices.h"
+
+namespace attnscope::test {
+namespace {
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+void expect_identical(const PooledHeadMatrices& got, const PooledHeadMatrices& want) {
+  EXPECT_EQ(got.rows, want.rows);
+  EXPECT_EQ(got.cols, want.cols);
+  EXPECT_EQ(got.row_edges, want.row_edges);
+  EXPECT_EQ(got.col_edges, want.col_edges);
+  const std::pair<const PooledMatrix*, const PooledMatrix*> mats[] = {
+      {&got.s, &want.s}, {&got.p, &want.p}, {&got.dp, &want.dp}, {&got.ds, &want.ds}};
+  const char* names[] = {"S", "P", "dP", "dS"};
+  for (int k = 0; k < 4; ++k) {
+    const PooledMatrix& a = *mats[k].first;
+    const PooledMatrix& b = *mats[k].second;
+    SCOPED_TRACE(names[k]);
+    EXPECT_TRUE(same_bits(a.max, b.max));
+    EXPECT_TRUE(same_bits(a.min, b.min));
+    EXPECT_TRUE(same_bits(a.mean, b.mean));
+    EXPECT_EQ(a.finite, b.finite);
+    EXPECT_EQ(a.nan, b.nan);
+    EXPECT_EQ(a.pos_inf, b.pos_inf);
+    EXPECT_EQ(a.neg_inf, b.neg_inf);
+    EXPECT_EQ(a.masked, b.masked);
+  }
+}
+
+struct Pooling {
+  int64_t rows, cols;
+  MatrixWindow window;
+};
+
+// Runs cpu_attention on head (b, h) with a capture, checks the outputs equal a run without it,
+// and compares the capture with cpu_pooled_matrices given that run's forward rows.
+void check_capture(const TestCase& t, Mode mode, int64_t b, int64_t h, const Pooling& pl,
+                   int threads, MatrixSelection which = {}) {
+  CpuAttnOptions o;
+  o.mode = mode;
+  o.threads = threads;
+  PooledCapture capture;
+  capture.b = b;
+  capture.h = h;
+  capture.out_rows = pl.rows;
+  capture.out_cols = pl.cols;
+  capture.window = pl.window;
+  capture.which = which;
+  CpuAttnOptions with = o;
+  with.pooled = &capture;
+  const CpuAttnResult r = cpu_attention(params_of(t), with, inputs_of(t));
+  const CpuAttnResult plain = cpu_attention(params_of(t), o, inputs_of(t));
+  EXPECT_TRUE(same_bits(r.o, plain.o));
+  EXPECT_TRUE(same_bits(r.dq, plain.dq));
+  EXPECT_TRUE(same_bits(r.dk, plain.dk));
+  EXPECT_TRUE(same_bits(r.dv, plain.dv));
+  const ForwardRows rows{r.m.data(), r.l.data(), r.d.data()};
+  const PooledHeadMatrices want = cpu_pooled_matrices(params_of(t), o, inputs_of(t), b, h, pl.rows,
+                                                      pl.cols, pl.window, which, &rows);
+  expect_identical(capture.result, want);
+}
+
+// Causal (bottom-right) Sq = 150, Sk = 200, D = 32, GQA 2:1, broadcast bool mask and a bias
+// with -inf entries; a NaN in q of (1, 1) row 70 and a NaN bias entry at (120, 30).
+TestCase messy_case(Precision precision) {
+  CaseConfig c;
+  c.batch = 2;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.sq = 150;
+  c.sk = 200;
+  c.d = 32;
+  c.causal = true;
+  c.align = CausalAlign::bottom_right;
+  c.mask = MaskKind::broadcast;
+  c.bias = true;
+  c.bias_neg_inf = true;
+  c.precision = precision;
+  TestCase t = make_case(c);
+  t.q[static_cast<size_t>(((1 * 2 + 1) * c.sq + 70) * c.d + 4)] = NAN;
+  t.bias[static_cast<size_t>((1 * c.sq + 120) * c.sk + 30)] = NAN;
+  return t;
+}
+
+TEST(PooledCapture, equals_recomputed_pooling_messy_case_fused_unfused_f32_f16_bf16) {
+  const Pooling poolings[] = {{37, 23, {}},
+                              {512, 512, {}},
+                              {7, 5, {}},
+                              {1, 1, {}},
+                              {13, 29, {3, 149, 64, 130}},
+                              {64, 64, {64, 128, 0, 64}},
+                              {40, 40, {65, 140, 30, 199}}};
+  for (Precision precision : {Precision::f32, Precision::f16, Precision::bf16}) {
+    const TestCase t = messy_case(precision);
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      for (const Pooling& pl : poolings) {
+        SCOPED_TRACE(testing::Message()
+                     << "precision " << static_cast<int>(precision) << " mode "
+                     << static_cast<int>(mode) << " " << pl.rows << "x" << pl.cols << " window "
+                     << pl.window.row_begin << ":" << pl.window.row_end);
+        check_capture(t, mode, 1, 1, pl, 2);
+      }
+    }
+  }
+}
+
+// Sq = Sk = 130 (a 2-row last tile), causal top-left: the fused backward skips the hidden
+// tiles above the diagonal and computes them for the capture only. Cells of 130 / 3 rows
+// straddle every tile boundary; one and three threads give the same bits.
+TEST(PooledCapture, tile_breaking_s130_causal_d59_skipped_tiles_any_thread_count) {
+  CaseConfig c;
+  c.sq = 130;
+  c.sk = 130;
+  c.d = 59;
+  c.causal = true;
+  for (Precision precision : {Precision::f32, Precision::bf16}) {
+    c.precision = precision;
+    const TestCase t = make_case(c);
+    for (const Pooling& pl : {Pooling{3, 3, {}}, Pooling{130, 130, {}}, Pooling{45, 61, {}},
+                              Pooling{5, 9, {60, 130, 1, 129}}}) {
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(testing::Message() << "precision " << static_cast<int>(precision) << " "
+                                        << pl.rows << "x" << pl.cols << " threads " << threads);
+        check_capture(t, Mode::fused, 0, 0, pl, threads);
+      }
+    }
+  }
+}
+
+// A selection of S and dS alone pools only those; the others stay empty.
+TEST(PooledCapture, selection_s_and_ds_only_pools_those_two) {
+  const TestCase t = messy_case(Precision::f16);
+  const MatrixSelection s_ds{true, false, false, true};
+  check_capture(t, Mode::fused, 0, 1, {9, 11, {}}, 2, s_ds);
+  CpuAttnOptions o;
+  PooledCapture capture;
+  capture.which = s_ds;
+  o.pooled = &capture;
+  cpu_attention(params_of(t), o, inputs_of(t));
+  EXPECT_EQ(capture.result.s.max.size(), size_t{150 * 200});  // 512 x 512 clamped
+  EXPECT_TRUE(capture.result.p.max.empty());
+  EXPECT_TRUE(capture.result.dp.finite.empty());
+  EXPECT_EQ(capture.result.ds.nan.size(), size_t{150 * 200});
+}
+
+TEST(PooledCapture, bad_head_or_window_throws_invalid_argument) {
+  const TestCase t = messy_case(Precision::f32);
+  CpuAttnOptions o;
+  PooledCapture capture;
+  o.pooled = &capture;
+  capture.h = 2;
+  EXPECT_THROW(cpu_attention(params_of(t), o, inputs_of(t)), std::invalid_argument);
+  capture.h = 0;
+  capture.window = {0, 151, 0, -1};
+  EXPECT_THROW(cpu_attention(params_of(t), o, inputs_of(t)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace attnscope::test
