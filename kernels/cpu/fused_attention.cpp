@@ -131,7 +131,7 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
     }
     const int64_t tile_cols = options.mode == Mode::fused ? cpu::kTileCols : params.seqlen_k;
     pooled.emplace(cpu::make_head_context(params, options.mode, c->b, c->h), c->window, c->out_rows,
-                   c->out_cols, c->which, tile_cols, threads);
+                   c->out_cols, c->which, tile_cols, threads, options.mode == Mode::fused);
   }
   cpu::PooledCells* p = pooled ? &*pooled : nullptr;
   if (options.mode == Mode::fused) {

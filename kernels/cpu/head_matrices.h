@@ -21,6 +21,10 @@ struct MatrixWindow {
 // m and l per q tile (about one forward pass more).
 struct MatrixSelection {
   bool s = true, p = true, dp = true, ds = true;
+  // Pooled only. false: each cell keeps max, min and its class alone (PooledMatrix::cls), the
+  // class counts are summed over the matrix (PooledMatrix::totals): a third of the memory
+  // traffic, and all a heatmap draws.
+  bool cell_counts = true;
 };
 
 // The forward's rows of head (b, h) from a cpu_attention run on the same params, mode and
@@ -57,9 +61,20 @@ HeadMatrices cpu_head_matrices(const AttnParams& params, const CpuAttnOptions& o
 // NaN (always, even where masked), masked (finite values at masked positions, and the fill of
 // S there), +inf, -inf, and finite; max / min / mean are over the finite, unmasked entries
 // and NaN where `finite` is 0. A single NaN stays visible in its cell's `nan`.
+// The class of a pooled cell: its worst entry's (NaN, then +inf, then -inf), else masked when
+// it has no finite entry, else finite.
+enum class PooledClass : uint8_t { finite = 0, nan, pos_inf, neg_inf, masked };
+
+// Counts of a pooled matrix's entries by class, over all its cells.
+struct PooledTotals {
+  int64_t finite = 0, nan = 0, pos_inf = 0, neg_inf = 0, masked = 0;
+};
+
 struct PooledMatrix {
   std::vector<float> max, min, mean;
-  std::vector<int32_t> finite, nan, pos_inf, neg_inf, masked;
+  std::vector<int32_t> finite, nan, pos_inf, neg_inf, masked;  // empty without cell_counts
+  std::vector<PooledClass> cls;  // only without MatrixSelection::cell_counts
+  PooledTotals totals;
 };
 
 // Pooled matrices of a window: out_rows x out_cols cells (each clamped to [1, window size]).

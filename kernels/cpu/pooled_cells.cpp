@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_scan.h"
 
@@ -92,12 +93,14 @@ void make_edges(int64_t begin, int64_t size, int64_t n, int64_t tile, std::vecto
 }  // namespace
 
 PooledCells::PooledCells(const HeadContext& x, MatrixWindow window, int64_t out_rows,
-                         int64_t out_cols, MatrixSelection which, int64_t tile_cols, int workers)
+                         int64_t out_cols, MatrixSelection which, int64_t tile_cols, int workers,
+                         bool staged)
     : x_(x),
       which_(which),
       tile_cols_(tile_cols),
       any_mask_(x.params->causal || needs_mask_classes(*x.params)),
-      scratch_(count(std::max(workers, 1))) {
+      scratch_(count(std::max(workers, 1))),
+      staged_(staged) {
   last_stage(which);  // throws when nothing is selected
   out_.window = resolve_window(*x.params, window);
   const MatrixWindow& w = out_.window;
@@ -126,12 +129,21 @@ PooledCells::PooledCells(const HeadContext& x, MatrixWindow window, int64_t out_
   const size_t n_cells = count(out_.rows * out_.cols);
   for (int k = 0; k < 4; ++k) {
     if (!selected[k]) continue;
-    PooledMatrix& m = *mats[k];
-    for (std::vector<float>* v : {&m.max, &m.min, &m.mean}) v->resize(n_cells);
-    for (std::vector<int32_t>* c : {&m.finite, &m.nan, &m.pos_inf, &m.neg_inf, &m.masked}) {
-      c->resize(n_cells);
-    }
+    size_cells(*mats[k], n_cells);
     partial_[k].resize(count(n_qt_ * n_jt_));
+  }
+  if (!staged_) return;
+  stage_at_.resize(count(n_qt_ * n_jt_));
+  int64_t staged_cells = 0;
+  for (int64_t qt = qt0_; qt < qt0_ + n_qt_; ++qt) {
+    for (int64_t jt = jt0_; jt < jt0_ + n_jt_; ++jt) {
+      const TileCells tc = tile_cells(qt, jt);
+      stage_at_[count((qt - qt0_) * n_jt_ + (jt - jt0_))] = staged_cells;
+      staged_cells += (tc.pr1 - tc.pr0 + 1) * (tc.pc1 - tc.pc0 + 1);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    if (selected[k]) size_cells(stage_[k], count(staged_cells));
   }
 }
 
@@ -163,17 +175,41 @@ int64_t PooledCells::split_id(int64_t pr, int64_t pc) const {
   return split_row_base_[count(pr)] + (row_split_[count(pr)] ? pc : col_split_before_[count(pc)]);
 }
 
-void PooledCells::store(int k, size_t at, const Cell& c) {
-  PooledMatrix* mats[] = {&out_.s, &out_.p, &out_.dp, &out_.ds};
-  PooledMatrix& m = *mats[k];
+void PooledCells::size_cells(PooledMatrix& m, size_t n) const {
+  m.max.resize(n);
+  m.min.resize(n);
+  if (which_.cell_counts) {
+    m.mean.resize(n);
+    for (std::vector<int32_t>* c : {&m.finite, &m.nan, &m.pos_inf, &m.neg_inf, &m.masked}) {
+      c->resize(n);
+    }
+  } else {
+    m.cls.resize(n);
+  }
+}
+
+void PooledCells::store(PooledMatrix& m, size_t at, const Cell& c, PooledTotals& t) const {
+  t.finite += c.finite;
+  t.nan += c.nan;
+  t.pos_inf += c.pos_inf;
+  t.neg_inf += c.neg_inf;
+  t.masked += c.masked;
+  const bool none = c.finite == 0;
+  m.max[at] = none ? NAN : c.max;
+  m.min[at] = none ? NAN : c.min;
+  if (!which_.cell_counts) {
+    m.cls[at] = c.nan > 0       ? PooledClass::nan
+                : c.pos_inf > 0 ? PooledClass::pos_inf
+                : c.neg_inf > 0 ? PooledClass::neg_inf
+                : none          ? PooledClass::masked
+                                : PooledClass::finite;
+    return;
+  }
   m.finite[at] = c.finite;
   m.nan[at] = c.nan;
   m.pos_inf[at] = c.pos_inf;
   m.neg_inf[at] = c.neg_inf;
   m.masked[at] = c.masked;
-  const bool none = c.finite == 0;
-  m.max[at] = none ? NAN : c.max;
-  m.min[at] = none ? NAN : c.min;
   m.mean[at] = none ? NAN : static_cast<float>(c.sum / c.finite);
 }
 
@@ -205,6 +241,7 @@ void PooledCells::add(const TileBlock& blk, int worker) {
     }
   }
   const float* src[] = {blk.s, blk.p, blk.dp, blk.ds};
+  PooledMatrix* mats[] = {&out_.s, &out_.p, &out_.dp, &out_.ds};
   // Rows [i, i_end) of the tile share pixel row pr; each group x pixel column is one cell part.
   int64_t row_split_at = 0;  // partials of the rows before pr
   for (int64_t i = i_first; i <= i_last;) {
@@ -255,7 +292,11 @@ void PooledCells::add(const TileBlock& blk, int worker) {
         if (is_split(pr, pc)) {
           partial_[k][slot][count(split_at++)] = cell;
         } else {
-          store(k, count(pr * out_.cols + pc), cell);
+          const size_t at =
+              staged_
+                  ? count(stage_at_[slot] + (pr - tc.pr0) * (tc.pc1 - tc.pc0 + 1) + (pc - tc.pc0))
+                  : count(pr * out_.cols + pc);
+          store(staged_ ? stage_[k] : *mats[k], at, cell, sc.totals[k]);
         }
         c = end;
       }
@@ -266,6 +307,41 @@ void PooledCells::add(const TileBlock& blk, int worker) {
   ++arrived_;
 }
 
+void PooledCells::unstage(int64_t qt) {
+  PooledMatrix* mats[] = {&out_.s, &out_.p, &out_.dp, &out_.ds};
+  for (int64_t jt = jt0_; jt < jt0_ + n_jt_; ++jt) {
+    const TileCells tc = tile_cells(qt, jt);
+    const int64_t width = tc.pc1 - tc.pc0 + 1;
+    // The tile's final cells of a row: its columns but a split first or last one.
+    const int64_t a = tc.pc0 + col_split_[count(tc.pc0)];
+    const int64_t b = tc.pc1 - col_split_[count(tc.pc1)];
+    if (a > b) continue;
+    const size_t n = count(b - a + 1);
+    for (int64_t pr = tc.pr0; pr <= tc.pr1; ++pr) {
+      if (row_split_[count(pr)]) continue;
+      const size_t from = count(stage_at_[count((qt - qt0_) * n_jt_ + (jt - jt0_))] +
+                                (pr - tc.pr0) * width + (a - tc.pc0));
+      const size_t to = count(pr * out_.cols + a);
+      for (int k = 0; k < 4; ++k) {
+        PooledMatrix& src = stage_[k];
+        PooledMatrix& dst = *mats[k];
+        const auto move = [&](const auto& s_vec, auto& d_vec) {
+          if (!s_vec.empty()) std::copy_n(s_vec.begin() + from, n, d_vec.begin() + to);
+        };
+        move(src.max, dst.max);
+        move(src.min, dst.min);
+        move(src.mean, dst.mean);
+        move(src.cls, dst.cls);
+        move(src.finite, dst.finite);
+        move(src.nan, dst.nan);
+        move(src.pos_inf, dst.pos_inf);
+        move(src.neg_inf, dst.neg_inf);
+        move(src.masked, dst.masked);
+      }
+    }
+  }
+}
+
 PooledHeadMatrices PooledCells::finish() {
   // Split cells: partials merged in (q tile, kv tile) order; max / min are order independent
   // except for the sign of a zero extreme, which the first partial holding it decides.
@@ -273,7 +349,13 @@ PooledHeadMatrices PooledCells::finish() {
     throw std::logic_error("PooledCells: " + std::to_string(n_qt_ * n_jt_ - arrived_) +
                            " tiles overlapping the window never arrived");
   }
+  if (staged_) {
+    parallel_for(n_qt_, static_cast<int>(scratch_.size()),
+                 [&](int64_t item, int) { unstage(qt0_ + item); });
+  }
   const bool selected[] = {which_.s, which_.p, which_.dp, which_.ds};
+  PooledMatrix* mats[] = {&out_.s, &out_.p, &out_.dp, &out_.ds};
+  PooledTotals totals[4];
   std::vector<Cell> merged;
   for (int k = 0; k < 4; ++k) {
     if (!selected[k] || split_row_base_.back() == 0) continue;
@@ -302,10 +384,23 @@ PooledHeadMatrices PooledCells::finish() {
     }
     for (int64_t pr = 0; pr < out_.rows; ++pr) {
       for (int64_t pc = 0; pc < out_.cols; ++pc) {
-        if (is_split(pr, pc)) store(k, count(pr * out_.cols + pc), merged[count(split_id(pr, pc))]);
+        if (is_split(pr, pc)) {
+          store(*mats[k], count(pr * out_.cols + pc), merged[count(split_id(pr, pc))], totals[k]);
+        }
       }
     }
     partial_[k].clear();
+  }
+  for (int k = 0; k < 4; ++k) {
+    PooledTotals& t = mats[k]->totals;
+    t = totals[k];
+    for (const Scratch& sc : scratch_) {
+      t.finite += sc.totals[k].finite;
+      t.nan += sc.totals[k].nan;
+      t.pos_inf += sc.totals[k].pos_inf;
+      t.neg_inf += sc.totals[k].neg_inf;
+      t.masked += sc.totals[k].masked;
+    }
   }
   return std::move(out_);
 }

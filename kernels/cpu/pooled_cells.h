@@ -20,9 +20,11 @@ class PooledCells {
   // Cells of head (x.b, x.h) over `window` (resolve_window'd here; throws on a bad one):
   // out_rows x out_cols, each clamped to [1, window size]. Tiles arrive as q tiles of kTileRows
   // rows by kv tiles of tile_cols keys (kTileCols fused; Sk for the unfused row blocks).
-  // workers: the largest worker index + 1 that add() will be called with.
+  // workers: the largest worker index + 1 that add() will be called with. staged: tiles arrive
+  // kv tile by kv tile (the fused backward), so each tile's final cells are written into its
+  // own contiguous block first (cache friendly) and laid out row-major by finish().
   PooledCells(const HeadContext& x, MatrixWindow window, int64_t out_rows, int64_t out_cols,
-              MatrixSelection which, int64_t tile_cols, int workers);
+              MatrixSelection which, int64_t tile_cols, int workers, bool staged = false);
 
   const HeadContext& head() const { return x_; }
   const MatrixWindow& window() const { return out_.window; }
@@ -47,6 +49,7 @@ class PooledCells {
     std::vector<uint8_t> cls, clean;
     std::vector<float> col_mx, col_mn, col_check;
     std::vector<double> col_sum;
+    PooledTotals totals[4];  // of the cells this worker stored
   };
   // Pixel rows [pr0, pr1] and columns [pc0, pc1] a tile overlaps.
   struct TileCells {
@@ -62,8 +65,12 @@ class PooledCells {
   }
   // Index of split cell (pr, pc) among all split cells, row-major.
   int64_t split_id(int64_t pr, int64_t pc) const;
-  // Stores final matrix-k statistics c at cell index `at`.
-  void store(int k, size_t at, const Cell& c);
+  // Stores final statistics c at cell index `at` of m, counting them into totals.
+  void store(PooledMatrix& m, size_t at, const Cell& c, PooledTotals& totals) const;
+  // Sizes m's arrays for n cells (those the selection keeps).
+  void size_cells(PooledMatrix& m, size_t n) const;
+  // Moves the staged final cells of q tile qt to their row-major places.
+  void unstage(int64_t qt);
 
   const HeadContext x_;
   const MatrixSelection which_;
@@ -78,6 +85,9 @@ class PooledCells {
   // [matrix][tile slot]: partials of the tile's split cells, row-major.
   std::vector<std::vector<Cell>> partial_[4];
   std::vector<Scratch> scratch_;
+  const bool staged_;
+  std::vector<int64_t> stage_at_;    // [tile slot]: first cell of the tile's staged block
+  PooledMatrix stage_[4];            // staged blocks, [pixel rows x pixel cols] of each tile
   std::atomic<int64_t> arrived_{0};  // tiles added so far
 };
 

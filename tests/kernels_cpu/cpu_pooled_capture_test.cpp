@@ -38,7 +38,19 @@ void expect_identical(const PooledHeadMatrices& got, const PooledHeadMatrices& w
     EXPECT_EQ(a.pos_inf, b.pos_inf);
     EXPECT_EQ(a.neg_inf, b.neg_inf);
     EXPECT_EQ(a.masked, b.masked);
+    EXPECT_EQ(a.cls, b.cls);
+    EXPECT_EQ(a.totals.finite, b.totals.finite);
+    EXPECT_EQ(a.totals.nan, b.totals.nan);
+    EXPECT_EQ(a.totals.pos_inf, b.totals.pos_inf);
+    EXPECT_EQ(a.totals.neg_inf, b.totals.neg_inf);
+    EXPECT_EQ(a.totals.masked, b.totals.masked);
   }
+}
+
+int64_t sum(const std::vector<int32_t>& x) {
+  int64_t n = 0;
+  for (int32_t v : x) n += v;
+  return n;
 }
 
 struct Pooling {
@@ -155,6 +167,49 @@ TEST(PooledCapture, selection_s_and_ds_only_pools_those_two) {
   EXPECT_TRUE(capture.result.p.max.empty());
   EXPECT_TRUE(capture.result.dp.finite.empty());
   EXPECT_EQ(capture.result.ds.nan.size(), size_t{150 * 200});
+}
+
+// Without cell counts a cell keeps max and min (the same bits) and the class of its worst
+// entry; the counts survive as totals.
+TEST(PooledCapture, without_cell_counts_keeps_max_min_worst_class_and_totals) {
+  const TestCase t = messy_case(Precision::f16);
+  MatrixSelection compact;
+  compact.cell_counts = false;
+  for (const Pooling& pl : {Pooling{37, 23, {}}, Pooling{13, 29, {3, 149, 64, 130}}}) {
+    check_capture(t, Mode::fused, 1, 1, pl, 2, compact);
+    CpuAttnOptions o;
+    const PooledHeadMatrices full =
+        cpu_pooled_matrices(params_of(t), o, inputs_of(t), 1, 1, pl.rows, pl.cols, pl.window);
+    const PooledHeadMatrices small = cpu_pooled_matrices(params_of(t), o, inputs_of(t), 1, 1,
+                                                         pl.rows, pl.cols, pl.window, compact);
+    const std::pair<const PooledMatrix*, const PooledMatrix*> mats[] = {
+        {&small.s, &full.s}, {&small.p, &full.p}, {&small.dp, &full.dp}, {&small.ds, &full.ds}};
+    int64_t nan_cells = 0, masked_cells = 0;
+    for (const auto& [a, f] : mats) {
+      EXPECT_TRUE(same_bits(a->max, f->max));
+      EXPECT_TRUE(same_bits(a->min, f->min));
+      EXPECT_TRUE(a->finite.empty() && a->nan.empty() && a->mean.empty());
+      ASSERT_EQ(a->cls.size(), f->max.size());
+      for (size_t e = 0; e < a->cls.size(); ++e) {
+        const PooledClass want = f->nan[e] > 0       ? PooledClass::nan
+                                 : f->pos_inf[e] > 0 ? PooledClass::pos_inf
+                                 : f->neg_inf[e] > 0 ? PooledClass::neg_inf
+                                 : f->finite[e] == 0 ? PooledClass::masked
+                                                     : PooledClass::finite;
+        ASSERT_EQ(a->cls[e], want) << "cell " << e;
+        nan_cells += want == PooledClass::nan;
+        masked_cells += want == PooledClass::masked;
+      }
+      EXPECT_EQ(a->totals.finite, sum(f->finite));
+      EXPECT_EQ(a->totals.nan, sum(f->nan));
+      EXPECT_EQ(a->totals.pos_inf, sum(f->pos_inf));
+      EXPECT_EQ(a->totals.neg_inf, sum(f->neg_inf));
+      EXPECT_EQ(a->totals.masked, sum(f->masked));
+      EXPECT_EQ(f->totals.nan, sum(f->nan));  // totals come with the full cells too
+    }
+    EXPECT_GT(nan_cells, 0);  // the case holds NaN and all-masked cells
+    EXPECT_GT(masked_cells, 0);
+  }
 }
 
 TEST(PooledCapture, bad_head_or_window_throws_invalid_argument) {
