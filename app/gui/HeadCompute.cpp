@@ -1,8 +1,8 @@
 // Recomputation of one (batch, head) for the views: the head is cut out of the case into a
-// B = H = Hk = 1 problem (HeadSlice); the CPU kernel's forward + backward runs once and its m,
-// l, D feed the score grids (no second forward); the chosen registry variant (default: the own
-// CPU kernel) gives O, LSE and the gradients. Each stage is skipped when the cache holds it for
-// the same key (see HeadCache).
+// B = H = Hk = 1 problem (HeadSlice); the CPU kernel's forward + backward runs once and pools
+// the score grids on the way (or its m, l, D feed their recomputation: no second forward); the
+// chosen registry variant (default: the own CPU kernel) gives O, LSE and the gradients. Each
+// stage is skipped when the cache holds it for the same key (see HeadCache).
 #include "app/gui/HeadCompute.h"
 
 #include <chrono>
@@ -100,19 +100,36 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   opt.mode = request.mode;
   opt.threads = request.threads;
 
-  const std::string kernel_key = in_key + "/" + std::to_string(static_cast<int>(request.mode));
-  if (kernel_key != c.kernel_key_) {
-    c.grids_key_.clear();
-    c.backend_key_.clear();
-    c.cpu_ = cpu_attention(slice.params, opt, slice.inputs());
-    c.kernel_key_ = kernel_key;
-    clock.lap("cpu fwd+bwd");
-  }
-
   const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
   const GridPlan plan =
       plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
+  const std::string kernel_key = in_key + "/" + std::to_string(static_cast<int>(request.mode));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
+  if (kernel_key != c.kernel_key_) {
+    c.grids_key_.clear();
+    c.backend_key_.clear();
+    // Pooled score grids come from the backward's own tiles (no second pass over the head).
+    std::optional<PooledCapture> capture;
+    CpuAttnOptions kernel = opt;
+    if (!plan.full) {
+      capture.emplace();
+      capture->out_rows = plan.rows;
+      capture->out_cols = plan.cols;
+      capture->window = plan.window;
+      capture->which = score_grid_selection();
+      kernel.pooled = &*capture;
+    }
+    c.cpu_ = cpu_attention(slice.params, kernel, slice.inputs());
+    c.kernel_key_ = kernel_key;
+    clock.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
+    if (capture) {
+      MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};
+      pooled_score_grids(std::move(capture->result), sq, sk, grids);
+      c.grids_key_ = grids_key;
+      clock.lap("score grids");
+    }
+  }
+
   if (grids_key != c.grids_key_) {
     const ForwardRows rows{c.cpu_.m.data(), c.cpu_.l.data(), c.cpu_.d.data()};
     MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};

@@ -40,7 +40,9 @@ struct HeadRequest {
 
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
 struct HeadPhase {
-  const char* name;  // "inputs", "cpu fwd+bwd", "score grids", "backend", "reference", "grids"
+  // "inputs", "cpu fwd+bwd" (or "cpu fwd+bwd+pool" when it pools the score grids on the way),
+  // "score grids", "backend", "reference", "grids"
+  const char* name;
   double ms = 0;
 };
 
@@ -77,8 +79,9 @@ inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP",    "dS",     "
 // What compute_head computed last, per stage, with the key of the request part it depends on:
 // inputs (batch, head, scale, precision, mask fill) -> CPU forward + backward (+ mode) -> score
 // grids (+ window, pixels, budget) and backend outputs (+ backend); the fp64 reference depends
-// on the inputs only. Clipping and the error grids are cheap post-processes, always rerun.
-// Valid for one CaseData: clear() it when the case changes.
+// on the inputs only. When the kernel stage runs and the grids are pooled, its backward pools
+// them on the way; a later window change recomputes them alone. Clipping and the error grids are
+// cheap post-processes, always rerun. Valid for one CaseData: clear() it when the case changes.
 class HeadCache {
  public:
   void clear() { *this = HeadCache{}; }

@@ -70,7 +70,7 @@ MatrixGrid dense_grid(const char* name, std::vector<float> raw, int64_t rows, in
   return full_grid(name, std::move(raw), {}, 0, rows, 0, cols, rows, cols);
 }
 
-MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, const PooledMatrix& m,
+MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, PooledMatrix m,
                        int64_t total_rows, int64_t total_cols) {
   MatrixGrid g;
   g.name = name;
@@ -81,31 +81,33 @@ MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, const Poo
   g.total_cols = total_cols;
   g.row_edges = pm.row_edges;
   g.col_edges = pm.col_edges;
-  g.cell_min = m.min;
-  g.cell_max = m.max;
   const size_t n = m.max.size();
-  g.value.resize(n);
   g.cls.resize(n);
-  for (size_t e = 0; e < n; ++e) {
-    CellClass cls = CellClass::value;
-    if (m.nan[e] > 0) {
-      cls = CellClass::nan;
-    } else if (m.pos_inf[e] > 0) {
-      cls = CellClass::pos_inf;
-    } else if (m.neg_inf[e] > 0) {
-      cls = CellClass::neg_inf;
-    } else if (m.finite[e] == 0) {
-      cls = CellClass::masked;
+  if (!m.cls.empty()) {
+    // PooledClass and CellClass list the classes in the same order.
+    for (size_t e = 0; e < n; ++e) g.cls[e] = static_cast<CellClass>(m.cls[e]);
+    g.counts = {m.totals.nan, m.totals.pos_inf, m.totals.neg_inf, m.totals.masked};
+  } else {
+    for (size_t e = 0; e < n; ++e) {
+      g.cls[e] = m.nan[e] > 0       ? CellClass::nan
+                 : m.pos_inf[e] > 0 ? CellClass::pos_inf
+                 : m.neg_inf[e] > 0 ? CellClass::neg_inf
+                 : m.finite[e] == 0 ? CellClass::masked
+                                    : CellClass::value;
+      g.counts.nan += m.nan[e];
+      g.counts.pos_inf += m.pos_inf[e];
+      g.counts.neg_inf += m.neg_inf[e];
+      g.counts.masked += m.masked[e];
     }
-    g.cls[e] = cls;
-    g.value[e] = cls != CellClass::value                      ? std::nanf("")
+  }
+  g.value.resize(n);
+  for (size_t e = 0; e < n; ++e) {
+    g.value[e] = g.cls[e] != CellClass::value                 ? std::nanf("")
                  : std::fabs(m.max[e]) >= std::fabs(m.min[e]) ? m.max[e]
                                                               : m.min[e];
-    g.counts.nan += m.nan[e];
-    g.counts.pos_inf += m.pos_inf[e];
-    g.counts.neg_inf += m.neg_inf[e];
-    g.counts.masked += m.masked[e];
   }
+  g.cell_min = std::move(m.min);
+  g.cell_max = std::move(m.max);
   return g;
 }
 

@@ -20,9 +20,10 @@ MatrixGrid full_grid(const char* name, std::vector<float> raw, const std::vector
 // A whole rows x cols matrix at full resolution, nothing masked.
 MatrixGrid dense_grid(const char* name, std::vector<float> raw, int64_t rows, int64_t cols);
 
-// One pooled matrix of `pm` as a grid; a cell's class is its worst element's (NaN, +inf, -inf,
-// all masked) and its value the finite extreme with the larger magnitude.
-MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, const PooledMatrix& m,
+// One pooled matrix m of `pm` (with or without cell counts; its max and min move into the
+// grid) as a grid; a cell's class is its worst element's (NaN, +inf, -inf, all masked) and its
+// value the finite extreme with the larger magnitude.
+MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, PooledMatrix m,
                        int64_t total_rows, int64_t total_cols);
 
 // ||x_i||_2 of each row of a row-major rows x cols buffer (NaN / inf propagate).

@@ -61,10 +61,23 @@ void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const Gr
     }
     return;
   }
-  const PooledHeadMatrices pm = cpu_pooled_matrices(slice.params, options, slice.inputs(), 0, 0,
-                                                    plan.rows, plan.cols, w, {}, rows);
-  const PooledMatrix* mats[] = {&pm.s, &pm.p, &pm.dp, &pm.ds};
-  for (int k = 0; k < 4; ++k) *out[k] = pooled_grid(kScoreNames[k], pm, *mats[k], sq, sk);
+  pooled_score_grids(cpu_pooled_matrices(slice.params, options, slice.inputs(), 0, 0, plan.rows,
+                                         plan.cols, w, score_grid_selection(), rows),
+                     sq, sk, out);
+}
+
+MatrixSelection score_grid_selection() {
+  MatrixSelection which;
+  which.cell_counts = false;
+  return which;
+}
+
+void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_k,
+                        MatrixGrid* out[4]) {
+  PooledMatrix* mats[] = {&pm.s, &pm.p, &pm.dp, &pm.ds};
+  for (int k = 0; k < 4; ++k) {
+    *out[k] = pooled_grid(kScoreNames[k], pm, std::move(*mats[k]), seqlen_q, seqlen_k);
+  }
 }
 
 Result<HeadOutputs> run_backend(const HeadSlice& slice, const std::string& name, Mode mode,

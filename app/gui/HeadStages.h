@@ -35,6 +35,14 @@ GridPlan plan_score_grids(const MatrixWindow& window, int64_t seqlen_q, int64_t 
 void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const GridPlan& plan,
                  const ForwardRows* rows, MatrixGrid* out[4]);
 
+// The selection the score grids pool: all four matrices, max / min / class per cell.
+MatrixSelection score_grid_selection();
+
+// S, P, dP, dS grids (in that order) of pooled matrices of a seqlen_q x seqlen_k head, e.g.
+// those a cpu_attention run gathered on the way (PooledCapture), consumed.
+void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_k,
+                        MatrixGrid* out[4]);
+
 // O, LSE, dQ, dK, dV of one head (shapes as CpuAttnResult for B = H = Hk = 1).
 struct HeadOutputs {
   std::string backend = "cpu";  // what computed them
