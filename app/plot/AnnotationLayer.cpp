@@ -49,7 +49,9 @@ void AnnotationLayer::drawAll() {
     draw(annotations_[i]);
     while (owners_.size() < items_.size()) owners_ << i;
   }
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+  // A hidden plot (a tab behind another) is replotted when it is shown, not on every change.
+  replotOnShow_ = !plot_->isVisible();
+  if (!replotOnShow_) plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void AnnotationLayer::clearItems() {
@@ -198,6 +200,10 @@ bool AnnotationLayer::moveFilter(QEvent* event) {
 
 bool AnnotationLayer::eventFilter(QObject* watched, QEvent* event) {
   if (watched != plot_) return false;
+  if (event->type() == QEvent::Show && replotOnShow_) {
+    replotOnShow_ = false;
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+  }
   if (tool_ == AnnotationTool::none) return moveFilter(event);
   const auto type = event->type();
   if (type != QEvent::MouseButtonPress && type != QEvent::MouseMove &&

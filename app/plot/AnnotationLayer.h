@@ -71,6 +71,7 @@ class AnnotationLayer : public QObject {
   QList<int> owners_;  // [items_.size()] index in annotations_ of the item's annotation
   QCPAbstractItem* preview_ = nullptr;
   AnnotationTool tool_ = AnnotationTool::none;
+  bool replotOnShow_ = false;  // items changed while the plot was hidden
   bool dragging_ = false;
   QPointF pressData_;
   int moving_ = -1;  // annotation being dragged without a tool

@@ -1,5 +1,5 @@
-// Heatmap widget: QCustomPlot with a value QCPColorMap, an overlay QCPColorMap for the
-// non-finite / masked classes, a colour scale, a legend of overlay counts and a range histogram.
+// Heatmap widget: QCustomPlot with the heatmap image, a colour scale, a legend of overlay counts
+// and a range histogram.
 #include "app/plot/HeatmapView.h"
 
 #include <QComboBox>
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/plot/HeatmapImage.h"
 #include "app/plot/HeatmapLayers.h"
 #include "app/plot/PlotExport.h"
 #include "app/plot/RangeHistogram.h"
@@ -111,15 +112,14 @@ void HeatmapView::buildPlot() {
   plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   colorScale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
 
-  values_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
-  useBulkData(values_);
-  values_->setInterpolate(false);
-  values_->setColorScale(colorScale_);
-  values_->setGradient(makeGradient(scale_.map));
-  overlay_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
-  useBulkData(overlay_);
-  overlay_->setInterpolate(false);
-  overlay_->setGradient(makeOverlayGradient());
+  colorScale_->setGradient(makeGradient(scale_.map));
+  // Dragging or wheeling the colour bar sets the range like the histogram's entries.
+  connect(colorScale_, &QCPColorScale::dataRangeChanged, this, [this](const QCPRange& r) {
+    if (applyingScale_) return;
+    setColorRange(fromDisplay(scale_.scale, r.lower, scale_.linthresh),
+                  fromDisplay(scale_.scale, r.upper, scale_.linthresh));
+  });
+  image_ = new HeatmapImage(plot_->xAxis, plot_->yAxis);
 
   // Legend entries: empty graphs whose square marker carries the overlay colour.
   plot_->legend->setVisible(true);
@@ -129,8 +129,7 @@ void HeatmapView::buildPlot() {
   plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
   plot_->legend->setBorderPen(Qt::NoPen);
   plot_->legend->setFont(QFont(font().family(), 8));
-  values_->removeFromLegend();
-  overlay_->removeFromLegend();
+  image_->removeFromLegend();
   for (int k = 0; k < 4; ++k) {
     QCPGraph* g = plot_->addGraph();
     const QColor c = overlayColor(kLegendClasses[k]);
@@ -149,7 +148,7 @@ void HeatmapView::buildPlot() {
           &HeatmapView::onAxisRangeChanged);
   connect(plot_->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
           &HeatmapView::onAxisRangeChanged);
-  // A view hidden behind another tab fills its colour maps only when it is drawn.
+  // A view hidden behind another tab is filled only when it is drawn.
   connect(plot_, &QCustomPlot::beforeReplot, this, [this] {
     if (unfilled_) fill();
   });
@@ -201,7 +200,7 @@ void HeatmapView::setStamp(const QString& stamp) {
 void HeatmapView::setColormap(ColormapKind kind) {
   scale_.map = kind;
   colormapBox_->setCurrentIndex(colormapBox_->findData(static_cast<int>(kind)));
-  values_->setGradient(makeGradient(kind));
+  colorScale_->setGradient(makeGradient(kind));
   redraw();
 }
 
@@ -259,7 +258,12 @@ void HeatmapView::fill() {
   static const MatrixGrid kEmpty;
   const MatrixGrid& g = grid_ ? *grid_ : kEmpty;
   if (autoRange_) std::tie(scale_.lo, scale_.hi) = autoRange(scale_.map, scale_.scale, g.value);
-  fillColorMaps(g, scale_, values_, overlay_);
+  image_->setGrid(grid_);
+  image_->setColorScale(scale_);
+  const ColorLut lut(scale_);
+  applyingScale_ = true;
+  colorScale_->setDataRange(QCPRange(lut.lo(), lut.hi()));
+  applyingScale_ = false;
   // The histogram depends on the values and the scale only: a range or colormap change keeps it.
   const bool sameValues = grid_ && !histGrid_.expired() && histGrid_.lock() == grid_;
   if (!sameValues || histScale_ != scale_.scale || histLinthresh_ != scale_.linthresh) {

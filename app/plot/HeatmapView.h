@@ -1,5 +1,5 @@
-// A heatmap of one matrix (S, P, dP, dS, O, dQ, ...): colormapped finite values, an overlay
-// that paints NaN, +inf, -inf and masked cells in four distinct colours with a legend of their
+// A heatmap of one matrix (S, P, dP, dS, O, dQ, ...): one image (HeatmapImage) of colormapped
+// finite values with NaN, +inf, -inf and masked cells in four distinct colours, a legend of their
 // counts, a colour scale with linear / log / symlog mapping and a range histogram, zoom and
 // pan that ask for a recompute of the visible window, hover readout, click to pin and an outline
 // of the backward stepper's current tile.
@@ -15,7 +15,6 @@
 
 class QComboBox;
 class QCustomPlot;
-class QCPColorMap;
 class QCPColorScale;
 class QCPGraph;
 class QCPItemRect;
@@ -25,6 +24,7 @@ class QTimer;
 
 namespace attnscope {
 
+class HeatmapImage;
 class RangeHistogram;
 class ScaleTicker;
 
@@ -59,6 +59,9 @@ class HeatmapView : public QWidget {
   bool automaticRange() const { return autoRange_; }
   const ColorScale& colorScale() const { return scale_; }
   RangeHistogram* histogram() const { return histogram_; }
+  // The plot and its image (tests read pixels and cell colours through them).
+  QCustomPlot* plot() const { return plot_; }
+  HeatmapImage* image() const { return image_; }
 
   // The window the axes show (clamped to the matrix), and the map's size in pixels.
   ViewWindow visibleWindow() const;
@@ -107,9 +110,10 @@ class HeatmapView : public QWidget {
   ColorScale scale_;
   bool autoRange_ = true;
   bool applyingRange_ = false;
+  bool applyingScale_ = false;  // fill() sets the colour bar's range (not a user drag)
   QPoint pressPos_;
   std::optional<ViewWindow> highlight_;
-  bool unfilled_ = true;  // the colour maps do not show grid_ / scale_ yet
+  bool unfilled_ = true;  // the image, colour bar and histogram do not show grid_ / scale_ yet
   bool stale_ = false;    // hidden changes wait for the next show
   // What the histogram shows (recomputed only when the grid or the scale changes), and the
   // reused buffer of display-space values.
@@ -119,8 +123,7 @@ class HeatmapView : public QWidget {
   std::vector<double> display_;
 
   QCustomPlot* plot_ = nullptr;
-  QCPColorMap* values_ = nullptr;
-  QCPColorMap* overlay_ = nullptr;
+  HeatmapImage* image_ = nullptr;
   QCPColorScale* colorScale_ = nullptr;
   QSharedPointer<ScaleTicker> ticker_;
   QCPTextElement* title_ = nullptr;

@@ -89,10 +89,13 @@ void RangeHistogram::setValues(const std::vector<double>& display, ScaleKind sca
     b = *mx > *mn ? *mx : *mn + 1;
   }
   const double width = (b - a) / kBins;
+  const double perBin = kBins / (b - a);
+  int64_t bins[kBins] = {};
   for (double t : display) {
-    const int bin = std::clamp(static_cast<int>((t - a) / width), 0, kBins - 1);
-    counts_[static_cast<size_t>(bin)] += 1;
+    const int bin = static_cast<int>((t - a) * perBin);  // >= 0: t >= a
+    ++bins[bin < kBins ? bin : kBins - 1];
   }
+  for (int i = 0; i < kBins; ++i) counts_[static_cast<size_t>(i)] = static_cast<double>(bins[i]);
   QVector<double> keys(kBins), heights(kBins);
   double top = 1;
   for (int i = 0; i < kBins; ++i) {
