@@ -3,6 +3,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -80,18 +81,38 @@ std::optional<DumpReader> open_dump(const std::string& command, const std::strin
                                     bool allow_external) {
   ProbeOptions probe;  // a crash or hang of HDF5 on a hostile file stays in the probe process
   probe.allow_external = allow_external;
-  if (const Status probed = probe_dump(file, probe); !probed) {
-    fail(command, probed.error().message, probed.error().hint);
-    return std::nullopt;
-  }
   OpenOptions options;
   options.allow_external = allow_external;
-  Result<DumpReader> dump = DumpReader::open(file, options);
+  Result<DumpReader> dump = open_untrusted_dump(file, probe, options);
   if (!dump) {
     fail(command, dump.error().message, dump.error().hint);
     return std::nullopt;
   }
   return std::move(*dump);
+}
+
+namespace {
+
+// True when `pattern` (select_cases' --case: empty, a glob, or one path) names `path`.
+bool pattern_names(const std::string& pattern, const std::string& path) {
+  if (pattern.empty()) return true;
+  const std::string glob = pattern[0] == '/' ? pattern : "/" + pattern;
+  if (glob.find_first_of("*?[") == std::string::npos) return glob == path;
+  return fnmatch(glob.c_str(), path.c_str(), 0) == 0;
+}
+
+}  // namespace
+
+std::vector<const BrokenCase*> report_broken(const std::string& command, const DumpReader& dump,
+                                             const std::string& pattern) {
+  std::vector<const BrokenCase*> reported;
+  for (const BrokenCase& b : dump.broken()) {
+    if (!pattern_names(pattern, b.info.path)) continue;
+    fail(command, "skipped " + b.info.path + ", its data cannot be read: " + b.error.message,
+         b.error.hint);
+    reported.push_back(&b);
+  }
+  return reported;
 }
 
 std::string case_error_text(const std::string& file, const std::string& case_path,
@@ -108,6 +129,12 @@ bool reject(const std::string& command, const std::string& message, const std::s
 std::optional<std::string> find_case(const std::string& command, const DumpReader& dump,
                                      const std::string& case_path) {
   const std::string wanted = case_path.empty() || case_path[0] == '/' ? case_path : "/" + case_path;
+  for (const BrokenCase& b : dump.broken()) {
+    if (b.info.path == wanted) {
+      fail(command, b.error.message, b.error.hint);
+      return std::nullopt;
+    }
+  }
   std::string listing;
   for (const CaseInfo& c : dump.cases()) {
     if (c.path == wanted) return wanted;

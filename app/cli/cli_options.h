@@ -45,6 +45,12 @@ bool reject(const std::string& command, const std::string& message, const std::s
 std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
                                     bool allow_external);
 
+// Prints each broken case (data unreadable, DumpReader::broken) that `pattern` names (as in
+// select_cases; every one when empty) as "skipped /case, its data cannot be read: ERROR" with
+// its hint; returns them.
+std::vector<const BrokenCase*> report_broken(const std::string& command, const DumpReader& dump,
+                                             const std::string& pattern);
+
 // The canonical path of a case of the dump ("x" -> "/x"); on failure prints the file, the case
 // and the available cases.
 std::optional<std::string> find_case(const std::string& command, const DumpReader& dump,

@@ -59,6 +59,7 @@ void write_config(JsonWriter& json, const CaseInfo& info, const CaseAnalysis& a,
 void write_stats(JsonWriter& json, const CaseAnalysis& a) {
   json.key("stats").begin_object();
   json.field("fully_masked_rows", a.stats.fully_masked_rows);
+  json.field("reference_note", a.reference_note);
   json.key("max_abs_qk");
   if (a.stats.max_abs_qk)
     json.value(*a.stats.max_abs_qk);

@@ -1,5 +1,6 @@
 // `attnscope-cli info FILE`: lists the cases of a dump (path, shapes, dtypes, attributes,
-// recorded outputs) as a table or, with --json, as one JSON document.
+// recorded outputs), the rejected groups and the cases whose data cannot be read, as a table
+// or, with --json, as one JSON document.
 #include <algorithm>
 #include <iostream>
 
@@ -91,6 +92,13 @@ void print_table(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
     std::cout << "\nrejected groups:\n";
     for (const Error& e : dump.rejected()) std::cout << "  " << e.describe() << "\n";
   }
+  if (!dump.broken().empty()) {
+    std::cout << "\ncases whose data cannot be read (skipped by scan and run):\n";
+    for (const BrokenCase& b : dump.broken()) {
+      std::cout << "  " << b.info.path << " " << dims_text(b.info.dims) << ": "
+                << b.error.describe() << "\n";
+    }
+  }
 }
 
 void write_config(JsonWriter& json, const CaseInfo& c) {
@@ -135,6 +143,14 @@ void write_json(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
     json.end_object();
   }
   json.end_array();
+  json.key("broken").begin_array();
+  for (const BrokenCase& b : dump.broken()) {
+    json.begin_object();
+    json.field("path", b.info.path).field("code", error_code_name(b.error.code));
+    json.field("message", b.error.message).field("hint", b.error.hint);
+    json.end_object();
+  }
+  json.end_array();
   json.end_object();
 }
 
@@ -163,7 +179,7 @@ int run_info(const CommandArgs& args) {
   } else {
     print_table(*dump, cases);
   }
-  return dump->rejected().empty() ? kExitOk : kExitFindings;
+  return dump->rejected().empty() && dump->broken().empty() ? kExitOk : kExitFindings;
 }
 
 }  // namespace attnscope

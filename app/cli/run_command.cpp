@@ -113,6 +113,8 @@ int run_results(const CommandArgs& args) {
   if (!dump) return kExitUnreadable;
   std::string case_path = split_case_ref(args.positional[0]).second;
   if (const std::string* c = args.option("case")) case_path = *c;
+  // Cases whose data cannot be read are reported and skipped; they make the exit code 2.
+  const size_t broken = report_broken(kCommand, *dump, case_path).size();
   const std::optional<std::vector<const CaseInfo*>> cases =
       select_cases(kCommand, *dump, case_path);
   if (!cases) return kExitUnreadable;
@@ -184,7 +186,9 @@ int run_results(const CommandArgs& args) {
                 closed.error().hint);
   }
   std::cout << "wrote " << paths.size() << " case" << (paths.size() == 1 ? "" : "s") << " to "
-            << *out << "\n";
+            << *out << (broken > 0 ? ", skipped " + std::to_string(broken) + " unreadable" : "")
+            << "\n";
+  if (broken > 0) return kExitUnreadable;
   return errors ? kExitFindings : kExitOk;
 }
 

@@ -62,6 +62,8 @@ int run_scan(const CommandArgs& args) {
   std::optional<DumpReader> dump = open_dump(kCommand, file, args.allow_external);
   if (!dump) return kExitUnreadable;
 
+  // Cases whose data cannot be read are reported and skipped; they make the exit code 2.
+  const std::vector<const BrokenCase*> broken = report_broken(kCommand, *dump, case_path);
   const std::optional<std::vector<const CaseInfo*>> cases =
       select_cases(kCommand, *dump, case_path);
   if (!cases) return kExitUnreadable;
@@ -110,6 +112,7 @@ int run_scan(const CommandArgs& args) {
   totals.scanned = outcome.emitted;
   totals.total = cases->size();
   totals.interrupted = outcome.interrupted;
+  totals.broken = broken;
   totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report->end(totals);
   if (outcome.interrupted) {
@@ -117,7 +120,7 @@ int run_scan(const CommandArgs& args) {
               << cases->size() << " cases\n";
     return kExitInterrupted;
   }
-  if (unreadable) return kExitUnreadable;
+  if (unreadable || !broken.empty()) return kExitUnreadable;
   return errors ? kExitFindings : kExitOk;
 }
 

@@ -84,8 +84,10 @@ class TableReport : public ScanReport {
     row({info.path, dims_text(info.dims), precision_name(a.params.precision), std::to_string(n[0]),
          std::to_string(n[1]), std::to_string(n[2]), kinds_text(a.findings)});
     out_.flush();
-    if (!a.findings.empty() || !a.clips.empty()) {
-      details_.push_back({info.path, a.findings, clip_lines(a)});
+    if (!a.findings.empty() || !a.clips.empty() || !a.reference_note.empty()) {
+      std::vector<std::string> notes = clip_lines(a);
+      if (!a.reference_note.empty()) notes.push_back("note: " + a.reference_note);
+      details_.push_back({info.path, a.findings, std::move(notes)});
     }
   }
 
@@ -106,6 +108,12 @@ class TableReport : public ScanReport {
     if (t.interrupted) out_ << "interrupted, " << t.scanned << " of ";
     out_ << t.total << " case" << (t.total == 1 ? "" : "s") << " scanned in " << timing << ": "
          << totals_[0] << " errors, " << totals_[1] << " warnings, " << totals_[2] << " info\n";
+    if (!t.broken.empty()) {
+      out_ << t.broken.size() << " case" << (t.broken.size() == 1 ? "" : "s")
+           << " skipped, data unreadable:";
+      for (const BrokenCase* b : t.broken) out_ << " " << b->info.path;
+      out_ << "\n";
+    }
     out_.flush();
   }
 
@@ -113,7 +121,7 @@ class TableReport : public ScanReport {
   struct Detail {
     std::string path;
     std::vector<Finding> findings;
-    std::vector<std::string> clips;  // one line per clipped run
+    std::vector<std::string> clips;  // one line per clipped run, then the reference note
   };
 
   // Cells padded to the fixed widths; the last column is not padded.
@@ -152,6 +160,12 @@ class JsonReport : public ScanReport {
     json_.end_array();
     json_.field("cases_total", static_cast<int64_t>(t.total));
     json_.field("interrupted", t.interrupted);
+    json_.key("broken").begin_array();
+    for (const BrokenCase* b : t.broken) {
+      json_.begin_object().field("path", b->info.path).field("message", b->error.message);
+      json_.field("hint", b->error.hint).end_object();
+    }
+    json_.end_array();
     json_.field("seconds", t.seconds).end_object();
     out_.flush();
   }

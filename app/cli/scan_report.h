@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/analysis/case_analysis.h"
+#include "core/io/dump_listing.h"
 
 namespace attnscope {
 
@@ -16,6 +17,7 @@ struct ScanTotals {
   size_t scanned = 0, total = 0;
   double seconds = 0;
   bool interrupted = false;  // SIGINT stopped the scan after `scanned` of `total` cases
+  std::vector<const BrokenCase*> broken;  // cases skipped: their data cannot be read
 };
 
 class ScanReport {

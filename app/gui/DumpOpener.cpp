@@ -52,12 +52,8 @@ void DumpOpener::next() {
         [file](const TaskControl&, QString*) -> TaskResult {
           auto out = std::make_shared<Opened>();
           // A hostile file that crashes HDF5 itself is opened first in the attnscope-probe
-          // process.
-          if (const Status probed = probe_dump(file); !probed) {
-            out->error = probed.error();
-            return out;
-          }
-          Result<DumpReader> reader = DumpReader::open(file);
+          // process, which hands back the case listing and the cases it could not read.
+          Result<DumpReader> reader = open_untrusted_dump(file);
           if (reader) {
             out->reader = std::make_shared<const DumpReader>(std::move(reader).value());
           } else {

@@ -1,8 +1,9 @@
-// Opens dumps off the GUI thread. Opening runs the attnscope-probe child process and
-// DumpReader::open, which discovers every case of the file eagerly (seconds for thousands of
-// cases); both run as a job of a TaskRunner, one file after the other in request order, then the
-// reader is handed to SessionContext::adoptFile on the GUI thread. Cancel drops the running
-// open's result and every queued request.
+// Opens dumps off the GUI thread. Opening runs the attnscope-probe child process, which
+// discovers every case of the file (seconds for thousands of cases) and test-reads its data,
+// then opens the file with the probe's listing (open_untrusted_dump); both run as a job of a
+// TaskRunner, one file after the other in request order, then the reader is handed to
+// SessionContext::adoptFile on the GUI thread. Cancel drops the running open's result and every
+// queued request.
 #pragma once
 
 #include <QObject>

@@ -60,13 +60,7 @@ int SessionContext::openFile(const QString& path) {
   const int existing = indexOfFile(path);
   if (existing >= 0) return existing;
   // A hostile file that crashes HDF5 itself is opened first in the attnscope-probe process.
-  if (const Status probed = probe_dump(QFile::encodeName(path).toStdString()); !probed) {
-    emit errorRaised(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
-                     QString::fromStdString(probed.error().message),
-                     QString::fromStdString(probed.error().hint));
-    return -1;
-  }
-  Result<DumpReader> reader = DumpReader::open(QFile::encodeName(path).toStdString());
+  Result<DumpReader> reader = open_untrusted_dump(QFile::encodeName(path).toStdString());
   if (!reader) {
     const Error& e = reader.error();
     emit errorRaised(tr("Cannot open %1").arg(QFileInfo(path).fileName()),

@@ -15,7 +15,9 @@
 #include <QTreeWidget>
 #include <QTreeWidgetItemIterator>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include "app/gui/SessionContext.h"
 
@@ -25,6 +27,23 @@ namespace {
 constexpr int kFileRole = Qt::UserRole;
 constexpr int kCaseRole = Qt::UserRole + 1;
 constexpr int kNameRole = Qt::UserRole + 2;
+constexpr int kBrokenRole = Qt::UserRole + 3;  // case whose data cannot be read: its message
+
+// A case row: readable cases and broken ones (with their error) in one case order.
+struct CaseRow {
+  const CaseInfo* info;
+  const Error* broken;  // null for a readable case
+};
+
+std::vector<CaseRow> caseRows(const DumpReader& reader) {
+  std::vector<CaseRow> rows;
+  for (const CaseInfo& c : reader.cases()) rows.push_back({&c, nullptr});
+  for (const BrokenCase& b : reader.broken()) rows.push_back({&b.info, &b.error});
+  std::stable_sort(rows.begin(), rows.end(), [](const CaseRow& a, const CaseRow& b) {
+    return case_order_less(*a.info, *b.info);
+  });
+  return rows;
+}
 
 QString shapeText(const CaseDims& d) {
   QString s = QStringLiteral("B%1 H%2").arg(d.batch).arg(d.heads);
@@ -137,10 +156,14 @@ QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
   auto* file = new QTreeWidgetItem(QStringList{QFileInfo(dump.path).fileName()});
   file->setToolTip(0, dump.path);
   file->setText(1, tr("%n case(s)", nullptr, static_cast<int>(dump.reader->cases().size())));
+  if (!dump.reader->broken().empty()) {
+    file->setText(2, tr("%n unreadable", nullptr, static_cast<int>(dump.reader->broken().size())));
+  }
   file->setFlags(Qt::ItemIsEnabled);
   QList<QTreeWidgetItem*> children;           // the file's children, in first-seen order
   std::map<int64_t, QTreeWidgetItem*> steps;  // step -> its group among `children`
-  for (const CaseInfo& c : dump.reader->cases()) {
+  for (const auto& [info, broken] : caseRows(*dump.reader)) {
+    const CaseInfo& c = *info;
     const QString path = QString::fromStdString(c.path);
     QString label = path;
     QTreeWidgetItem* step = nullptr;
@@ -162,6 +185,14 @@ QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
     item->setData(0, kNameRole, name);
     const QString description = QString::fromStdString(c.config.description);
     item->setToolTip(0, QStringList({path, name, description}).join(QLatin1Char('\n')).trimmed());
+    if (broken != nullptr) {
+      // Selectable (selecting it explains why it cannot be shown), greyed, error as tooltip.
+      item->setData(0, kBrokenRole, QString::fromStdString(broken->message));
+      item->setToolTip(0, QString::fromStdString(broken->describe()));
+      for (int column = 0; column < 3; ++column) {
+        item->setForeground(column, tree_->palette().brush(QPalette::Disabled, QPalette::Text));
+      }
+    }
     if (step != nullptr) {
       step->addChild(item);
     } else {
@@ -226,6 +257,17 @@ void DumpBrowserPanel::showCurrentCase() {
 
 void DumpBrowserPanel::onCurrentItemChanged(QTreeWidgetItem* item) {
   if (item == nullptr || !isCase(item)) return;
+  if (item->data(0, kBrokenRole).isValid()) {
+    const int fileIndex = item->data(0, kFileRole).toInt();
+    const std::string path = item->data(0, kCaseRole).toString().toStdString();
+    for (const BrokenCase& b : context_->file(fileIndex).reader->broken()) {
+      if (b.info.path != path) continue;
+      emit context_->errorRaised(tr("Cannot show %1").arg(QString::fromStdString(path)),
+                                 QString::fromStdString(b.error.message),
+                                 QString::fromStdString(b.error.hint));
+    }
+    return;
+  }
   context_->selectCase(item->data(0, kFileRole).toInt(), item->data(0, kCaseRole).toString());
 }
 

@@ -1,5 +1,7 @@
 // Dump browser dock: the open files and their cases as a tree (file -> step -> layer -> case,
 // or file -> case path), a filter box, Open..., recent files and drag & drop of dump files.
+// Cases whose data cannot be read are listed greyed with their error as tooltip; selecting
+// one raises the error dialog instead of selecting it.
 #pragma once
 
 #include <QStringList>
@@ -28,7 +30,8 @@ class DumpBrowserPanel : public QWidget {
   QMenu* recentMenu() const { return recentMenu_; }
 
   void setFilter(const QString& text);
-  // Case paths listed for a file, in tree order, and how many case rows pass the filter.
+  // Case paths listed for a file (unreadable ones too), in tree order, and how many case rows
+  // pass the filter.
   QStringList casePaths(int fileIndex) const;
   int visibleCaseCount() const;
   QTreeWidget* tree() const { return tree_; }

@@ -1,11 +1,14 @@
-// attnscope-probe FILE [--allow-external] [--sample-bytes N]: opens an untrusted dump
-// (metadata, discovery and validation of every case), then test-reads the data of every tensor
-// (DumpReader::check_data). Run by probe_dump() in a child process, so that a crash or hang
+// attnscope-probe FILE [--allow-external] [--sample-bytes N] [--skip /case]...: opens an
+// untrusted dump (metadata, discovery and validation of every case), test-reads the data of
+// every case (DumpReader::check_case; a case that fails is listed as broken) and writes the
+// listing for the parent. Run by probe_dump() in a child process, so that a crash or hang
 // inside the HDF5 library never takes the CLI or the GUI down with it. Exit status and stdout
 // lines are the protocol of core/io/dump_probe.h.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "core/io/dump_probe.h"
@@ -21,8 +24,16 @@ void say(const char* key, std::string text) {
   std::fflush(stdout);
 }
 
+// Broken cases in case order (skipped ones were moved out first).
+void sort_broken(std::vector<attnscope::BrokenCase>& broken) {
+  std::stable_sort(broken.begin(), broken.end(), [](const auto& a, const auto& b) {
+    return attnscope::case_order_less(a.info, b.info);
+  });
+}
+
 int usage() {
-  std::cerr << "usage: attnscope-probe FILE [--allow-external] [--sample-bytes N]\n";
+  std::cerr << "usage: attnscope-probe FILE [--allow-external] [--sample-bytes N] "
+               "[--skip /case]...\n";
   return attnscope::kProbeRefused;
 }
 
@@ -33,6 +44,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage();
   OpenOptions options;
   int64_t sample_bytes = kProbeSampleBytes;
+  std::set<std::string> skip;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--allow-external") {
@@ -41,6 +53,8 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       sample_bytes = std::strtoll(argv[++i], &end, 10);
       if (*end != '\0' || sample_bytes <= 0) return usage();
+    } else if (arg == "--skip" && i + 1 < argc) {
+      skip.insert(argv[++i]);
     } else {
       return usage();
     }
@@ -50,13 +64,31 @@ int main(int argc, char** argv) {
     std::cerr << dump.error().describe() << "\n";
     return kProbeRefused;
   }
-  const Status data = dump->check_data(
-      sample_bytes, [](const std::string& dataset) { say(kProbeReadingLine, dataset); });
-  if (!data) {
-    say(kProbeErrorLine, data.error().message);
-    say(kProbeHintLine, data.error().hint);
-    return kProbeDataUnreadable;
+  // Cases whose data a previous run could not read (crash, hang) are listed broken unread;
+  // the parent fills in their error.
+  DumpListing listing = dump->listing();
+  std::vector<CaseInfo> readable;
+  for (CaseInfo& info : listing.cases) {
+    if (skip.count(info.path)) {
+      listing.broken.push_back({std::move(info), Error{}});
+      continue;
+    }
+    say(kProbeCheckingLine, info.path);
+    const Status data = dump->check_case(
+        info, sample_bytes, [](const std::string& dataset) { say(kProbeReadingLine, dataset); });
+    if (data) {
+      readable.push_back(std::move(info));
+      continue;
+    }
+    Error e = data.error();
+    e.message += " (found by attnscope's probe)";
+    listing.broken.push_back({std::move(info), std::move(e)});
   }
-  say(kProbeCasesLine, std::to_string(dump->cases().size()));
+  say(kProbeCheckingLine, "");
+  listing.cases = std::move(readable);
+  sort_broken(listing.broken);
+  const std::string encoded = encode_listing(listing);
+  std::fwrite(encoded.data(), 1, encoded.size(), stdout);
+  std::fflush(stdout);
   return kProbeReadable;
 }

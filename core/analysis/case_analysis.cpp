@@ -6,8 +6,11 @@
 #include <cmath>
 
 #include "core/analysis/analysis_context.h"
+#include "core/analysis/analysis_memory.h"
 #include "core/analysis/clip_report.h"
 #include "core/analysis/reference64.h"
+#include "core/memory_budget.h"
+#include "kernels/cpu/parallel_for.h"
 
 namespace attnscope {
 namespace {
@@ -154,6 +157,19 @@ const ModeRun* CaseAnalysis::run(Mode mode) const {
 }
 
 Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& settings) {
+  const bool recorded = settings.recorded_check &&
+                        std::any_of(std::begin(kRecordedNames), std::end(kRecordedNames),
+                                    [&](const char* n) { return data.find(n) != nullptr; });
+  // Everything but the fp64 naive backward, checked before any allocation.
+  int64_t extra_elements = 0;
+  for (const char* name : {"mask", "bias"}) {
+    if (const HostTensor* t = data.find(name)) extra_elements += t->numel();
+  }
+  const int64_t needed = analysis_bytes(data.info.dims, extra_elements,
+                                        static_cast<int64_t>(settings.modes.size()), recorded);
+  if (Status fits = check_memory(data.info.path + ": analysing the case", needed); !fits) {
+    return fits.error();
+  }
   Result<CaseInputs> made = make_case_inputs(data, settings.run);
   if (!made) return made.error();
   CaseInputs& in = *made;
@@ -177,18 +193,22 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const MaskInfo masks = analyze_masks(in.params);
 
   const AttnParams& p = in.params;
-  const bool recorded = settings.recorded_check &&
-                        std::any_of(std::begin(kRecordedNames), std::end(kRecordedNames),
-                                    [&](const char* n) { return data.find(n) != nullptr; });
   if (settings.precision_check || recorded) {
-    // The naive backward holds group * Sq * Sk entries per worker: recorded gradients are
-    // checked up to 16M of them (512 MB), precision_loss of gradients within the budget.
+    // The naive backward holds S, P, dP, dS of a kv group per worker: recorded gradients are
+    // checked up to 16M entries per group, precision_loss of gradients within
+    // reference_gradient_budget; as many groups run at once as the memory budget leaves room
+    // for, none when one does not fit.
     const bool within_budget =
         p.batch * p.heads * p.seqlen_q * p.seqlen_k <= settings.reference_gradient_budget;
     const bool group_fits = p.group_size() * p.seqlen_q * p.seqlen_k <= (int64_t{1} << 24);
     const bool gradients = group_fits && ((recorded && has_recorded_gradients(data)) ||
                                           (settings.precision_check && within_budget));
-    a.reference = compute_reference64(in, gradients, settings.threads, settings.cancelled);
+    const ReferencePlan plan =
+        plan_reference(data.info.dims, gradients, cpu::resolve_threads(settings.threads),
+                       memory_budget().bytes - needed);
+    a.reference_note = plan.skipped;
+    a.reference = compute_reference64(
+        in, plan.gradients, plan.gradients ? plan.workers : settings.threads, settings.cancelled);
   }
   if (stop()) return a;
   if (recorded) {

@@ -104,6 +104,9 @@ struct CaseAnalysis {
   // kv group * Sq * Sk <= 2^24 entries).
   std::vector<RecordedComparison> recorded;
   std::optional<Reference64> reference;
+  // Why the fp64 reference has no gradients though they were wanted (the memory budget), else
+  // empty.
+  std::string reference_note;
   std::vector<Finding> findings;  // sorted (errors first)
   CaseStats stats;
   // AnalysisSettings::cancelled stopped the analysis: findings and stats are incomplete.
@@ -112,7 +115,8 @@ struct CaseAnalysis {
   const ModeRun* run(Mode mode) const;
 };
 
-// Fails when the case cannot be turned into kernel inputs (bad scale, mask shape).
+// Fails when the case cannot be turned into kernel inputs (bad scale, mask shape), or
+// (too_large, naming the size and the budget) when analysis_bytes exceeds the memory budget.
 Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& settings);
 
 }  // namespace attnscope

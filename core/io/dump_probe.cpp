@@ -1,7 +1,10 @@
 // probe_dump: posix_spawn attnscope-probe on the file with its stdout on a pipe, wait with a
-// deadline while reading what it says, and classify how it ended (clean exit, refusal,
-// unreadable data, crash signal, sanitizer / abnormal exit, timeout).
+// deadline while reading what it says, and classify how it ended (clean exit with a listing,
+// refusal, crash signal, sanitizer / abnormal exit, timeout); a crash or hang inside one case's
+// data reruns the probe without that case.
 #include "core/io/dump_probe.h"
+
+#include "core/io/probe_channel.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -32,36 +36,13 @@ const char* const kCorruptHint =
     "the file is corrupt or crafted; re-export it from the original tensors (h5py or the "
     "attnscope_record hook)";
 
-// What the probe said on stdout (see the protocol in dump_probe.h), fed as bytes arrive.
-class ProbeReport {
- public:
-  void feed(const char* data, size_t size) {
-    for (size_t i = 0; i < size; ++i) {
-      if (data[i] != '\n') {
-        if (partial_.size() < kMaxLine) partial_ += data[i];
-        continue;
-      }
-      line(partial_);
-      partial_.clear();
-    }
-  }
-  std::string reading, error, hint;  // the last dataset being read; the data error
-
- private:
-  static constexpr size_t kMaxLine = 1 << 16;
-  void line(const std::string& text) {
-    const size_t space = text.find(' ');
-    const std::string key = text.substr(0, space);
-    const std::string value = space == std::string::npos ? "" : text.substr(space + 1);
-    if (key == kProbeReadingLine) reading = value;
-    if (key == kProbeErrorLine) error = value;
-    if (key == kProbeHintLine) hint = value;
-  }
-  std::string partial_;
-};
+const char* const kHangHint =
+    "the file is corrupt or crafted (re-export it from the original tensors), or stored on a "
+    "very slow or blocking file system: set ATTNSCOPE_PROBE_TIMEOUT to more seconds (default "
+    "120)";
 
 // Reads whatever the probe has written so far; false at end of file or on an error.
-bool drain(int fd, ProbeReport& report) {
+bool drain(int fd, ProbeChannel& report) {
   char buffer[4096];
   for (;;) {
     const ssize_t got = ::read(fd, buffer, sizeof buffer);
@@ -73,24 +54,29 @@ bool drain(int fd, ProbeReport& report) {
   }
 }
 
-Error probe_error(const std::string& path, const ProbeReport& report, const std::string& what) {
-  if (report.reading.empty()) {
+// The HDF5 library `what` ("crashed (signal 11, ...)") in the probe: while reading metadata
+// (the file is refused), or while reading a case's data (`checking`, `reading`; the case is
+// skipped).
+Error probe_error(const std::string& path, const ProbeChannel& report, const std::string& what,
+                  const char* hint = kCorruptHint) {
+  if (report.checking.empty()) {
     return make_error(ErrorCode::format,
                       path + ": the HDF5 library " + what +
                           " while reading the file's metadata (in attnscope's probe process); "
                           "attnscope did not open it",
-                      kCorruptHint);
+                      hint);
   }
+  const std::string object = report.reading.empty() ? report.checking : report.reading;
   return make_error(ErrorCode::format,
-                    path + ": " + report.reading + ": the HDF5 library " + what +
+                    path + ": " + object + ": the HDF5 library " + what +
                         " while reading the dataset's data (in attnscope's probe process); "
-                        "attnscope did not open the file",
-                    kCorruptHint);
+                        "attnscope does not load this case",
+                    hint);
 }
 
 // Waits for the probe, reading its stdout from `fd`; false when `deadline` passed first.
 bool wait_probe(pid_t pid, int fd, std::chrono::steady_clock::time_point deadline,
-                ProbeReport& report, int& status) {
+                ProbeChannel& report, int& status) {
   bool open = true;
   for (;;) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
@@ -128,21 +114,36 @@ std::string find_probe_executable() {
   return {};
 }
 
-Status probe_dump(const std::string& path, const ProbeOptions& options) {
-  const std::string exe = options.executable.empty() ? find_probe_executable() : options.executable;
-  if (exe.empty()) return Ok{};
+namespace {
+
+// How one probe run ended.
+struct ProbeRun {
+  ProbeChannel report;
+  std::optional<Error> failure;  // crash / hang / abnormal exit / legacy data error
+  bool refused = false;
+};
+
+ProbeRun run_probe(const std::string& exe, const std::string& path, const ProbeOptions& options,
+                   const std::vector<std::string>& skip) {
+  ProbeRun run;
   std::vector<std::string> args = {exe, path, "--sample-bytes",
                                    std::to_string(options.sample_bytes)};
   if (options.allow_external) args.push_back("--allow-external");
+  for (const std::string& s : skip) args.insert(args.end(), {"--skip", s});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  // Only the parent's end is non-blocking: a probe writing a large listing must block on a
+  // full pipe, not lose what does not fit.
   int out[2];
-  if (::pipe2(out, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return make_error(ErrorCode::io, path + ": cannot start the probe: " + std::strerror(errno),
-                      "the process may be out of file descriptors");
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    run.failure =
+        make_error(ErrorCode::io, path + ": cannot start the probe: " + std::strerror(errno),
+                   "the process may be out of file descriptors");
+    return run;
   }
+  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
@@ -153,39 +154,116 @@ Status probe_dump(const std::string& path, const ProbeOptions& options) {
   ::close(out[1]);
   if (spawned != 0) {
     ::close(out[0]);
-    return make_error(ErrorCode::io,
-                      path + ": cannot start the probe " + exe + ": " + std::strerror(spawned),
-                      "set ATTNSCOPE_PROBE to the attnscope-probe executable");
+    run.failure = make_error(
+        ErrorCode::io, path + ": cannot start the probe " + exe + ": " + std::strerror(spawned),
+        "set ATTNSCOPE_PROBE to the attnscope-probe executable");
+    return run;
   }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(options.timeout_seconds));
-  ProbeReport report;
   int status = 0;
-  const bool finished = wait_probe(pid, out[0], deadline, report, status);
+  const bool finished = wait_probe(pid, out[0], deadline, run.report, status);
   ::close(out[0]);
   if (!finished) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", options.timeout_seconds);
-    return probe_error(path, report, std::string("did not finish within ") + seconds + " s (hang)");
+    run.failure = probe_error(
+        path, run.report, std::string("did not finish within ") + seconds + " s (hang)", kHangHint);
+    return run;
   }
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return probe_error(
-        path, report,
+    run.failure = probe_error(
+        path, run.report,
         std::string("crashed (signal ") + std::to_string(sig) + ", " + strsignal(sig) + ")");
+    return run;
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == kProbeReadable || code == kProbeRefused) return Ok{};
-  if (code == kProbeDataUnreadable && !report.error.empty()) {
-    return make_error(ErrorCode::format, report.error + " (found by attnscope's probe)",
-                      report.hint.empty() ? kCorruptHint : report.hint);
+  if (code == kProbeRefused) {
+    run.refused = true;
+  } else if (code == kProbeDataUnreadable && !run.report.error.empty()) {
+    run.failure = make_error(ErrorCode::format, run.report.error + " (found by attnscope's probe)",
+                             run.report.hint.empty() ? kCorruptHint : run.report.hint);
+  } else if (code != kProbeReadable) {
+    run.failure = probe_error(path, run.report,
+                              "failed abnormally (probe exit status " + std::to_string(code) +
+                                  ", e.g. a memory error caught by a sanitizer)");
   }
-  return probe_error(path, report,
-                     "failed abnormally (probe exit status " + std::to_string(code) +
-                         ", e.g. a memory error caught by a sanitizer)");
+  return run;
+}
+
+// The probe's listing, with the errors of the cases it was told to skip filled in.
+Result<DumpListing> take_listing(const std::string& path, const ProbeChannel& report,
+                                 const std::map<std::string, Error>& skipped) {
+  if (!report.listing_header || report.payload_pending()) {
+    return make_error(
+        ErrorCode::io,
+        path + ": attnscope's probe process ended without a case listing" +
+            (report.listing_problem.empty() ? "" : " (" + report.listing_problem + ")") +
+            "; attnscope did not open the file",
+        "the attnscope-probe executable may not match this attnscope build; "
+        "reinstall attnscope or set ATTNSCOPE_PROBE to the matching probe");
+  }
+  Result<DumpListing> listing =
+      decode_listing(*report.listing_header, report.listing_payload, path);
+  if (!listing) return listing;
+  for (BrokenCase& b : listing->broken) {
+    if (auto it = skipped.find(b.info.path); it != skipped.end()) b.error = it->second;
+  }
+  return listing;
+}
+
+}  // namespace
+
+double ProbeOptions::default_probe_timeout() {
+  if (const char* env = std::getenv("ATTNSCOPE_PROBE_TIMEOUT")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(env, &end);
+    if (end != env && *end == '\0' && seconds > 0 && seconds < 1e6) return seconds;
+  }
+  return 120;
+}
+
+Result<ProbeOutcome> probe_dump(const std::string& path, const ProbeOptions& options) {
+  ProbeOutcome outcome;
+  const std::string exe = options.executable.empty() ? find_probe_executable() : options.executable;
+  if (exe.empty()) return outcome;
+  std::map<std::string, Error> skipped;  // case -> why its data read failed the probe
+  std::vector<std::string> skip;
+  for (;;) {
+    ProbeRun run = run_probe(exe, path, options, skip);
+    ++outcome.runs;
+    if (run.refused) return outcome;
+    if (!run.failure) {
+      Result<DumpListing> listing = take_listing(path, run.report, skipped);
+      if (!listing) return listing.error();
+      outcome.listing = std::move(*listing);
+      return outcome;
+    }
+    // Metadata (no case being checked), a case skipped already, or too many runs: refuse.
+    const std::string& culprit = run.report.checking;
+    if (culprit.empty() || skipped.count(culprit) || outcome.runs >= kMaxProbeRuns) {
+      if (!culprit.empty()) {
+        run.failure->message += " (probe run " + std::to_string(outcome.runs) + " of at most " +
+                                std::to_string(kMaxProbeRuns) +
+                                "); attnscope did not open the file";
+      }
+      return *run.failure;
+    }
+    skipped.emplace(culprit, *run.failure);
+    skip.push_back(culprit);
+  }
+}
+
+Result<DumpReader> open_untrusted_dump(const std::string& path, const ProbeOptions& probe,
+                                       const OpenOptions& options) {
+  Result<ProbeOutcome> probed = probe_dump(path, probe);
+  if (!probed) return probed.error();
+  if (!probed->listing) return DumpReader::open(path, options);
+  return DumpReader::open_listed(path, std::move(*probed->listing), options);
 }
 
 }  // namespace attnscope

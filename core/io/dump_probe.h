@@ -2,48 +2,74 @@
 // metadata (fuzzing found a heap over-read in H5Oopen on a corrupt object header, see
 // tests/data/bad/fuzz_*.h5) or data (a corrupt chunk index or compressed chunk, in H5Dread),
 // which no Result can catch. probe_dump() first opens the file in the attnscope-probe
-// executable (DumpReader::open, then DumpReader::check_data); a crash, a hang or unreadable
-// data there becomes an Error naming the file (and the dataset being read), and the caller
-// never touches the file.
+// executable (DumpReader::open, then a test read of every case's data) and gets its listing
+// back; a crash or hang on metadata refuses the file, one on a case's data marks that case
+// broken (the probe runs again without it), and the caller never reads a broken case.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "core/io/hdf5_dump.h"
 #include "core/result.h"
 
 namespace attnscope {
 
 // Protocol between attnscope-probe and probe_dump(). Exit status: readable, refused at open
-// (the caller's own open reports why), or data unreadable. Stdout lines "KEY TEXT": "reading
-// /case/q" before each dataset's data is read, "error MESSAGE" and "hint HINT" before
-// kProbeDataUnreadable, "cases N" before kProbeReadable.
+// (the caller's own open reports why), or data unreadable (older probes). Stdout lines
+// "KEY TEXT": "checking /case" before a case's data is read and "checking" (empty) after the
+// last, "reading /case/q" before each dataset's data is read, "error MESSAGE" and
+// "hint HINT" before kProbeDataUnreadable, and before kProbeReadable the listing
+// (dump_listing.h: "listing VERSION BYTES CHECKSUM" and the payload): the cases, the rejected
+// groups and the cases whose data could not be read. `--skip /case` (repeatable) lists such a
+// case as broken without reading it.
 inline constexpr int kProbeReadable = 0;
 inline constexpr int kProbeRefused = 2;
 inline constexpr int kProbeDataUnreadable = 3;
+inline constexpr const char* kProbeCheckingLine = "checking";
 inline constexpr const char* kProbeReadingLine = "reading";
 inline constexpr const char* kProbeErrorLine = "error";
 inline constexpr const char* kProbeHintLine = "hint";
-inline constexpr const char* kProbeCasesLine = "cases";
+inline constexpr const char* kProbeListingLine = "listing";
 // Bytes read at most per test read of one tensor (DumpReader::check_data).
 inline constexpr int64_t kProbeSampleBytes = int64_t{1} << 20;
+// Probe runs per file at most: a crash or hang while reading one case's data marks that case
+// broken and the probe runs again skipping it; past this many runs the file is refused.
+inline constexpr int kMaxProbeRuns = 5;
 
 struct ProbeOptions {
   bool allow_external = false;
-  double timeout_seconds = 120;  // the probe is killed after this long (a hang)
+  // Each probe run is killed after this long (a hang); $ATTNSCOPE_PROBE_TIMEOUT (seconds)
+  // overrides the default of 120.
+  double timeout_seconds = default_probe_timeout();
   int64_t sample_bytes = kProbeSampleBytes;
   std::string executable;  // empty: find_probe_executable()
+
+  static double default_probe_timeout();
 };
 
 // $ATTNSCOPE_PROBE, else attnscope-probe next to the running executable or in ../probe/ (the
 // build tree's app/probe); empty when none exists.
 std::string find_probe_executable();
 
-// Ok when the probe finished (kProbeReadable, or kProbeRefused: the caller's own open then
-// reports that error) or when no probe executable exists. An Error (format) naming the file
-// when the data of a dataset cannot be read (the probe's message and hint), or when the probe
-// crashed, was killed or exceeded the timeout (naming the dataset whose data it was reading,
-// if any).
-Status probe_dump(const std::string& path, const ProbeOptions& options = {});
+// What the probe found: the file's listing, or nullopt when no probe executable exists or
+// the probe refused the file at open (the caller's own open then reports that error).
+struct ProbeOutcome {
+  std::optional<DumpListing> listing;
+  int runs = 0;  // probe processes started
+};
+
+// Runs the probe (again, skipping a case whose data read crashed or hung it, up to
+// kMaxProbeRuns runs). An Error (format) naming the file when the probe crashed, was killed or
+// exceeded the timeout while reading metadata, or kept failing on data past kMaxProbeRuns
+// runs; an Error (io) when its listing is malformed.
+Result<ProbeOutcome> probe_dump(const std::string& path, const ProbeOptions& options = {});
+
+// Opens an untrusted dump: probe_dump, then DumpReader::open_listed with its listing (no
+// second discovery), or DumpReader::open when no listing came back. Broken cases are in
+// broken(); a file whose cases are all broken is refused with the first one's error.
+Result<DumpReader> open_untrusted_dump(const std::string& path, const ProbeOptions& probe = {},
+                                       const OpenOptions& options = {});
 
 }  // namespace attnscope

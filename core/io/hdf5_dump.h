@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/case_model.h"
+#include "core/io/dump_listing.h"
 #include "core/result.h"
 
 namespace attnscope {
@@ -42,6 +43,12 @@ class DumpReader {
   // are copied. Used by the fuzzer and by probes of untrusted data.
   static Result<DumpReader> open_image(const void* data, size_t size, const std::string& name,
                                        const OpenOptions& options = {});
+  // Opens the file with the listing another process discovered (attnscope-probe), without
+  // walking the file again; load() still re-checks each tensor's metadata against it. Fails
+  // like open() when the file cannot be opened or the listing holds no readable case (the
+  // first broken case's error, else the first rejected group's).
+  static Result<DumpReader> open_listed(const std::string& path, DumpListing listing,
+                                        const OpenOptions& options = {});
   DumpReader(DumpReader&&) noexcept;
   DumpReader& operator=(DumpReader&&) noexcept;
   ~DumpReader();
@@ -53,6 +60,11 @@ class DumpReader {
   const std::vector<CaseInfo>& cases() const;
   // Groups that looked like cases but were rejected (bad shapes, ...), with the reason.
   const std::vector<Error>& rejected() const;
+  // Valid cases whose data could not be read (found by the probe); not in cases(), and load()
+  // of one returns its error.
+  const std::vector<BrokenCase>& broken() const;
+  // The listing this reader holds (what attnscope-probe hands to its parent).
+  DumpListing listing() const;
 
   // Reads one case (by group path, "/step_1/layer_0"; the leading '/' may be omitted) into
   // canonical layout. Fails (too_large) before reading when its tensors need more than the
@@ -66,6 +78,9 @@ class DumpReader {
   // capped at `sample_bytes`. `on_dataset` is called with "/case/q" before that dataset is
   // read. Fails (format) at the first read that fails, naming the file and the dataset.
   Status check_data(int64_t sample_bytes,
+                    const std::function<void(const std::string&)>& on_dataset = {}) const;
+  // The same test reads for one case of cases().
+  Status check_case(const CaseInfo& info, int64_t sample_bytes,
                     const std::function<void(const std::string&)>& on_dataset = {}) const;
 
  private:

@@ -20,6 +20,7 @@ struct DumpReader::State {
   Handle file;
   std::vector<CaseInfo> cases;
   std::vector<Error> rejected;
+  std::vector<BrokenCase> broken;
   int schema_version = 0;
 
   ~State() {
@@ -135,7 +136,15 @@ int64_t load_bytes(const CaseInfo& info) {
   return __builtin_add_overflow(total, largest, &total) ? INT64_MAX : total;
 }
 
-Error no_case_error(const std::string& path, const std::vector<Error>& rejected) {
+Error no_case_error(const std::string& path, const std::vector<Error>& rejected,
+                    const std::vector<BrokenCase>& broken = {}) {
+  if (!broken.empty()) {
+    Error first = broken.front().error;
+    if (broken.size() > 1) {
+      first.message += " (and " + std::to_string(broken.size() - 1) + " more unreadable cases)";
+    }
+    return first;
+  }
   if (rejected.empty()) {
     return make_error(ErrorCode::format, path + ": no case (group with datasets q, k, v) found",
                       kSchemaHint);
@@ -218,6 +227,23 @@ Result<DumpReader> DumpReader::from_file(Result<h5::Handle> file, const std::str
   return DumpReader(std::move(state));
 }
 
+Result<DumpReader> DumpReader::open_listed(const std::string& path, DumpListing listing,
+                                           const OpenOptions& options) {
+  auto lock = h5::lock_library();
+  Result<Handle> file = open_file(path);
+  if (!file) return file.error();
+  if (listing.cases.empty()) return no_case_error(path, listing.rejected, listing.broken);
+  auto state = std::make_unique<State>();
+  state->path = path;
+  state->options = options;
+  state->file = std::move(*file);
+  state->schema_version = listing.schema_version;
+  state->cases = std::move(listing.cases);
+  state->rejected = std::move(listing.rejected);
+  state->broken = std::move(listing.broken);
+  return DumpReader(std::move(state));
+}
+
 const std::string& DumpReader::path() const {
   return state_->path;
 }
@@ -230,16 +256,27 @@ const std::vector<CaseInfo>& DumpReader::cases() const {
 const std::vector<Error>& DumpReader::rejected() const {
   return state_->rejected;
 }
+const std::vector<BrokenCase>& DumpReader::broken() const {
+  return state_->broken;
+}
+DumpListing DumpReader::listing() const {
+  return {state_->schema_version, state_->cases, state_->rejected, state_->broken};
+}
 
 Status DumpReader::check_data(int64_t sample_bytes,
                               const std::function<void(const std::string&)>& on_dataset) const {
-  auto lock = h5::lock_library();
   for (const CaseInfo& info : state_->cases) {
-    Status read = h5::sample_case_data(state_->file.get(), state_->path, info, state_->options,
-                                       sample_bytes, on_dataset);
+    Status read = check_case(info, sample_bytes, on_dataset);
     if (!read) return read;
   }
   return Ok{};
+}
+
+Status DumpReader::check_case(const CaseInfo& info, int64_t sample_bytes,
+                              const std::function<void(const std::string&)>& on_dataset) const {
+  auto lock = h5::lock_library();
+  return h5::sample_case_data(state_->file.get(), state_->path, info, state_->options, sample_bytes,
+                              on_dataset);
 }
 
 Result<CaseData> DumpReader::load(const std::string& case_path) const {
@@ -248,6 +285,9 @@ Result<CaseData> DumpReader::load(const std::string& case_path) const {
   const CaseInfo* info = nullptr;
   for (const CaseInfo& c : state_->cases) {
     if (c.path == wanted) info = &c;
+  }
+  for (const BrokenCase& b : state_->broken) {
+    if (b.info.path == wanted) return b.error;
   }
   if (info == nullptr) {
     return make_error(ErrorCode::not_found, state_->path + ": no case at '" + case_path + "'",

@@ -1,0 +1,36 @@
+// Memory plan of analyze_case (issue 7): what a case's analysis holds besides the loaded case,
+// estimated from its dimensions before anything is allocated, checked against the memory
+// budget (core/memory_budget.h), and how many fp64 naive-backward groups may run at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/case_model.h"
+#include "core/result.h"
+
+namespace attnscope {
+
+// Bytes analyze_case holds for the whole analysis (saturating), with E_q = B*H*Sq*D,
+// E_o = B*H*Sq*Dv, E_k = B*Hk*Sk*D, E_v = B*Hk*Sk*Dv, R = B*H*Sq rows, `extra` = mask and bias
+// elements:
+//   inputs      q, k, v, dO in fp64 and fp32 copies            12 (E_q + E_k + E_v + E_o) + 8 extra
+//   each run    o, dq, dk, dv fp32 and 8 fp32 row values       4 (E_o + E_q + E_k + E_v) + 32 R
+//   fp64 ref.   o, lse, dq, dk, dv                             8 (E_o + E_q + E_k + E_v + R)
+//   recorded    recorded, fused and unfused copies in fp64     24 max(E_q, E_o, E_k, E_v)
+int64_t analysis_bytes(const CaseDims& d, int64_t extra_elements, int64_t runs, bool recorded);
+
+// Bytes one worker of the fp64 naive backward holds for one kv group (G = H / Hk query heads):
+// S, P, dP, dS [G, Sq, Sk] and the rows / outputs of the group, in fp64.
+int64_t reference_group_bytes(const CaseDims& d);
+
+// How the fp64 reference runs within what the budget leaves after analysis_bytes.
+struct ReferencePlan {
+  bool gradients = false;  // the naive backward runs
+  int workers = 1;         // kv groups at once (each reference_group_bytes)
+  std::string skipped;     // why gradients were wanted but skipped (memory), else empty
+};
+// `wanted`: gradients requested; `threads`: workers wanted (>= 1); `budget_left`: bytes.
+ReferencePlan plan_reference(const CaseDims& d, bool wanted, int threads, int64_t budget_left);
+
+}  // namespace attnscope
