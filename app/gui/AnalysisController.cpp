@@ -3,6 +3,8 @@
 
 #include <QTimer>
 #include <algorithm>
+#include <cctype>
+#include <mutex>
 
 #include "app/gui/SessionContext.h"
 #include "app/gui/TaskRunner.h"
@@ -11,6 +13,7 @@ namespace attnscope {
 namespace {
 
 constexpr int kDebounceMs = 250;
+constexpr int kPartialMs = 250;  // partial (step x layer) results are shown this often
 
 std::string settingsKey(const SummarySettings& s) {
   return std::to_string(static_cast<int>(*s.run.precision)) + "|" +
@@ -38,7 +41,63 @@ std::vector<int64_t> distinct(std::vector<int64_t> v) {
   return v;
 }
 
+// Numbers in a group path, in order ("/step_003/layer_01" -> 3, 1).
+std::vector<int64_t> pathNumbers(const std::string& path) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < path.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(path[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < path.size() && std::isdigit(static_cast<unsigned char>(path[j]))) ++j;
+    out.push_back(std::stoll(path.substr(i, std::min<size_t>(j - i, 18))));
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace
+
+// Error cells of the (step x layer) overview: broken cases (the probe could not read their
+// data) with their step / layer, and rejected groups whose path numbers give them, when every
+// case with step / layer attributes carries exactly those as its path's last two numbers.
+std::vector<SeriesCase> unreadableCases(const DumpReader& reader) {
+  std::vector<SeriesCase> out;
+  for (const BrokenCase& b : reader.broken()) {
+    if (!b.info.config.step) continue;
+    out.push_back({b.info.path,
+                   *b.info.config.step,
+                   b.info.config.layer.value_or(0),
+                   SeriesState::error,
+                   {},
+                   b.error.describe()});
+  }
+  bool pathsCarrySteps = false;
+  for (const CaseInfo& c : reader.cases()) {
+    if (!c.config.step) continue;
+    const std::vector<int64_t> n = pathNumbers(c.path);
+    pathsCarrySteps = n.size() >= 2 && n[n.size() - 2] == *c.config.step &&
+                      n.back() == c.config.layer.value_or(-1);
+    if (!pathsCarrySteps) break;
+  }
+  const std::string prefix = reader.path() + ": ";
+  for (const Error& e : reader.rejected()) {
+    if (!pathsCarrySteps || e.message.rfind(prefix, 0) != 0) continue;
+    // "FILE: /step_003/layer_01/mask: problem" -> the object "/step_003/layer_01/mask".
+    const std::string object =
+        e.message.substr(prefix.size(), e.message.find(": ", prefix.size()) - prefix.size());
+    const std::vector<int64_t> n = pathNumbers(object);
+    if (n.size() < 2) continue;
+    out.push_back({object.substr(0, object.rfind('/')),
+                   n[n.size() - 2],
+                   n.back(),
+                   SeriesState::error,
+                   {},
+                   e.describe()});
+  }
+  return out;
+}
 
 AnalysisController::AnalysisController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context) {
@@ -56,6 +115,7 @@ AnalysisController::AnalysisController(SessionContext* context, QObject* parent)
     connect(r, &TaskRunner::busyChanged, this, [this] { emit busyChanged(busy()); });
   }
   connect(seriesRunner_, &TaskRunner::progress, this, &AnalysisController::seriesProgress);
+  connect(seriesRunner_, &TaskRunner::progress, this, &AnalysisController::showSeriesProgress);
   // Coalesces bursts (a slider drag) into one analysis of the settings the user stops at.
   debounce_ = new QTimer(this);
   debounce_->setSingleShot(true);
@@ -82,6 +142,11 @@ bool AnalysisController::busy() const {
 void AnalysisController::cancelAll() {
   debounce_->stop();
   for (TaskRunner* r : {summaryRunner_, seriesRunner_, sweepRunner_}) r->cancel();
+  if (seriesProgress_) {  // a cancelled series shows nothing, not a partial map
+    seriesProgress_.reset();
+    series_.reset();
+    emit seriesChanged();
+  }
   summaryKey_.clear();
   seriesKey_.clear();
   sweepKey_.clear();
@@ -148,61 +213,92 @@ void AnalysisController::startSummary(const std::string& key) {
       });
 }
 
+struct AnalysisController::SeriesProgress {
+  std::mutex mutex;
+  SeriesResult result;  // guarded by mutex while the job runs
+};
+
 void AnalysisController::startSeries(const std::string& key) {
   seriesKey_ = key;
   const auto reader = context_->reader();
+  auto progress = std::make_shared<SeriesProgress>();
+  SeriesResult& init = progress->result;
   std::vector<CaseInfo> cases;
   for (const CaseInfo& c : reader->cases()) {
-    if (c.config.step) cases.push_back(c);
+    if (!c.config.step) continue;
+    cases.push_back(c);
+    init.cases.push_back(
+        {c.path, *c.config.step, c.config.layer.value_or(0), SeriesState::pending, {}, {}});
   }
-  if (cases.size() < 2) {
+  std::vector<SeriesCase> unreadable = unreadableCases(*reader);
+  if (cases.size() + unreadable.size() < 2) {
+    seriesProgress_.reset();
     series_.reset();
     emit seriesChanged();
     return;
   }
+  init.done = static_cast<int>(unreadable.size());
+  std::vector<int64_t> steps, layers;
+  for (SeriesCase& c : unreadable) init.cases.push_back(std::move(c));
+  for (const SeriesCase& c : init.cases) {
+    steps.push_back(c.step);
+    layers.push_back(c.layer);
+  }
+  init.steps = distinct(steps);
+  init.layers = distinct(layers);
+  seriesProgress_ = progress;
+  series_ = std::make_shared<const SeriesResult>(init);
+  emit seriesChanged();
+  const int total = static_cast<int>(init.cases.size());
   const SummarySettings s = summarySettings();
-  counters_->seriesTotal.store(static_cast<int>(cases.size()));
+  counters_->seriesTotal.store(total);
   seriesRunner_->submit(
-      [reader, cases, s, counters = counters_](const TaskControl& control,
-                                               QString* error) -> TaskResult {
+      [reader, cases, s, total, progress, counters = counters_](const TaskControl& control,
+                                                                QString*) -> TaskResult {
         const RunningGuard running(counters->running);
         SummarySettings settings = s;
         settings.cancelled = [&control] { return control.stale(); };
-        auto out = std::make_shared<SeriesResult>();
-        std::vector<int64_t> steps, layers;
+        int done = total - static_cast<int>(cases.size());
+        control.report(done, total);
         for (size_t i = 0; i < cases.size(); ++i) {
           if (control.stale()) return nullptr;
-          control.report(static_cast<int>(i), static_cast<int>(cases.size()));
-          const CaseInfo& c = cases[i];
-          Result<CaseData> data = reader->load(c.path);
-          if (!data) {
-            *error = QString::fromStdString(data.error().describe());
-            return nullptr;
-          }
-          Result<HeadMetrics> m = case_metrics(*data, settings);
+          Result<CaseData> data = reader->load(cases[i].path);
+          Result<HeadMetrics> m = data ? case_metrics(*data, settings) : data.error();
           if (control.stale()) return nullptr;
           ++counters->casesAnalysed;
-          if (!m) {
-            *error = QString::fromStdString(m.error().describe());
-            return nullptr;
+          {
+            const std::lock_guard<std::mutex> lock(progress->mutex);
+            SeriesCase& c = progress->result.cases[i];
+            c.state = m ? SeriesState::done : SeriesState::error;
+            if (!m) c.error = m.error().describe();
+            for (Metric metric : kAllMetrics) {
+              c.metrics[static_cast<int>(metric)] = m ? m->aggregate(metric) : 0.0;
+            }
+            progress->result.done = ++done;
           }
-          SeriesCase sc{c.path, *c.config.step, c.config.layer.value_or(0), {}};
-          for (Metric metric : kAllMetrics) {
-            sc.metrics[static_cast<int>(metric)] = m->aggregate(metric);
-          }
-          steps.push_back(sc.step);
-          layers.push_back(sc.layer);
-          out->cases.push_back(std::move(sc));
+          control.report(done, total);
         }
-        control.report(static_cast<int>(cases.size()), static_cast<int>(cases.size()));
-        out->steps = distinct(steps);
-        out->layers = distinct(layers);
-        return std::shared_ptr<const SeriesResult>(out);
+        const std::lock_guard<std::mutex> lock(progress->mutex);
+        return std::make_shared<const SeriesResult>(progress->result);
       },
       [this](TaskResult r) {
         series_ = std::static_pointer_cast<const SeriesResult>(r);
         emit seriesChanged();
       });
+}
+
+void AnalysisController::showSeriesProgress() {
+  // At most every kPartialMs: redrawing the overview per case would starve the event loop.
+  if (!seriesProgress_ || (partialShown_.isValid() && partialShown_.elapsed() < kPartialMs)) {
+    return;
+  }
+  partialShown_.start();
+  {
+    const std::lock_guard<std::mutex> lock(seriesProgress_->mutex);
+    if (series_ && series_->done == seriesProgress_->result.done) return;
+    series_ = std::make_shared<const SeriesResult>(seriesProgress_->result);
+  }
+  emit seriesChanged();
 }
 
 void AnalysisController::startSweep(const std::string& key) {

@@ -7,6 +7,7 @@
 // within one unit, not just the delivery of the result.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QObject>
 #include <atomic>
 #include <memory>
@@ -20,19 +21,29 @@ class QTimer;
 
 namespace attnscope {
 
+class DumpReader;
 class SessionContext;
 class TaskRunner;
 
-// Metrics of each case of a file that carries step / layer attributes.
+// Metrics of each case of a file that carries step / layer attributes. Cases fill in as the
+// series job finishes them (pending until then); a case that cannot be read or computed (or a
+// group the reader rejected or found broken) is an error with its message.
+enum class SeriesState : uint8_t { pending, done, error };
 struct SeriesCase {
   std::string path;
   int64_t step = 0, layer = 0;
-  double metrics[5] = {};  // HeadMetrics::aggregate per Metric
+  SeriesState state = SeriesState::pending;
+  double metrics[kMetricCount] = {};  // HeadMetrics::aggregate per Metric (done)
+  std::string error;                  // why (error)
 };
 struct SeriesResult {
-  std::vector<SeriesCase> cases;       // in file order (step, then layer)
+  std::vector<SeriesCase> cases;       // in file order (step, then layer), then unreadable ones
   std::vector<int64_t> steps, layers;  // distinct values, ascending
+  int done = 0;                        // cases no longer pending
 };
+
+// The error cells a dump's unreadable cases and rejected groups give (see the .cpp).
+std::vector<SeriesCase> unreadableCases(const DumpReader& reader);
 
 // Work counters shared with the running jobs (written on worker threads).
 struct AnalysisCounters {
@@ -70,6 +81,7 @@ class AnalysisController : public QObject {
 
  signals:
   void busyChanged(bool busy);
+  // Cases of the series done (the partial series() holds them) of total.
   void seriesProgress(int done, int total);
   void cancelled();
   void summaryChanged();
@@ -82,6 +94,7 @@ class AnalysisController : public QObject {
   void startSummary(const std::string& key);
   void startSeries(const std::string& key);
   void startSweep(const std::string& key);
+  void showSeriesProgress();
   SummarySettings summarySettings() const;
 
   SessionContext* context_;
@@ -90,6 +103,10 @@ class AnalysisController : public QObject {
   TaskRunner* sweepRunner_ = nullptr;
   std::shared_ptr<const CaseSummary> summary_;
   std::shared_ptr<const SeriesResult> series_;
+  // The running series job's cases so far (shared with it; copied to series_ on progress).
+  struct SeriesProgress;
+  std::shared_ptr<SeriesProgress> seriesProgress_;
+  QElapsedTimer partialShown_;
   std::shared_ptr<const ScaleSweep> sweep_;
   std::string summaryKey_, seriesKey_, sweepKey_;
   bool sweepEnabled_ = false;

@@ -12,6 +12,7 @@
 
 #include "app/gui/SessionContext.h"
 #include "app/panels/HeatmapPanel.h"
+#include "app/panels/RowPlotPanel.h"
 #include "app/plot/HeatmapView.h"
 
 namespace attnscope {
@@ -146,19 +147,35 @@ QList<Annotation> AnnotationController::shownAnnotations(const QString& view) co
   return list;
 }
 
+void AnnotationController::setRowPlots(RowPlotPanel* rowPlots) {
+  rowPlots_ = rowPlots;
+  connect(rowPlots_, &RowPlotPanel::seriesChanged, this, &AnnotationController::refresh);
+  refresh();
+}
+
+void AnnotationController::connectLayer(AnnotationLayer* layer,
+                                        const std::function<QString()>& view) {
+  if (connectedLayers_.contains(layer)) return;
+  connectedLayers_.insert(layer);
+  connect(layer, &AnnotationLayer::placed, this,
+          [this, view](const Annotation& a) { onPlaced(view(), a); });
+  connect(layer, &AnnotationLayer::moved, this, &AnnotationController::replaceAnnotation);
+  connect(layer, &AnnotationLayer::editRequested, this, &AnnotationController::editText);
+}
+
 void AnnotationController::refresh() {
   for (const auto& [name, widget] : views()) {
     AnnotationLayer* layer = AnnotationLayer::of(widget);
     if (layer == nullptr) continue;
-    if (!connectedLayers_.contains(layer)) {
-      connectedLayers_.insert(layer);
-      connect(layer, &AnnotationLayer::placed, this,
-              [this, view = name](const Annotation& a) { onPlaced(view, a); });
-      connect(layer, &AnnotationLayer::moved, this, &AnnotationController::replaceAnnotation);
-      connect(layer, &AnnotationLayer::editRequested, this, &AnnotationController::editText);
-    }
+    connectLayer(layer, [view = name] { return view; });
     layer->setTool(tool_);
     layer->setAnnotations(shownAnnotations(name));
+  }
+  if (rowPlots_ != nullptr) {
+    AnnotationLayer* layer = AnnotationLayer::of(rowPlots_->plot());
+    connectLayer(layer, [this] { return rowPlots_->viewName(); });
+    layer->setTool(tool_);
+    layer->setAnnotations(userAnnotations(rowPlots_->viewName()));
   }
 }
 
@@ -186,14 +203,7 @@ bool AnnotationController::addAnnotation(const Annotation& annotation, QString* 
   c->annotations << annotation;
   refresh();
   emit annotationsChanged();
-  emit aboutToSave(s);
-  QString saveError;
-  if (!s->save(&saveError)) {
-    if (error) *error = saveError;
-    emit notice(saveError);
-    return false;
-  }
-  return true;
+  return save(*s, error);
 }
 
 bool AnnotationController::removeLast() {
@@ -263,12 +273,20 @@ bool AnnotationController::saveSession() {
   return s != nullptr && save(*s);
 }
 
-bool AnnotationController::save(SessionFile& session) {
+bool AnnotationController::save(SessionFile& session, QString* error) {
   emit aboutToSave(&session);
-  QString error;
-  if (session.save(&error)) return true;
-  emit notice(error);
-  return false;
+  QString problem;
+  if (!session.save(&problem)) {
+    if (error) *error = problem;
+    emit notice(problem);
+    return false;
+  }
+  if (session.inFallback() && !fallbackNoticed_.contains(session.dump())) {
+    fallbackNoticed_.insert(session.dump());
+    emit notice(tr("%1: its folder is not writable; the session is kept in %2")
+                    .arg(session.dump(), session.path()));
+  }
+  return true;
 }
 
 }  // namespace attnscope

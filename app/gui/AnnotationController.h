@@ -1,14 +1,14 @@
 // Annotations in the main window: the Annotate menu and toolbar (tools text / arrow / box, the
 // label to place, automatic markers on or off, remove last, clear view), the AnnotationLayer of
-// every heatmap tab (drag moves an annotation, double-click edits its text), editing through
-// the annotation list, and the sidecar SessionFile of each open dump, which holds the user's
-// annotations and the view state (ViewStateController fills that in before every save). A
-// sidecar is written only once the user has annotated the dump (or when one already exists),
-// so browsing a dump leaves its folder untouched.
+// every heatmap tab and of the row plot (drag moves an annotation, double-click edits its text),
+// editing through the annotation list, and the sidecar SessionFile of each open dump, which holds
+// the user's annotations and the view state (ViewStateController fills that in before every save
+// and decides when the view state alone is worth a save).
 #pragma once
 
 #include <QObject>
 #include <QSet>
+#include <functional>
 #include <map>
 
 #include "app/gui/SessionFile.h"
@@ -24,6 +24,7 @@ class QWidget;
 namespace attnscope {
 
 class HeatmapPanel;
+class RowPlotPanel;
 class SessionContext;
 
 class AnnotationController : public QObject {
@@ -31,6 +32,9 @@ class AnnotationController : public QObject {
 
  public:
   AnnotationController(SessionContext* context, HeatmapPanel* heatmaps, QWidget* window);
+
+  // Puts user annotations on the row plots too (view RowPlotPanel::viewName()).
+  void setRowPlots(RowPlotPanel* rowPlots);
 
   QMenu* menu() const { return menu_; }
   QToolBar* toolBar() const { return toolBar_; }
@@ -84,12 +88,16 @@ class AnnotationController : public QObject {
   QString currentView() const;
   void refresh();
   void onPlaced(const QString& view, Annotation annotation);
-  bool save(SessionFile& session);
+  void connectLayer(AnnotationLayer* layer, const std::function<QString()>& view);
+  // Writes the session; the first write of a dump into the per-user fallback says so once.
+  bool save(SessionFile& session, QString* error = nullptr);
 
   SessionContext* context_;
   HeatmapPanel* heatmaps_;
+  RowPlotPanel* rowPlots_ = nullptr;
   std::map<QString, SessionFile> sessions_;  // by absolute dump path
   QSet<QObject*> connectedLayers_;
+  QSet<QString> fallbackNoticed_;  // dumps whose session went to the fallback (said once)
   AnnotationTool tool_ = AnnotationTool::none;
   QString label_;
 

@@ -27,6 +27,16 @@ double finite_extreme(const std::vector<float>& x, int64_t begin, int64_t n, boo
   return best;
 }
 
+// 2-norm of x[begin, begin + n), accumulated in double.
+double norm2(const std::vector<float>& x, int64_t begin, int64_t n) {
+  double sum = 0;
+  for (int64_t e = begin; e < begin + n; ++e) {
+    const double v = x[static_cast<size_t>(e)];
+    sum += v * v;
+  }
+  return std::sqrt(sum);
+}
+
 Error cancelled_error(const CaseData& data) {
   return {ErrorCode::invalid_argument, data.info.path + ": analysis cancelled", ""};
 }
@@ -49,32 +59,45 @@ const char* metric_name(Metric m) {
       return "max row max";
     case Metric::grad_norm:
       return "||dQ||";
+    case Metric::dk_norm:
+      return "||dK||";
+    case Metric::dv_norm:
+      return "||dV||";
+    case Metric::grad_total:
+      return "||(dQ,dK,dV)||";
   }
   return "?";
 }
 
 double HeadMetrics::aggregate(Metric m) const {
+  const auto norm = [](const std::vector<double>& v) {
+    double acc = 0;
+    for (double x : v) acc += x * x;
+    return std::sqrt(acc);
+  };
+  switch (m) {
+    case Metric::grad_norm:
+      return norm(values[static_cast<int>(m)]);
+    case Metric::dk_norm:
+      return norm(dk_kv);
+    case Metric::dv_norm:
+      return norm(dv_kv);
+    case Metric::grad_total:
+      return std::hypot(norm(values[static_cast<int>(Metric::grad_norm)]), norm(dk_kv),
+                        norm(dv_kv));
+    default:
+      break;
+  }
   const std::vector<double>& v = values[static_cast<int>(m)];
-  double acc =
-      m == Metric::min_lse || m == Metric::max_abs_s || m == Metric::max_row_max ? kNaN : 0.0;
+  double acc = m == Metric::nonfinite ? 0.0 : kNaN;
   for (double x : v) {
-    switch (m) {
-      case Metric::nonfinite:
-        acc += x;
-        break;
-      case Metric::grad_norm:
-        acc += x * x;
-        break;
-      case Metric::min_lse:
-        if (!std::isnan(x) && (std::isnan(acc) || x < acc)) acc = x;
-        break;
-      case Metric::max_abs_s:
-      case Metric::max_row_max:
-        if (!std::isnan(x) && (std::isnan(acc) || x > acc)) acc = x;
-        break;
+    if (m == Metric::nonfinite) {
+      acc += x;
+    } else if (!std::isnan(x) && (std::isnan(acc) || (m == Metric::min_lse ? x < acc : x > acc))) {
+      acc = x;
     }
   }
-  return m == Metric::grad_norm ? std::sqrt(acc) : acc;
+  return acc;
 }
 
 HeadMetrics head_metrics(const AttnParams& p, const CpuAttnResult& out, const CpuTrace& trace) {
@@ -83,7 +106,13 @@ HeadMetrics head_metrics(const AttnParams& p, const CpuAttnResult& out, const Cp
   hm.heads = p.heads;
   const size_t n = static_cast<size_t>(p.batch * p.heads);
   for (auto& v : hm.values) v.assign(n, kNaN);
+  hm.kv_heads = p.kv_heads;
   const int64_t sq = p.seqlen_q;
+  // ||dK||, ||dV|| of each KV head [B, Hk, Sk, D] / [B, Hk, Sk, Dv].
+  for (int64_t bg = 0; bg < p.batch * p.kv_heads; ++bg) {
+    hm.dk_kv.push_back(norm2(out.dk, bg * p.seqlen_k * p.head_dim, p.seqlen_k * p.head_dim));
+    hm.dv_kv.push_back(norm2(out.dv, bg * p.seqlen_k * p.head_dim_v, p.seqlen_k * p.head_dim_v));
+  }
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t bh = b * p.heads + h;
@@ -105,12 +134,12 @@ HeadMetrics head_metrics(const AttnParams& p, const CpuAttnResult& out, const Cp
       hm.values[1][e] = max_s;
       hm.values[2][e] = finite_extreme(out.lse, bh * sq, sq, false);
       hm.values[3][e] = finite_extreme(out.m, bh * sq, sq, true);
-      double sum = 0;
-      for (int64_t i = 0; i < sq * p.head_dim; ++i) {
-        const double x = out.dq[static_cast<size_t>(bh * sq * p.head_dim + i)];
-        sum += x * x;
-      }
-      hm.values[4][e] = std::sqrt(sum);
+      const size_t kv = static_cast<size_t>(b * p.kv_heads + p.kv_head_of(h));
+      const double dq = norm2(out.dq, bh * sq * p.head_dim, sq * p.head_dim);
+      hm.values[4][e] = dq;
+      hm.values[5][e] = hm.dk_kv[kv];
+      hm.values[6][e] = hm.dv_kv[kv];
+      hm.values[7][e] = std::hypot(dq, hm.dk_kv[kv], hm.dv_kv[kv]);
     }
   }
   return hm;

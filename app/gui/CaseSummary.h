@@ -1,7 +1,8 @@
 // Case-level numbers for the findings list and the overview heatmaps (plain C++, no Qt): the
 // findings of analyze_case at the GUI's settings, a metric per (batch, head) (non-finite
-// count, max |S|, min LSE, max row max, ||dQ||) and the same metrics aggregated per case for
-// the (step x layer) overview and the timeline of multi-step dumps.
+// count, max |S|, min LSE, max row max, gradient norms ||dQ||, ||dK||, ||dV|| and
+// ||(dQ, dK, dV)||) and the same metrics aggregated per case for the (step x layer) overview
+// and the timeline of multi-step dumps.
 #pragma once
 
 #include <cstdint>
@@ -16,21 +17,35 @@
 
 namespace attnscope {
 
-enum class Metric : uint8_t { nonfinite, max_abs_s, min_lse, max_row_max, grad_norm };
-inline constexpr Metric kAllMetrics[] = {Metric::nonfinite, Metric::max_abs_s, Metric::min_lse,
-                                         Metric::max_row_max, Metric::grad_norm};
-const char* metric_name(Metric m);  // "non-finite count", "max |S|", ...
+// grad_norm is ||dQ||; dk_norm / dv_norm are the norms of the KV head a query head reads (its
+// GQA group shares them); grad_total is ||(dQ, dK, dV)||, the 2-norm clip_grad_norm_ uses.
+enum class Metric : uint8_t {
+  nonfinite,
+  max_abs_s,
+  min_lse,
+  max_row_max,
+  grad_norm,
+  dk_norm,
+  dv_norm,
+  grad_total
+};
+inline constexpr int kMetricCount = 8;
+inline constexpr Metric kAllMetrics[kMetricCount] = {
+    Metric::nonfinite, Metric::max_abs_s, Metric::min_lse, Metric::max_row_max,
+    Metric::grad_norm, Metric::dk_norm,   Metric::dv_norm, Metric::grad_total};
+const char* metric_name(Metric m);  // "non-finite count", "max |S|", ..., "||(dQ,dK,dV)||"
 
 // One value per (batch, head) and metric; NaN where a head has no finite value to report.
 struct HeadMetrics {
-  int64_t batch = 0, heads = 0;
-  std::vector<double> values[5];  // [metric][b * heads + h]
+  int64_t batch = 0, heads = 0, kv_heads = 0;
+  std::vector<double> values[kMetricCount];  // [metric][b * heads + h]
+  std::vector<double> dk_kv, dv_kv;          // [b * kv_heads + g]: ||dK||, ||dV|| per KV head
 
   double at(Metric m, int64_t b, int64_t h) const {
     return values[static_cast<int>(m)][static_cast<size_t>(b * heads + h)];
   }
   // The case's value: sum of non-finite counts, max of max |S| / max row max, min of min LSE,
-  // sqrt of the sum of squared ||dQ|| (the case's ||dQ||).
+  // the case's ||dQ||, ||dK||, ||dV|| (each KV head counted once) and ||(dQ, dK, dV)||.
   double aggregate(Metric m) const;
 };
 

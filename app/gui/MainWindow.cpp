@@ -76,6 +76,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resizeDocks({docks_[3]}, {260}, Qt::Vertical);
   buildAnalysisDocks();
   annotations_ = new AnnotationController(context_, heatmaps_, this);
+  annotations_->setRowPlots(rowPlots_);
   addToolBar(Qt::TopToolBarArea, annotations_->toolBar());
   navigation_ = new NavigationController(context_, heatmaps_, this);
   viewState_ = new ViewStateController(context_, heatmaps_, annotations_, navigation_, this);

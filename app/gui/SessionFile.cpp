@@ -15,13 +15,11 @@ namespace {
 
 const QString kFormat = QStringLiteral("attnscope-session");
 const QString kSuffix = QStringLiteral(".attnscope.json");
-const QStringList kCaseKeys = {QStringLiteral("batch"),
-                               QStringLiteral("head"),
-                               QStringLiteral("view"),
-                               QStringLiteral("zoom"),
-                               QStringLiteral("views"),
-                               QStringLiteral("annotations"),
-                               QStringLiteral("unreadable_annotations")};
+const QStringList kCaseKeys = {
+    QStringLiteral("batch"),       QStringLiteral("head"),
+    QStringLiteral("view"),        QStringLiteral("zoom"),
+    QStringLiteral("zooms"),       QStringLiteral("views"),
+    QStringLiteral("annotations"), QStringLiteral("unreadable_annotations")};
 
 // [row_begin, row_end, col_begin, col_end] of non-negative integers with begin < end.
 std::optional<ViewWindow> zoomFromJson(const QJsonValue& value) {
@@ -37,16 +35,31 @@ std::optional<ViewWindow> zoomFromJson(const QJsonValue& value) {
   return ViewWindow{v[0], v[1], v[2], v[3]};
 }
 
+QJsonArray zoomJson(const ViewWindow& z) {
+  return {qint64{z.row_begin}, qint64{z.row_end}, qint64{z.col_begin}, qint64{z.col_end}};
+}
+
 CaseSession parseCase(const QJsonObject& json, const QString& casePath, QStringList& notes) {
   CaseSession c;
   c.batch = json.value(QStringLiteral("batch")).toInteger(-1);
   c.head = json.value(QStringLiteral("head")).toInteger(-1);
   c.view = json.value(QStringLiteral("view")).toString();
-  c.zoom = zoomFromJson(json.value(QStringLiteral("zoom")));
-  if (!c.zoom && json.contains(QStringLiteral("zoom"))) {
+  bool badZoom = false;
+  const QJsonObject zooms = json.value(QStringLiteral("zooms")).toObject();
+  for (auto it = zooms.begin(); it != zooms.end(); ++it) {
+    const std::optional<ViewWindow> w = zoomFromJson(it.value());
+    if (w) c.zooms[it.key()] = *w;
+    badZoom = badZoom || !w;
+  }
+  if (json.contains(QStringLiteral("zoom")) && !c.zooms.contains(c.view)) {
+    const std::optional<ViewWindow> w = zoomFromJson(json.value(QStringLiteral("zoom")));
+    if (w) c.zooms[c.view] = *w;
+    badZoom = badZoom || !w;
+  }
+  if (badZoom) {
     notes << QStringLiteral(
-                 "%1: the saved zoom window is not [row_begin, row_end, col_begin, "
-                 "col_end]; the whole matrix is shown")
+                 "%1: a saved zoom window is not [row_begin, row_end, col_begin, "
+                 "col_end]; that tab shows the whole matrix")
                  .arg(casePath);
   }
   c.views = json.value(QStringLiteral("views")).toObject();
@@ -82,6 +95,15 @@ bool moveAside(const QString& path, const QString& problem, QString& note) {
   return false;
 }
 
+// `<location>/sessions/<name>-<hash of the absolute path>.attnscope.json`.
+QString perUserPath(const QString& dump, QStandardPaths::StandardLocation location) {
+  const QString absolute = QFileInfo(dump).absoluteFilePath();
+  const QByteArray hash =
+      QCryptographicHash::hash(absolute.toUtf8(), QCryptographicHash::Sha1).toHex().left(16);
+  return QStandardPaths::writableLocation(location) + QStringLiteral("/sessions/") +
+         QFileInfo(dump).fileName() + QLatin1Char('-') + QString::fromLatin1(hash) + kSuffix;
+}
+
 }  // namespace
 
 QString SessionFile::besidePath(const QString& dump) {
@@ -89,19 +111,19 @@ QString SessionFile::besidePath(const QString& dump) {
 }
 
 QString SessionFile::fallbackPath(const QString& dump) {
-  const QString absolute = QFileInfo(dump).absoluteFilePath();
-  const QByteArray hash =
-      QCryptographicHash::hash(absolute.toUtf8(), QCryptographicHash::Sha1).toHex().left(16);
-  return QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) +
-         QStringLiteral("/sessions/") + QFileInfo(dump).fileName() + QLatin1Char('-') +
-         QString::fromLatin1(hash) + kSuffix;
+  return perUserPath(dump, QStandardPaths::AppDataLocation);
+}
+
+bool SessionFile::inFallback() const {
+  return !path_.isEmpty() && path_ == fallbackPath(dump_);
 }
 
 SessionFile SessionFile::load(const QString& dump, bool repair) {
   SessionFile s;
   s.dump_ = QFileInfo(dump).absoluteFilePath();
-  for (const QString& candidate : {besidePath(dump), fallbackPath(dump)}) {
-    if (QFileInfo::exists(candidate)) {
+  for (const QString& candidate : {besidePath(dump), fallbackPath(dump),
+                                   perUserPath(dump, QStandardPaths::AppConfigLocation)}) {
+    if (QFileInfo(candidate).isFile()) {
       s.path_ = candidate;
       break;
     }
@@ -180,11 +202,10 @@ QJsonObject SessionFile::serialise() const {
     c[QStringLiteral("batch")] = it->batch;
     c[QStringLiteral("head")] = it->head;
     c[QStringLiteral("view")] = it->view;
-    if (it->zoom) {
-      const ViewWindow& z = *it->zoom;
-      c[QStringLiteral("zoom")] = QJsonArray{qint64{z.row_begin}, qint64{z.row_end},
-                                             qint64{z.col_begin}, qint64{z.col_end}};
-    }
+    QJsonObject zooms;
+    for (auto z = it->zooms.begin(); z != it->zooms.end(); ++z) zooms[z.key()] = zoomJson(*z);
+    if (!zooms.isEmpty()) c[QStringLiteral("zooms")] = zooms;
+    if (it->zooms.contains(it->view)) c[QStringLiteral("zoom")] = zoomJson(it->zooms[it->view]);
     if (!it->views.isEmpty()) c[QStringLiteral("views")] = it->views;
     QJsonArray annotations;
     for (const Annotation& a : it->annotations) {
@@ -199,13 +220,13 @@ QJsonObject SessionFile::serialise() const {
 }
 
 bool SessionFile::save(QString* error) {
+  // The file it came from, else beside the dump, else the per-user fallback; a file that can
+  // no longer be written (the folder became read-only) moves to the next one.
   QStringList targets;
-  if (!path_.isEmpty()) {
-    targets << path_;
-  } else {
-    if (QFileInfo(QFileInfo(dump_).absolutePath()).isWritable()) targets << besidePath(dump_);
-    targets << fallbackPath(dump_);
-  }
+  if (!path_.isEmpty()) targets << path_;
+  if (QFileInfo(QFileInfo(dump_).absolutePath()).isWritable()) targets << besidePath(dump_);
+  targets << fallbackPath(dump_);
+  targets.removeDuplicates();
   const QByteArray bytes = QJsonDocument(serialise()).toJson(QJsonDocument::Indented);
   QString problems;
   for (const QString& target : targets) {

@@ -1,6 +1,6 @@
 // The sidecar session file of a dump: user annotations and view state per case, kept next to
 // the dump as `<dump>.attnscope.json` (or, when the dump's folder is not writable, in the
-// user's config folder), never inside the dump. Written atomically (QSaveFile). Reading never
+// user's data folder), never inside the dump. Written atomically (QSaveFile). Reading never
 // fails: an older or newer version is read as far as understood, fields it does not know are
 // written back untouched, annotations it cannot read are kept verbatim, and a corrupt file is
 // moved aside to `<sidecar>.corrupt-<time>` instead of being overwritten.
@@ -19,9 +19,12 @@ namespace attnscope {
 
 // View state and annotations of one case.
 struct CaseSession {
-  qint64 batch = -1, head = -1;    // -1: never saved
-  QString view;                    // heatmap tab ("S", "P", ...)
-  std::optional<ViewWindow> zoom;  // the window `view` showed; absent: the whole matrix (v2)
+  qint64 batch = -1, head = -1;  // -1: never saved
+  QString view;                  // heatmap tab ("S", "P", ...)
+  // The window each zoomed heatmap tab showed, by tab name; a tab not listed shows the whole
+  // matrix. Written as "zooms" plus "zoom" (the window of `view`, all that version 2 files
+  // before per-tab zoom held, still read as the zoom of `view`).
+  QMap<QString, ViewWindow> zooms;
   // Colour state of the heatmap tabs that differ from the default, by tab name:
   // {"colormap": "diverging", "scale": "log", "range": [lo, hi]} (no range: automatic) (v2).
   QJsonObject views;
@@ -30,20 +33,21 @@ struct CaseSession {
   QJsonObject extra;      // unknown keys of the case object, written back as they were
 };
 
-// Version 2 added the per-case "zoom" and "views" and the settings "clip_norm" and "backend";
-// a version 1 file reads as a version 2 one without them.
+// Version 2 added the per-case "zoom" (later also "zooms", per tab) and "views" and the
+// settings "clip_norm" and "backend"; a version 1 file reads as a version 2 one without them.
 class SessionFile {
  public:
   static constexpr int kVersion = 2;
 
-  // `<dump>.attnscope.json` beside the dump, and the fallback in the user's config folder
-  // (`<config>/sessions/<name>-<hash of the absolute path>.attnscope.json`).
+  // `<dump>.attnscope.json` beside the dump, and the per-user fallback keyed by the dump's
+  // absolute path (`<AppDataLocation>/sessions/<name>-<hash of the path>.attnscope.json`).
   static QString besidePath(const QString& dump);
   static QString fallbackPath(const QString& dump);
 
-  // Reads the sidecar of `dump` (beside it, else the fallback); an empty session when there is
-  // none. Problems become notes(), never errors. Without `repair` a corrupt file is left where
-  // it is (read-only use, e.g. the CLI; such a session must not be saved).
+  // Reads the sidecar of `dump` (beside it, else the fallback, else the fallback of older
+  // versions in the config folder); an empty session when there is none. Problems become notes(),
+  // never errors. Without `repair` a corrupt file is left where it is (read-only use, e.g. the CLI;
+  // such a session must not be saved).
   static SessionFile load(const QString& dump, bool repair = true);
 
   // Writes atomically to the file it was read from, else beside the dump, else the fallback.
@@ -55,6 +59,8 @@ class SessionFile {
   // The file read or last written; empty when the session was never saved.
   const QString& path() const { return path_; }
   bool exists() const { return !path_.isEmpty(); }
+  // The session lives in the per-user fallback (the dump's folder was not writable).
+  bool inFallback() const;
   // What loading had to work around (corrupt file moved aside, newer version, skipped entries).
   const QStringList& notes() const { return notes_; }
   int readVersion() const { return readVersion_; }

@@ -3,7 +3,9 @@
 #include "app/gui/ViewStateController.h"
 
 #include <QJsonArray>
+#include <QStandardPaths>
 #include <QTabWidget>
+#include <QTimer>
 #include <cmath>
 
 #include "app/gui/AnnotationController.h"
@@ -17,6 +19,7 @@
 namespace attnscope {
 namespace {
 
+constexpr int kSaveDelayMs = 500;  // view-state changes within this are saved once
 const QString kColormap = QStringLiteral("colormap");
 const QString kScale = QStringLiteral("scale");
 const QString kRange = QStringLiteral("range");
@@ -59,9 +62,24 @@ ViewStateController::ViewStateController(SessionContext* context, HeatmapPanel* 
   connect(context_, &SessionContext::caseChanged, this, &ViewStateController::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ViewStateController::onStateChanged);
   connect(context_, &SessionContext::settingsChanged, this, &ViewStateController::onStateChanged);
-  connect(heatmaps_->tabs(), &QTabWidget::currentChanged, this,
-          &ViewStateController::onStateChanged);
+  connect(heatmaps_->tabs(), &QTabWidget::currentChanged, this, [this] {
+    if (!restoring_) restoreZoom(heatmaps_->currentView()->name());
+    onStateChanged();
+  });
+  for (const auto& [name, widget] : annotations_->views()) {
+    auto* view = static_cast<HeatmapView*>(widget);
+    connect(view, &HeatmapView::viewWindowChanged, this,
+            [this, view](const ViewWindow& w) { onZoomed(view, w); });
+  }
   connect(annotations_, &AnnotationController::aboutToSave, this, &ViewStateController::capture);
+  // Qt's test mode (set by the test suites that open the bundled sample) keeps the sample's
+  // folder free of view-state sidecars.
+  autosave_ = !QStandardPaths::isTestModeEnabled() &&
+              qEnvironmentVariable("ATTNSCOPE_SESSION_AUTOSAVE") != QStringLiteral("0");
+  saveTimer_ = new QTimer(this);
+  saveTimer_->setSingleShot(true);
+  saveTimer_->setInterval(kSaveDelayMs);
+  connect(saveTimer_, &QTimer::timeout, this, &ViewStateController::flush);
 }
 
 QString ViewStateController::lastCase(const QString& dump, const QStringList& cases) {
@@ -70,14 +88,37 @@ QString ViewStateController::lastCase(const QString& dump, const QStringList& ca
 }
 
 void ViewStateController::saveNow() {
+  saveTimer_->stop();
+  flush();
+}
+
+void ViewStateController::flush() {
   const SessionFile* s = annotations_->session();
-  if (s != nullptr && s->exists()) annotations_->saveSession();
+  if (s != nullptr && !context_->casePath().isEmpty() && (autosave_ || s->exists())) {
+    annotations_->saveSession();
+  }
+}
+
+void ViewStateController::onZoomed(const HeatmapView* view, const ViewWindow& window) {
+  const MatrixGrid* g = view->grid();
+  if (g == nullptr) return;
+  if (window == ViewWindow{0, g->total_rows, 0, g->total_cols}) {
+    zooms_.remove(view->name());
+  } else {
+    zooms_[view->name()] = window;
+  }
+  onStateChanged();
 }
 
 void ViewStateController::onStateChanged() {
   if (restoring_) return;
   const SessionFile* s = annotations_->session();
-  if (s != nullptr && s->exists()) annotations_->saveSession();
+  if (s != nullptr && s->exists()) {
+    saveTimer_->stop();
+    annotations_->saveSession();
+  } else {
+    saveTimer_->start();
+  }
 }
 
 void ViewStateController::onCaseChanged() {
@@ -90,6 +131,8 @@ void ViewStateController::onCaseChanged() {
   }
   const QString casePath = context_->casePath();
   const QString key = s->dump() + QLatin1Char('|') + casePath;
+  pendingZooms_.clear();
+  zooms_.clear();
   if (!restoredCases_.contains(key) && s->cases.contains(casePath)) {
     restoredCases_.insert(key);
     restoreCase(s->cases[casePath]);
@@ -126,10 +169,21 @@ void ViewStateController::restoreCase(const CaseSession& saved) {
   if (saved.head >= 0 && saved.head < info->dims.heads) context_->setHead(saved.head);
   if (!saved.view.isEmpty()) heatmaps_->showMatrix(saved.view);
   restoreViews(saved.views);
-  const auto [rows, cols] = viewShape(saved.view, info->dims);
-  if (saved.zoom && saved.zoom->row_end <= rows && saved.zoom->col_end <= cols) {
-    navigation_->showRegion(saved.view, context_->batch(), context_->head(), *saved.zoom);
+  for (auto it = saved.zooms.begin(); it != saved.zooms.end(); ++it) {
+    const auto [rows, cols] = viewShape(it.key(), info->dims);
+    if (it->row_end <= rows && it->col_end <= cols) pendingZooms_[it.key()] = *it;
   }
+  restoreZoom(heatmaps_->currentView()->name());
+}
+
+// The score tabs share one computed window, so a tab's zoom is applied when it is shown.
+void ViewStateController::restoreZoom(const QString& view) {
+  const auto it = pendingZooms_.constFind(view);
+  if (it == pendingZooms_.constEnd()) return;
+  const ViewWindow window = *it;
+  pendingZooms_.erase(it);
+  zooms_[view] = window;
+  navigation_->showRegion(view, context_->batch(), context_->head(), window);
 }
 
 void ViewStateController::restoreViews(const QJsonObject& views) {
@@ -184,13 +238,9 @@ void ViewStateController::capture(SessionFile* s) {
   HeatmapView* view = heatmaps_->currentView();
   c.view = view->name();
   c.views = captureViews();
-  // A zoom still waiting for its result keeps the saved one; a whole-matrix view has none.
-  const MatrixGrid* g = view->grid();
-  if (!navigation_->pending() && g != nullptr) {
-    const ViewWindow w = view->visibleWindow();
-    const bool whole = w == ViewWindow{0, g->total_rows, 0, g->total_cols};
-    c.zoom = whole ? std::nullopt : std::optional<ViewWindow>(w);
-  }
+  // Tabs whose saved zoom is not shown yet keep it.
+  c.zooms = zooms_;
+  for (auto it = pendingZooms_.begin(); it != pendingZooms_.end(); ++it) c.zooms[it.key()] = *it;
 }
 
 }  // namespace attnscope

@@ -1,22 +1,29 @@
 // Saves and restores the view state of a dump through its sidecar session file: the last case,
 // the what-if settings (scale, precision, mode, mask fill, clip norm, backend), and per case
-// the batch / head, the heatmap tab, its zoom window and the colour state (colormap, scale
+// the batch / head, the heatmap tab, the zoom window and the colour state (colormap, scale
 // mode, fixed range) of every tab. The state is captured before every save of the session and
-// saved on each change once the sidecar exists (AnnotationController's policy: a dump that was
-// never annotated gets no sidecar); it is restored when a dump, then each case, is first shown.
+// saved for every opened dump: when it changes (debounced; at once when the sidecar already
+// exists) and when the window closes. ATTNSCOPE_SESSION_AUTOSAVE=0 in the environment, or Qt's
+// test mode (QStandardPaths::setTestModeEnabled), limits that to dumps that have a sidecar.
+// It is restored when a dump, then each case, is first shown; a tab's zoom when the tab is.
 #pragma once
 
 #include <QJsonObject>
+#include <QMap>
 #include <QObject>
 #include <QSet>
 #include <map>
 
 #include "app/plot/Colormaps.h"
+#include "app/plot/MatrixGrid.h"
+
+class QTimer;
 
 namespace attnscope {
 
 class AnnotationController;
 class HeatmapPanel;
+class HeatmapView;
 class NavigationController;
 class SessionContext;
 class SessionFile;
@@ -44,6 +51,9 @@ class ViewStateController : public QObject {
   void restoreSettings(const QJsonObject& settings);
   void restoreCase(const CaseSession& saved);
   void restoreViews(const QJsonObject& views);
+  void restoreZoom(const QString& view);
+  void onZoomed(const HeatmapView* view, const ViewWindow& window);
+  void flush();
 
   SessionContext* context_;
   HeatmapPanel* heatmaps_;
@@ -53,6 +63,10 @@ class ViewStateController : public QObject {
   QSet<QString> restoredDumps_;                  // dumps whose settings were applied
   QSet<QString> restoredCases_;                  // "dump|case" whose view state was applied
   bool restoring_ = false;
+  bool autosave_ = true;
+  QTimer* saveTimer_ = nullptr;
+  QMap<QString, ViewWindow> zooms_;         // zoomed tabs of the current case (not whole)
+  QMap<QString, ViewWindow> pendingZooms_;  // saved zooms of the case's tabs not shown yet
 };
 
 }  // namespace attnscope

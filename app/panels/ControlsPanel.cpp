@@ -11,6 +11,7 @@
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -109,6 +110,7 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
   connect(context_, &SessionContext::caseChanged, this, &ControlsPanel::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ControlsPanel::showSettings);
   connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showSettings);
+  connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::updateBackends);
   connect(context_, &SessionContext::resultChanged, this, &ControlsPanel::showClipReport);
   onCaseChanged();
 }
@@ -244,7 +246,57 @@ void ControlsPanel::onCaseChanged() {
                .arg(QString::fromLatin1(precision_name(
                    precision_from_dtype(c->config.dtype).value_or(Precision::f32)))));
   }
+  updateBackends();
   showSettings();
+}
+
+AttnParams ControlsPanel::caseParams() const {
+  // Stand-ins for the case's mask / bias: the support checks look at their presence only.
+  static const uint8_t kMask = 1;
+  static const double kBias = 0;
+  AttnParams p;
+  const CaseInfo* c = context_->caseInfo();
+  const CaseDims& d = c->dims;
+  p.batch = d.batch;
+  p.heads = d.heads;
+  p.kv_heads = d.kv_heads;
+  p.seqlen_q = d.seqlen_q;
+  p.seqlen_k = d.seqlen_k;
+  p.head_dim = d.head_dim;
+  p.head_dim_v = d.head_dim_v;
+  p.scale = context_->effectiveScale();
+  p.softcap = c->config.softcap;
+  p.causal = c->config.causal;
+  p.causal_align = c->config.causal_align;
+  p.mask_fill = context_->settings().maskFill;
+  p.precision = context_->effectivePrecision();
+  if (c->has("mask")) p.mask = &kMask;
+  if (c->has("bias")) p.bias = &kBias;
+  return p;
+}
+
+void ControlsPanel::updateBackends() {
+  auto* model = qobject_cast<QStandardItemModel*>(backend_->model());
+  if (context_->caseInfo() == nullptr || model == nullptr) return;
+  const AttnParams params = caseParams();
+  for (int i = 1; i < backend_->count(); ++i) {
+    const KernelVariant* v = find_variant(backend_->itemData(i).toString().toStdString());
+    if (v == nullptr) continue;
+    // As the head compute runs it: a variant's only precision / mode wins over the controls.
+    const Precision precision =
+        v->precisions.size() == 1 ? v->precisions.front() : params.precision;
+    const Mode mode = v->modes.empty() ? context_->settings().mode : v->modes.front();
+    AttnParams p = params;
+    p.precision = precision;
+    const Support support = v->supports(p, precision, mode);
+    model->item(i)->setEnabled(support.ok);
+    const QString description = QString::fromStdString(v->description);
+    backend_->setItemData(
+        i,
+        support.ok ? description
+                   : tr("cannot run this case: %1").arg(QString::fromStdString(support.reason)),
+        Qt::ToolTipRole);
+  }
 }
 
 void ControlsPanel::showSettings() {

@@ -1,11 +1,14 @@
 // Controls dock (DESIGN §5): softmax scale as a log slider plus an exact entry and a reset to
 // the case's default, precision, mode (fused / unfused), mask fill policy, backend (from the
-// kernel registry), gradient clip norm (off or a value, with the total norm, coefficient and
+// kernel registry; those that cannot run the case are greyed out with the reason), gradient
+// clip norm (off or a value, with the total norm, coefficient and
 // norms before / after of the result), batch and head. Every change goes into the
 // SessionContext, which triggers the background recompute.
 #pragma once
 
 #include <QWidget>
+
+#include "kernels/attn_params.h"
 
 class QCheckBox;
 class QComboBox;
@@ -48,6 +51,10 @@ class ControlsPanel : public QWidget {
   void showClipReport();
   void onCaseChanged();
   void showSettings();
+  // Greys out (with the reason as tooltip) the registry backends that cannot run the case at
+  // the current precision (kernel_registry's support check).
+  void updateBackends();
+  AttnParams caseParams() const;
   void commitScaleEdit();
 
   SessionContext* context_;

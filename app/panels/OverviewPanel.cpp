@@ -2,17 +2,20 @@
 #include "app/panels/OverviewPanel.h"
 
 #include <QComboBox>
+#include <QCursor>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
 #include <QSplitter>
 #include <QToolButton>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <cmath>
 
 #include "app/gui/AnalysisController.h"
 #include "app/gui/HeadGrids.h"
 #include "app/gui/SessionContext.h"
+#include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/RowPlotView.h"
 
@@ -23,6 +26,19 @@ const QColor kLineColors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xd6, 0x27, 0x28)
                               QColor(0x2c, 0xa0, 0x2c), QColor(0x94, 0x67, 0xbd),
                               QColor(0xff, 0x7f, 0x0e), QColor(0x8c, 0x56, 0x4b),
                               QColor(0xe3, 0x77, 0xc2), QColor(0x17, 0xbe, 0xcf)};
+
+// A filled red box over cell (row, col) of the (step x layer) map: that case failed.
+Annotation errorMarker(int row, int col) {
+  Annotation a;
+  a.kind = AnnotationKind::box;
+  a.view = QStringLiteral("step x layer");
+  a.from = QPointF(col - 0.45, row - 0.45);
+  a.to = QPointF(col + 0.45, row + 0.45);
+  a.text = QStringLiteral("error");
+  a.automatic = true;
+  a.fill = QColor(0xd0, 0x20, 0x20, 0xc0);
+  return a;
+}
 
 int indexOf(const std::vector<int64_t>& v, int64_t x) {
   for (size_t i = 0; i < v.size(); ++i) {
@@ -90,6 +106,11 @@ OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analys
   });
   connect(seriesMap_, &HeatmapView::cellClicked, this,
           [this](const CellReadout& r) { onSeriesClicked(r.row, r.col); });
+  connect(seriesMap_, &HeatmapView::cellHovered, this, [this](const CellReadout& r) {
+    const QString error = seriesError(r.row, r.col);
+    seriesMap_->setToolTip(error);
+    if (!error.isEmpty()) QToolTip::showText(QCursor::pos(), error, seriesMap_);
+  });
   connect(analysis_, &AnalysisController::busyChanged, this, &OverviewPanel::onBusyChanged);
   connect(analysis_, &AnalysisController::seriesProgress, this, [this](int done, int total) {
     progress_->setRange(0, total);
@@ -144,14 +165,18 @@ void OverviewPanel::showHeads() {
 
 void OverviewPanel::showSeries() {
   const auto s = analysis_->series();
+  AnnotationLayer* errorLayer = AnnotationLayer::of(seriesMap_);
+  seriesErrors_.clear();
   if (!s || s->cases.empty()) {
     seriesMap_->clear();
+    errorLayer->setAnnotations({});
     timeline_->clear();
     seriesNote_->setText(tr("(step x layer) overview: the file has no cases with step attributes"));
     return;
   }
   const int steps = static_cast<int>(s->steps.size()), layers = static_cast<int>(s->layers.size());
   std::vector<float> cells(static_cast<size_t>(steps * layers), std::nanf(""));
+  std::vector<bool> shown(cells.size(), false);  // a finished case's value (else grey)
   std::vector<RowSeries> lines(static_cast<size_t>(layers));
   for (int l = 0; l < layers; ++l) {
     lines[static_cast<size_t>(l)] = {tr("layer %1").arg(s->layers[static_cast<size_t>(l)]),
@@ -159,28 +184,53 @@ void OverviewPanel::showSeries() {
                                      kLineColors[l % 8]};
   }
   std::optional<ViewWindow> current;
+  QList<Annotation> errorCells;
   for (const SeriesCase& c : s->cases) {
     const int r = indexOf(s->steps, c.step), col = indexOf(s->layers, c.layer);
-    const auto value = static_cast<float>(c.metrics[static_cast<int>(metric_)]);
-    cells[static_cast<size_t>(r * layers + col)] = value;
-    lines[static_cast<size_t>(col)].values[static_cast<size_t>(r)] = value;
+    const size_t cell = static_cast<size_t>(r * layers + col);
+    if (c.state == SeriesState::done) {
+      const auto value = static_cast<float>(c.metrics[static_cast<int>(metric_)]);
+      cells[cell] = value;
+      shown[cell] = true;
+      lines[static_cast<size_t>(col)].values[static_cast<size_t>(r)] = value;
+    } else if (c.state == SeriesState::error) {
+      seriesErrors_[{r, col}] = QString::fromStdString(c.path + ": " + c.error);
+      errorCells << errorMarker(r, col);
+    }
     if (QString::fromStdString(c.path) == context_->casePath()) {
       current = ViewWindow{r, r + 1, col, col + 1};
     }
   }
-  seriesMap_->setGrid(
-      std::make_shared<MatrixGrid>(dense_grid("step x layer", std::move(cells), steps, layers)),
-      true);
+  MatrixGrid grid = dense_grid("step x layer", std::move(cells), steps, layers);
+  for (size_t e = 0; e < shown.size(); ++e) {  // pending and error cells: grey, not NaN
+    if (shown[e]) continue;
+    grid.counts.nan -= grid.cls[e] == CellClass::nan;
+    grid.cls[e] = CellClass::masked;
+    ++grid.counts.masked;
+  }
+  seriesMap_->setGrid(std::make_shared<MatrixGrid>(std::move(grid)), true);
   seriesMap_->setStamp(QString::fromLatin1(metric_name(metric_)));
   seriesMap_->setHighlight(current);
+  errorLayer->setAnnotations(errorCells);
   std::vector<double> x(s->steps.begin(), s->steps.end());
   timeline_->setXAxis(tr("training step"), x, false);
   timeline_->setData(tr("%1 per training step").arg(QString::fromLatin1(metric_name(metric_))),
                      lines, {});
-  seriesNote_->setText(tr("%1 cases over %2 steps x %3 layers · rows: steps, columns: layers")
-                           .arg(s->cases.size())
-                           .arg(steps)
-                           .arg(layers));
+  const int total = static_cast<int>(s->cases.size());
+  QString note = tr("%1 cases over %2 steps x %3 layers · rows: steps, columns: layers")
+                     .arg(total)
+                     .arg(steps)
+                     .arg(layers);
+  if (s->done < total) note += tr(" · %1 of %2 analysed (grey: not yet)").arg(s->done).arg(total);
+  if (!seriesErrors_.isEmpty()) {
+    note += tr(" · %n case(s) could not be analysed (red, hover for why)", "",
+               static_cast<int>(seriesErrors_.size()));
+  }
+  seriesNote_->setText(note);
+}
+
+QString OverviewPanel::seriesError(int64_t row, int64_t col) const {
+  return seriesErrors_.value({row, col});
 }
 
 void OverviewPanel::onBusyChanged(bool busy) {

@@ -1,11 +1,15 @@
 // Overview dock (DESIGN §5, §6): a chosen metric (non-finite count, max |S|, min LSE, max row
-// max, ||dQ||) as a (batch x head) heatmap of the selected case and, for dumps with step /
-// layer attributes, a (step x layer) heatmap and a timeline plot (metric against step, one line
-// per layer). Clicking a head cell selects that head; clicking a (step, layer) cell opens that
-// case. The current head and case are outlined. While the case analyses run, a progress bar
-// (cases of the whole-dump series) and Cancel (Esc) show; after a cancel, Rescan restarts them.
+// max, ||dQ||, ||dK||, ||dV||, ||(dQ,dK,dV)||) as a (batch x head) heatmap of the selected case
+// and, for dumps with step / layer attributes, a (step x layer) heatmap that fills in as cases
+// finish (grey until then; a case that cannot be analysed is a red "error" cell whose tooltip
+// says why) and a timeline plot (metric against step, one line per layer). Clicking a head cell
+// selects that head; clicking a (step, layer) cell opens that case. The current head and case are
+// outlined. While the case analyses run, a progress bar (cases of the whole-dump series) and Cancel
+// (Esc) show; after a cancel, Rescan restarts them.
 #pragma once
 
+#include <QMap>
+#include <QPair>
 #include <QWidget>
 
 #include "app/gui/CaseSummary.h"
@@ -36,6 +40,9 @@ class OverviewPanel : public QWidget {
   QProgressBar* scanProgress() const { return progress_; }
   QToolButton* cancelButton() const { return cancel_; }
   QToolButton* rescanButton() const { return rescan_; }
+  // The error of the case shown at (step row, layer column) of the (step x layer) map (its
+  // tooltip); empty for a finished or pending case.
+  QString seriesError(int64_t row, int64_t col) const;
 
  private:
   void showHeads();
@@ -54,6 +61,7 @@ class OverviewPanel : public QWidget {
   QProgressBar* progress_ = nullptr;
   QToolButton* cancel_ = nullptr;
   QToolButton* rescan_ = nullptr;
+  QMap<QPair<int64_t, int64_t>, QString> seriesErrors_;  // by (row, col) of the series map
 };
 
 }  // namespace attnscope

@@ -38,6 +38,21 @@ void RowPlotPanel::showSeries(Series series) {
   series_ = series;
   choice_->setCurrentIndex(choice_->findData(static_cast<int>(series)));
   redraw();
+  emit seriesChanged();
+}
+
+QString RowPlotPanel::viewName() const {
+  switch (series_) {
+    case Series::m_lse:
+      return QStringLiteral("row m, LSE");
+    case Series::l:
+      return QStringLiteral("row l");
+    case Series::o_norm:
+      return QStringLiteral("row ||O_i||");
+    case Series::dq_norm:
+      return QStringLiteral("row ||dQ_i||");
+  }
+  return {};
 }
 
 void RowPlotPanel::redraw() {

@@ -1,6 +1,7 @@
 // Row-plot dock: per-query-row series of the selected head along the sequence (m and LSE, the
 // softmax denominator l, ||O_i||, ||dQ_i||) with threshold lines where they matter: the exp
-// range -88.7 and, in fp16, the largest finite value 65504.
+// range -88.7 and, in fp16, the largest finite value 65504. User annotations go on it like on the
+// heatmaps (AnnotationController draws them).
 #pragma once
 
 #include <QWidget>
@@ -24,7 +25,13 @@ class RowPlotPanel : public QWidget {
 
   void showSeries(Series series);
   Series series() const { return series_; }
+  // The name annotations of the shown series carry as their view ("row l", ...), x = query row,
+  // y = value.
+  QString viewName() const;
   RowPlotView* plot() const { return plot_; }
+
+ signals:
+  void seriesChanged();
 
  private:
   void redraw();

@@ -54,7 +54,7 @@ std::optional<AnnotationKind> annotationKindFromName(const QString& name) {
 
 bool Annotation::operator==(const Annotation& o) const {
   return kind == o.kind && view == o.view && batch == o.batch && head == o.head && from == o.from &&
-         to == o.to && text == o.text && automatic == o.automatic;
+         to == o.to && text == o.text && automatic == o.automatic && fill == o.fill;
 }
 
 QJsonObject Annotation::toJson() const {

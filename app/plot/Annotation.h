@@ -4,6 +4,7 @@
 // the grid shown and never stored.
 #pragma once
 
+#include <QColor>
 #include <QJsonObject>
 #include <QList>
 #include <QPointF>
@@ -27,6 +28,7 @@ struct Annotation {
   QPointF to;              // arrow: head (points at this); box: opposite corner
   QString text;            // label (text, and optional for arrow / box)
   bool automatic = false;  // a marker attnscope computed (not saved)
+  QColor fill;             // box fill of an automatic marker (invalid: none; not saved)
 
   bool operator==(const Annotation& o) const;
 

@@ -94,7 +94,7 @@ void AnnotationLayer::draw(const Annotation& a) {
       rect->topLeft->setCoords(a.from);
       rect->bottomRight->setCoords(a.to);
       rect->setPen(inkPen(a));
-      rect->setBrush(Qt::NoBrush);
+      rect->setBrush(a.fill.isValid() ? QBrush(a.fill) : QBrush(Qt::NoBrush));
       items_ << rect;
       if (!a.text.isEmpty()) {
         addLabel(a, QPointF(std::min(a.from.x(), a.to.x()), std::min(a.from.y(), a.to.y())),

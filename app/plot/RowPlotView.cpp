@@ -69,7 +69,8 @@ void RowPlotView::setData(const QString& title, const std::vector<RowSeries>& se
   drawn_.clear();
   nonfinite_ = 0;
   plot_->clearGraphs();
-  plot_->clearItems();
+  for (QCPAbstractItem* item : thresholdItems_) plot_->removeItem(item);
+  thresholdItems_.clear();
   static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(title);
 
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
@@ -99,6 +100,7 @@ void RowPlotView::setData(const QString& title, const std::vector<RowSeries>& se
     label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
     label->position->setCoords(0, t.value);
     drawn_ << t.label;
+    thresholdItems_ << line << label;
   }
   const double pad = 0.06 * std::max(hi - lo, 1e-6);
 

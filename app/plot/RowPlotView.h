@@ -1,6 +1,7 @@
 // Line plot of per-row series along the query sequence (m, LSE, l, row norms) with labelled
 // horizontal threshold lines (fp16 max, the exp range -88.7) and markers at non-finite rows;
-// also used with other x axes (training steps, log-spaced softmax scales).
+// also used with other x axes (training steps, log-spaced softmax scales). Items it does not
+// draw itself (an AnnotationLayer's) survive setData.
 #pragma once
 
 #include <QColor>
@@ -8,6 +9,7 @@
 #include <QWidget>
 #include <vector>
 
+class QCPAbstractItem;
 class QCustomPlot;
 
 namespace attnscope {
@@ -55,6 +57,7 @@ class RowPlotView : public QWidget {
   QCustomPlot* plot_ = nullptr;
   std::vector<RowSeries> series_;
   std::vector<double> xPositions_;
+  QList<QCPAbstractItem*> thresholdItems_;  // lines and labels of the thresholds drawn
   QStringList drawn_;
   int64_t nonfinite_ = 0;
 };

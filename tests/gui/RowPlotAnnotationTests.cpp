@@ -1,0 +1,83 @@
+// User annotations on the row plot: a box dragged with the Box tool onto the l series of a case
+// is listed in the Annotations dock, written to the sidecar with view "row l", drawn into the
+// row plot's SVG export, and is back on the same series after closing and reopening the dump.
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTreeWidget>
+#include <QtTest>
+
+#include "app/gui/AnnotationController.h"
+#include "app/gui/SessionContext.h"
+#include "app/gui/SessionFile.h"
+#include "app/panels/AnnotationListPanel.h"
+#include "app/panels/RowPlotPanel.h"
+#include "app/plot/AnnotationLayer.h"
+#include "app/plot/RowPlotView.h"
+#include "tests/gui/ViewGapTest.h"
+
+namespace attnscope::test {
+namespace {
+
+const QString kCase = QStringLiteral("/padding_mask_fp16");
+
+}  // namespace
+
+void ViewGapTest::row_plot_annotations_persist_and_export() {
+  SampleCopy dump;
+  const QString svg = dump.dir.filePath(QStringLiteral("rows.svg"));
+  {
+    ShownWindow w;
+    QVERIFY(w.window->openTarget({dump.path, kCase}));
+    QVERIFY(w.waitForHead(kCase, 0));
+    RowPlotPanel* rows = w.window->rowPlots();
+    rows->showSeries(RowSeriesKind::l);
+    AnnotationController* notes = w.window->annotations();
+    notes->setTool(AnnotationTool::box);
+    notes->setLabel(QStringLiteral("l drops here"));
+    // The plot widget (QCustomPlot, the view's only child widget); its centre is inside the axes.
+    auto* plot = rows->plot()->findChild<QWidget*>(QString(), Qt::FindDirectChildrenOnly);
+    QVERIFY(plot != nullptr && plot->isVisible());
+    const QPoint centre = plot->rect().center();
+    const QPoint from = centre - QPoint(40, 20), to = centre + QPoint(40, 20);
+    QTest::mousePress(plot, Qt::LeftButton, Qt::NoModifier, from);
+    QTest::mouseMove(plot, to);
+    QTest::mouseRelease(plot, Qt::LeftButton, Qt::NoModifier, to);
+    notes->setTool(AnnotationTool::none);
+    const QList<Annotation> placed = notes->caseAnnotations();
+    QCOMPARE(placed.size(), 1);
+    QCOMPARE(placed[0].view, QStringLiteral("row l"));
+    QCOMPARE(placed[0].kind, AnnotationKind::box);
+    AnnotationLayer* layer = AnnotationLayer::of(rows->plot());
+    QCOMPARE(placed[0].from.x(), layer->toData(from).x());
+    QCOMPARE(layer->annotations().size(), 1);
+    QCOMPARE(w.window->annotationList()->tree()->topLevelItemCount(), 1);
+    QCOMPARE(w.window->annotationList()->tree()->topLevelItem(0)->text(2), QStringLiteral("row l"));
+    // Another series does not show it; the export of the l series does.
+    rows->showSeries(RowSeriesKind::m_lse);
+    QCOMPARE(layer->annotations().size(), 0);
+    rows->showSeries(RowSeriesKind::l);
+    QString error;
+    QVERIFY2(rows->plot()->exportTo(svg, &error), qPrintable(error));
+    w.window->close();
+  }
+  QFile f(svg);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QVERIFY(f.readAll().contains("l drops here"));
+  QFile sidecar(SessionFile::besidePath(dump.path));
+  QVERIFY(sidecar.open(QIODevice::ReadOnly));
+  const QJsonObject c =
+      QJsonDocument::fromJson(sidecar.readAll())[QStringLiteral("cases")][kCase].toObject();
+  QCOMPARE(c[QStringLiteral("annotations")][0][QStringLiteral("view")].toString(),
+           QStringLiteral("row l"));
+
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({dump.path, kCase}));
+  QVERIFY(w.waitForHead(kCase, 0));
+  w.window->rowPlots()->showSeries(RowSeriesKind::l);
+  const QList<Annotation> back = AnnotationLayer::of(w.window->rowPlots()->plot())->annotations();
+  QCOMPARE(back.size(), 1);
+  QCOMPARE(back[0].text, QStringLiteral("l drops here"));
+  QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
+}
+
+}  // namespace attnscope::test
