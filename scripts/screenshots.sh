@@ -10,7 +10,8 @@
 #   annotated_session.png    the window on a copy of the sample whose sidecar session holds
 #                            annotations (box, arrow, text) next to the automatic markers
 #   export_annotated.png     `attnscope-cli export` of that annotated S view (stamped figure)
-# Settings live in a throw-away config dir, so the default layout is shown.
+# Settings live in a throw-away config dir, so the default layout is shown; the GUI runs on copies
+# of the sample in a temp dir with session autosave off, so no sidecar of an earlier run leaks in.
 #   scripts/screenshots.sh [OUT_DIR]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +19,7 @@ BUILD="${ATTNSCOPE_BUILD:-$ROOT/build}"
 GUI="$BUILD/app/attnscope"
 CLI="$BUILD/app/cli/attnscope-cli"
 OUT="${1:-$ROOT/docs/screenshots}"
-SAMPLE="$ROOT/resources/samples/seed_cases.h5"
+BUNDLED="$ROOT/resources/samples/seed_cases.h5"
 for program in "$GUI" "$CLI"; do
   if [[ ! -x "$program" ]]; then
     echo "screenshots: $program is not built (cmake --build $BUILD)" >&2
@@ -29,6 +30,10 @@ command -v xvfb-run >/dev/null || { echo "screenshots: xvfb-run is not installed
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
+export ATTNSCOPE_SESSION_AUTOSAVE=0
+mkdir -p "$WORK/plain"
+SAMPLE="$WORK/plain/seed_cases.h5"
+cp "$BUNDLED" "$SAMPLE"
 
 shoot() {  # shoot NAME ARGS... : one GUI run, saved as OUT/NAME.png
   local name="$1"
@@ -44,7 +49,7 @@ shoot stepper_backward_tile --batch 1 --matrix P --stepper 12 \
   "$SAMPLE::/padding_mask_fp16"
 
 # A copy of the sample with a sidecar session: what a user would have annotated.
-cp "$SAMPLE" "$WORK/seed_cases.h5"
+cp "$BUNDLED" "$WORK/seed_cases.h5"
 cat >"$WORK/seed_cases.h5.attnscope.json" <<'JSON'
 {"format": "attnscope-session", "version": 1, "cases": {"/fp16_score_overflow": {
   "batch": 0, "head": 3, "view": "S", "annotations": [
