@@ -87,28 +87,6 @@ void check_capture(const TestCase& t, Mode mode, int64_t b, int64_t h, const Poo
   expect_identical(capture.result, want);
 }
 
-// Causal (bottom-right) Sq = 150, Sk = 200, D = 32, GQA 2:1, broadcast bool mask and a bias
-// with -inf entries; a NaN in q of (1, 1) row 70 and a NaN bias entry at (120, 30).
-TestCase messy_case(Precision precision) {
-  CaseConfig c;
-  c.batch = 2;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.sq = 150;
-  c.sk = 200;
-  c.d = 32;
-  c.causal = true;
-  c.align = CausalAlign::bottom_right;
-  c.mask = MaskKind::broadcast;
-  c.bias = true;
-  c.bias_neg_inf = true;
-  c.precision = precision;
-  TestCase t = make_case(c);
-  t.q[static_cast<size_t>(((1 * 2 + 1) * c.sq + 70) * c.d + 4)] = NAN;
-  t.bias[static_cast<size_t>((1 * c.sq + 120) * c.sk + 30)] = NAN;
-  return t;
-}
-
 TEST(PooledCapture, equals_recomputed_pooling_messy_case_fused_unfused_f32_f16_bf16) {
   const Pooling poolings[] = {{37, 23, {}},
                               {512, 512, {}},
@@ -118,7 +96,7 @@ TEST(PooledCapture, equals_recomputed_pooling_messy_case_fused_unfused_f32_f16_b
                               {64, 64, {64, 128, 0, 64}},
                               {40, 40, {65, 140, 30, 199}}};
   for (Precision precision : {Precision::f32, Precision::f16, Precision::bf16}) {
-    const TestCase t = messy_case(precision);
+    const TestCase t = messy_pooling_case(precision);
     for (Mode mode : {Mode::fused, Mode::unfused}) {
       for (const Pooling& pl : poolings) {
         SCOPED_TRACE(testing::Message()
@@ -156,7 +134,7 @@ TEST(PooledCapture, tile_breaking_s130_causal_d59_skipped_tiles_any_thread_count
 
 // A selection of S and dS alone pools only those; the others stay empty.
 TEST(PooledCapture, selection_s_and_ds_only_pools_those_two) {
-  const TestCase t = messy_case(Precision::f16);
+  const TestCase t = messy_pooling_case(Precision::f16);
   const MatrixSelection s_ds{true, false, false, true};
   check_capture(t, Mode::fused, 0, 1, {9, 11, {}}, 2, s_ds);
   CpuAttnOptions o;
@@ -173,7 +151,7 @@ TEST(PooledCapture, selection_s_and_ds_only_pools_those_two) {
 // Without cell counts a cell keeps max and min (the same bits) and the class of its worst
 // entry; the counts survive as totals.
 TEST(PooledCapture, without_cell_counts_keeps_max_min_worst_class_and_totals) {
-  const TestCase t = messy_case(Precision::f16);
+  const TestCase t = messy_pooling_case(Precision::f16);
   MatrixSelection compact;
   compact.cell_counts = false;
   for (const Pooling& pl : {Pooling{37, 23, {}}, Pooling{13, 29, {3, 149, 64, 130}}}) {
@@ -214,7 +192,7 @@ TEST(PooledCapture, without_cell_counts_keeps_max_min_worst_class_and_totals) {
 }
 
 TEST(PooledCapture, bad_head_or_window_throws_invalid_argument) {
-  const TestCase t = messy_case(Precision::f32);
+  const TestCase t = messy_pooling_case(Precision::f32);
   CpuAttnOptions o;
   PooledCapture capture;
   o.pooled = &capture;

@@ -26,29 +26,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Causal (bottom-right) Sq = 150, Sk = 200, D = 32 with a broadcast bool mask and a bias
-// holding -inf entries; a NaN in q_70 and a NaN bias entry at (120, 30).
-TestCase messy_case(Precision precision) {
-  CaseConfig c;
-  c.batch = 2;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.sq = 150;
-  c.sk = 200;
-  c.d = 32;
-  c.causal = true;
-  c.align = CausalAlign::bottom_right;
-  c.mask = MaskKind::broadcast;
-  c.bias = true;
-  c.bias_neg_inf = true;
-  c.precision = precision;
-  TestCase t = make_case(c);
-  const int64_t bh = 1 * 2 + 1;  // batch 1, head 1
-  t.q[at((bh * c.sq + 70) * c.d + 4)] = kNaN;
-  t.bias[at((1 * c.sq + 120) * c.sk + 30)] = NAN;
-  return t;
-}
-
 HeadMatrices matrices(const TestCase& t, Mode mode, MatrixWindow window = {}, int threads = 2) {
   CpuAttnOptions o;
   o.mode = mode;
@@ -65,7 +42,7 @@ PooledHeadMatrices pooled(const TestCase& t, Mode mode, int64_t rows, int64_t co
 }
 
 TEST(HeadMatrices, row_max_of_s_is_the_forwards_m_bit_for_bit_fused_and_unfused_f16) {
-  const TestCase t = messy_case(Precision::f16);
+  const TestCase t = messy_pooling_case(Precision::f16);
   for (Mode mode : {Mode::fused, Mode::unfused}) {
     const CpuAttnResult r = run_cpu(t, mode);
     const HeadMatrices hm = matrices(t, mode);
@@ -91,7 +68,7 @@ TEST(HeadMatrices, row_max_of_s_is_the_forwards_m_bit_for_bit_fused_and_unfused_
 TEST(HeadMatrices, reproduce_the_traced_backward_tile_stats_exactly_fused_bf16_and_unfused_f16) {
   for (const auto& [mode, precision] :
        {std::pair{Mode::fused, Precision::bf16}, std::pair{Mode::unfused, Precision::f16}}) {
-    const TestCase t = messy_case(precision);
+    const TestCase t = messy_pooling_case(precision);
     CpuTrace tr;
     run_cpu_traced(t, mode, &tr);
     const HeadMatrices hm = matrices(t, mode);
@@ -150,7 +127,7 @@ TEST(HeadMatrices, fused_f32_close_to_fp64_reference_s_p_dp_ds) {
 }
 
 TEST(HeadMatrices, window_is_the_exact_crop_of_the_full_matrices) {
-  const TestCase t = messy_case(Precision::f16);
+  const TestCase t = messy_pooling_case(Precision::f16);
   for (Mode mode : {Mode::fused, Mode::unfused}) {
     const HeadMatrices full = matrices(t, mode);
     const MatrixWindow w{65, 140, 30, 199};
@@ -241,7 +218,7 @@ TEST(Pooled, equals_pooling_the_full_resolution_matrices_sizes_windows_fused_unf
                           {13, 29, {3, 149, 64, 130}},
                           {64, 64, {64, 128, 0, 64}}};
   for (Precision precision : {Precision::f32, Precision::f16}) {
-    const TestCase t = messy_case(precision);
+    const TestCase t = messy_pooling_case(precision);
     for (Mode mode : {Mode::fused, Mode::unfused}) {
       for (const Shape& sh : shapes) {
         SCOPED_TRACE(testing::Message()
@@ -286,7 +263,7 @@ TEST(Pooled, single_nan_score_stays_visible_in_a_1x1_pool_s_only_selection) {
 }
 
 TEST(Pooled, thread_count_independent_bit_identical) {
-  const TestCase t = messy_case(Precision::bf16);
+  const TestCase t = messy_pooling_case(Precision::bf16);
   const PooledHeadMatrices one = pooled(t, Mode::fused, 37, 23, {}, 1);
   const PooledHeadMatrices three = pooled(t, Mode::fused, 37, 23, {}, 3);
   for (const auto& [a, b] : {std::pair{&one.p, &three.p}, {&one.ds, &three.ds}}) {
@@ -301,7 +278,7 @@ TEST(Pooled, thread_count_independent_bit_identical) {
 TEST(Pooled, forward_rows_from_cpu_attention_give_identical_matrices_fused_f32_f16_bf16) {
   for (Precision precision : {Precision::f32, Precision::f16, Precision::bf16}) {
     SCOPED_TRACE(testing::Message() << "precision " << static_cast<int>(precision));
-    const TestCase t = messy_case(precision);
+    const TestCase t = messy_pooling_case(precision);
     const CpuAttnResult r = run_cpu(t, Mode::fused);
     const ForwardRows rows{r.m.data(), r.l.data(), r.d.data()};
     CpuAttnOptions o;
@@ -333,7 +310,7 @@ TEST(Pooled, forward_rows_from_cpu_attention_give_identical_matrices_fused_f32_f
 }
 
 TEST(Pooled, bad_window_or_empty_selection_throws_invalid_argument) {
-  const TestCase t = messy_case(Precision::f32);
+  const TestCase t = messy_pooling_case(Precision::f32);
   EXPECT_THROW(pooled(t, Mode::fused, 4, 4, {10, 10, 0, -1}), std::invalid_argument);
   EXPECT_THROW(pooled(t, Mode::fused, 4, 4, {0, 151, 0, -1}), std::invalid_argument);
   EXPECT_THROW(cpu_pooled_matrices(params_of(t), {}, inputs_of(t), 0, 0, 4, 4, {},

@@ -187,4 +187,25 @@ int64_t count_nonfinite(const std::vector<float>& x) {
   return n;
 }
 
+TestCase messy_pooling_case(Precision precision) {
+  CaseConfig c;
+  c.batch = 2;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.sq = 150;
+  c.sk = 200;
+  c.d = 32;
+  c.causal = true;
+  c.align = CausalAlign::bottom_right;
+  c.mask = MaskKind::broadcast;
+  c.bias = true;
+  c.bias_neg_inf = true;
+  c.precision = precision;
+  TestCase t = make_case(c);
+  const int64_t bh = 1 * 2 + 1;  // batch 1, head 1
+  t.q[static_cast<size_t>((bh * c.sq + 70) * c.d + 4)] = NAN;
+  t.bias[static_cast<size_t>((1 * c.sq + 120) * c.sk + 30)] = NAN;
+  return t;
+}
+
 }  // namespace attnscope::test

@@ -47,6 +47,11 @@ struct TestCase {
 
 TestCase make_case(const CaseConfig& config);
 
+// Causal (bottom-right) Sq = 150, Sk = 200, D = 32 with a broadcast bool mask and a bias
+// holding -inf entries, GQA 2:1; a NaN in q of (batch 1, head 1) row 70 and a NaN bias entry at
+// (120, 30).
+TestCase messy_pooling_case(Precision precision);
+
 // AttnParams of a case, pointing into its mask / bias storage.
 AttnParams params_of(const TestCase& c);
 
