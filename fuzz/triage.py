@@ -4,7 +4,9 @@
     triage.py FUZZER ARTIFACTS_DIR
 
 Each crash- / leak- / timeout- / oom- file is re-run alone; the first stack frame of the report
-that is not the sanitizer, libFuzzer or libc decides: inside libhdf5 it is a bug of the HDF5
+that is not the sanitizer, libFuzzer or libc decides (frames inside the fuzzer binary without
+a source line are the sanitizer's interceptors, e.g. "in strdup (dump_reader_fuzz+0x...)", and
+libFuzzer's own code): inside libhdf5 it is a bug of the HDF5
 library itself, which attnscope contains by opening untrusted files in attnscope-probe first
 (core/io/dump_probe.h), so it is listed but does not fail; anything else fails. Keep every new
 reproducer as tests/data/bad/fuzz_<what>.h5.
@@ -15,6 +17,7 @@ import subprocess
 import sys
 
 FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+)(.*)$")
+NO_SOURCE_IN_FUZZER = re.compile(r"\(\S*dump_reader_fuzz\+0x[0-9a-f]+\)")
 RUNTIME = ("__interceptor_", "__asan", "__sanitizer", "__lsan", "__ubsan", "fuzzer::", "malloc",
            "calloc", "realloc", "operator new", "__libc_", "libc.so", "memcpy", "memmove",
            "memset", "strlen", "__GI_", "raise", "abort")
@@ -26,7 +29,7 @@ def owner(report):
         if not match:
             continue
         text = match.group(1) + match.group(2)
-        if any(r in text for r in RUNTIME):
+        if any(r in text for r in RUNTIME) or NO_SOURCE_IN_FUZZER.search(text):
             continue
         return "hdf5" if "libhdf5" in text else text.strip()
     return "unknown"
