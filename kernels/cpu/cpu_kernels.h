@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/attn_params.h"
+#include "kernels/cpu/cancel_poll.h"
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/fused_attention.h"
 
@@ -71,10 +72,10 @@ struct ForwardScratch {
 
 // The fused forward of q tile qt of head (x.b, x.h) over every kv tile (causally hidden tiles
 // with a -inf fill and finite K / V are skipped). o [rows x Dv], lse, m, l [rows] point at the
-// tile's first row. rec (nullable) records each tile.
+// tile's first row. rec (nullable) records each tile; cancel is checked before each kv tile.
 void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOperands& op,
                           ForwardScratch& w, float* o, float* lse, float* m, float* l,
-                          TraceRecorder* rec);
+                          TraceRecorder* rec, const CancelPoll& cancel = CancelPoll());
 
 // Tile buffers of the fused backward, [Br x Bc] each (row stride Bc).
 struct BackwardTileBuffers {
@@ -103,15 +104,18 @@ bool q_tile_clean(const HeadContext& x, int64_t rows, const float* q, const floa
 // clean kv tile (finite K, V) and clean q tile.
 bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, bool q_clean);
 
+// The drivers check `cancel` before every tile (fused) or row block (unfused) and throw
+// KernelCancelled out of it.
 void fused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
-                   const CpuForwardOutputs& out, TraceRecorder* rec);
+                   const CpuForwardOutputs& out, TraceRecorder* rec, const CancelPoll& cancel);
 // pooled (nullable): receives every tile of its head that overlaps its window.
 void fused_backward(const AttnParams& params, const PreparedInputs& in, const CpuForwardView& fwd,
                     int threads, const CpuBackwardOutputs& out, TraceRecorder* rec,
-                    PooledCells* pooled);
+                    PooledCells* pooled, const CancelPoll& cancel);
 void unfused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
-                     const CpuForwardOutputs& out, TraceRecorder* rec);
+                     const CpuForwardOutputs& out, TraceRecorder* rec, const CancelPoll& cancel);
 void unfused_backward(const AttnParams& params, const PreparedInputs& in, int threads,
-                      const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled);
+                      const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
+                      const CancelPoll& cancel);
 
 }  // namespace attnscope::cpu

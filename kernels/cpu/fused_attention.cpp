@@ -106,10 +106,11 @@ void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& optio
   if (options.trace != nullptr)
     rec.emplace(params, options.mode, in, false, threads, *options.trace);
   cpu::TraceRecorder* r = rec ? &*rec : nullptr;
+  const cpu::CancelPoll cancel(options.cancelled);
   if (options.mode == Mode::fused) {
-    cpu::fused_forward(params, in, threads, out, r);
+    cpu::fused_forward(params, in, threads, out, r, cancel);
   } else {
-    cpu::unfused_forward(params, in, threads, out, r);
+    cpu::unfused_forward(params, in, threads, out, r, cancel);
   }
   if (r != nullptr) r->finish_forward(out);
 }
@@ -134,10 +135,11 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
                    c->out_cols, c->which, tile_cols, threads, options.mode == Mode::fused);
   }
   cpu::PooledCells* p = pooled ? &*pooled : nullptr;
+  const cpu::CancelPoll cancel(options.cancelled);
   if (options.mode == Mode::fused) {
-    cpu::fused_backward(params, in, fwd, threads, out, r, p);
+    cpu::fused_backward(params, in, fwd, threads, out, r, p, cancel);
   } else {
-    cpu::unfused_backward(params, in, threads, out, r, p);
+    cpu::unfused_backward(params, in, threads, out, r, p, cancel);
   }
   if (r != nullptr) r->finish_backward(out);
   if (p != nullptr) options.pooled->result = p->finish();

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/attn_params.h"
@@ -33,6 +35,19 @@ struct CpuAttnOptions {
   // When set, a backward also pools S, P, dP, dS of one head on the way (head_matrices.h);
   // the outputs are bit-identical with and without it.
   PooledCapture* pooled = nullptr;
+  // Polled from the worker threads (so it must be thread-safe) before every tile (fused) or
+  // row block (unfused) and every q tile of the head matrices; once it returns true the call
+  // stops within about one tile per worker and throws KernelCancelled. Outputs, trace and
+  // pooled capture are then incomplete and must not be used. Unset: never polled; polling
+  // changes no output bit.
+  std::function<bool()> cancelled;
+};
+
+// Thrown by the CPU entry points (here and in head_matrices.h) when CpuAttnOptions::cancelled
+// returned true during the call.
+class KernelCancelled : public std::runtime_error {
+ public:
+  KernelCancelled() : std::runtime_error("cpu_attention: cancelled") {}
 };
 
 // Inputs as fp32 values; f16 / bf16 runs round them to the precision first (a no-op when the

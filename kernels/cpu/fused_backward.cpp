@@ -38,7 +38,8 @@ struct BackwardScratch {
 class FusedBackward {
  public:
   FusedBackward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
-                int threads, const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled)
+                int threads, const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
+                const CancelPoll& cancel)
       : prm_(prm),
         in_(in),
         fwd_(fwd),
@@ -46,6 +47,7 @@ class FusedBackward {
         threads_(threads),
         rec_(rec),
         pooled_(pooled),
+        cancel_(cancel),
         x0_(make_head_context(prm, Mode::fused, 0, 0)) {}
 
   void run() {
@@ -73,6 +75,7 @@ class FusedBackward {
     const int64_t Sq = prm_.seqlen_q, D = prm_.head_dim, Dv = prm_.head_dim_v;
     q_clean_.assign(count(prm_.batch * prm_.heads * n_q_), 0);
     parallel_for(prm_.batch * prm_.heads * n_q_, threads_, [&](int64_t item, int) {
+      cancel_.check();
       const int64_t i0 = (item % n_q_) * kTileRows, rows = std::min(kTileRows, Sq - i0);
       const int64_t row = (item / n_q_) * Sq + i0;
       backward_preprocess(rows, Dv, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
@@ -101,6 +104,7 @@ class FusedBackward {
       const int64_t bh = b * prm_.heads + h;
       const HeadContext x = make_head_context(prm_, Mode::fused, b, h);
       for (int64_t qt = 0; qt < n_q_; ++qt) {
+        cancel_.check();
         const int64_t i0 = qt * kTileRows, row = bh * Sq + i0;
         const ScoreTile t{i0, j0, std::min(kTileRows, Sq - i0), cols, kTileCols};
         const float* q_tile = in_.q + row * D;
@@ -150,6 +154,7 @@ class FusedBackward {
   const int threads_;
   TraceRecorder* const rec_;
   PooledCells* const pooled_;
+  const CancelPoll& cancel_;
   const int64_t pooled_bh_ =
       pooled_ != nullptr ? pooled_->head().b * prm_.heads + pooled_->head().h : -1;
   const HeadContext x0_;  // precision and fill policy (shared by every head)
@@ -209,8 +214,8 @@ bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, boo
 
 void fused_backward(const AttnParams& prm, const PreparedInputs& in, const CpuForwardView& fwd,
                     int threads, const CpuBackwardOutputs& out, TraceRecorder* rec,
-                    PooledCells* pooled) {
-  FusedBackward(prm, in, fwd, threads, out, rec, pooled).run();
+                    PooledCells* pooled, const CancelPoll& cancel) {
+  FusedBackward(prm, in, fwd, threads, out, rec, pooled, cancel).run();
 }
 
 }  // namespace attnscope::cpu

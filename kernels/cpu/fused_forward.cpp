@@ -21,7 +21,7 @@ ForwardScratch::ForwardScratch(int64_t dim_v)
 
 void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOperands& op,
                           ForwardScratch& w, float* o, float* lse, float* m, float* l,
-                          TraceRecorder* rec) {
+                          TraceRecorder* rec, const CancelPoll& cancel) {
   const AttnParams& prm = *x.params;
   const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_kv = tile_count(Sk, kTileCols);
@@ -32,6 +32,7 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   std::fill(w.acc.begin(), w.acc.end(), 0.0f);
   for (int64_t jt = 0; jt < n_kv; ++jt) {
+    cancel.check();
     const int64_t j0 = jt * kTileCols;
     const ScoreTile t{i0, j0, rows, std::min(kTileCols, Sk - j0), kTileCols};
     if (causally_hidden(prm, t) && fill_is_neg_inf(x) && op.kv_finite[jt]) {
@@ -48,7 +49,7 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
 }
 
 void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
-                   const CpuForwardOutputs& out, TraceRecorder* rec) {
+                   const CpuForwardOutputs& out, TraceRecorder* rec, const CancelPoll& cancel) {
   const int64_t H = prm.heads, Hk = prm.kv_heads, Sq = prm.seqlen_q, Sk = prm.seqlen_k;
   const int64_t D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows), n_kv = tile_count(Sk, kTileCols);
@@ -67,7 +68,7 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
     const int64_t row = bh * Sq + qt * kTileRows;
     fused_forward_q_tile(make_head_context(prm, Mode::fused, b, h), qt, op,
                          scratch[static_cast<size_t>(worker)], out.o + row * Dv, out.lse + row,
-                         out.m + row, out.l + row, rec);
+                         out.m + row, out.l + row, rec, cancel);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/cancel_poll.h"
 #include "kernels/cpu/head_tiles.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tile_math.h"
@@ -34,10 +35,13 @@ HeadMatrices cpu_head_matrices(const AttnParams& params, const CpuAttnOptions& o
   const int64_t qt0 = w.row_begin / kTileRows, qt1 = (w.row_end - 1) / kTileRows;
   std::vector<cpu::HeadTiles::Scratch> scratch(static_cast<size_t>(threads),
                                                cpu::HeadTiles::Scratch(tiles));
+  const cpu::CancelPoll cancel(options.cancelled);
   // Each q tile writes its own output rows.
   cpu::parallel_for(qt1 - qt0 + 1, threads, [&](int64_t item, int worker) {
+    cancel.check();
     std::vector<uint8_t> cls;
     const auto copy_block = [&](const cpu::TileBlock& blk) {
+      cancel.check();
       const cpu::ScoreTile& t = blk.t;
       cls.resize(static_cast<size_t>(t.rows * t.cols));
       cpu::mask_classes(tiles.operands().x, t, cls.data());

@@ -52,6 +52,8 @@ struct HeadMatrices {
   std::vector<uint8_t> masked;
 };
 
+// Both recomputations poll CpuAttnOptions::cancelled per q tile and per tile block and throw
+// KernelCancelled (fused_attention.h) when it returns true.
 HeadMatrices cpu_head_matrices(const AttnParams& params, const CpuAttnOptions& options,
                                const CpuAttnInputs& inputs, int64_t b, int64_t h,
                                MatrixWindow window = {}, MatrixSelection which = {},

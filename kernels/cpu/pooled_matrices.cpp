@@ -1,6 +1,7 @@
 // Pooled S, P, dP, dS of one (batch, head) window recomputed tile by tile (see head_matrices.h):
 // HeadTiles recomputes the q tiles in parallel and PooledCells pools each tile, so the result
 // does not depend on the number of threads and equals what a backward pass pools on the way.
+#include "kernels/cpu/cancel_poll.h"
 #include "kernels/cpu/head_matrices.h"
 #include "kernels/cpu/head_tiles.h"
 #include "kernels/cpu/parallel_for.h"
@@ -22,9 +23,14 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
   std::vector<cpu::HeadTiles::Scratch> scratch(static_cast<size_t>(threads),
                                                cpu::HeadTiles::Scratch(tiles));
   const int64_t qt0 = w.row_begin / kTileRows, n_qt = (w.row_end - 1) / kTileRows - qt0 + 1;
+  const cpu::CancelPoll cancel(options.cancelled);
   cpu::parallel_for(n_qt, threads, [&](int64_t item, int worker) {
+    cancel.check();
     tiles.q_tile(qt0 + item, w.col_begin, w.col_end, scratch[static_cast<size_t>(worker)],
-                 [&](const cpu::TileBlock& blk) { cells.add(blk, worker); });
+                 [&](const cpu::TileBlock& blk) {
+                   cells.add(blk, worker);
+                   cancel.check();
+                 });
   });
   return cells.finish();
 }

@@ -45,7 +45,7 @@ std::vector<UnfusedScratch> make_scratch(int threads, int64_t sk) {
 }  // namespace
 
 void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
-                     const CpuForwardOutputs& out, TraceRecorder* rec) {
+                     const CpuForwardOutputs& out, TraceRecorder* rec, const CancelPoll& cancel) {
   const int64_t H = prm.heads, Hk = prm.kv_heads, Sq = prm.seqlen_q, Sk = prm.seqlen_k;
   const int64_t D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows);
@@ -54,6 +54,7 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
   std::vector<UnfusedScratch> scratch = make_scratch(threads, Sk);
 
   parallel_for(prm.batch * H * n_q, threads, [&](int64_t item, int worker) {
+    cancel.check();
     UnfusedScratch& w = scratch[static_cast<size_t>(worker)];
     const int64_t bh = item / n_q, b = bh / H, h = bh % H;
     const int64_t bkv = b * Hk + prm.kv_head_of(h);
@@ -80,7 +81,8 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
 // dQ = round(g K), dK_h = round(g^T Q); then dK, dV = round(sum over the group of round(dK_h),
 // round(dV_h)).
 void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threads,
-                      const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled) {
+                      const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
+                      const CancelPoll& cancel) {
   const int64_t H = prm.heads, Hk = prm.kv_heads, G = prm.group_size();
   const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows);
@@ -106,6 +108,7 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
       dk_h.assign(static_cast<size_t>(Sk * D), 0.0f);
       dv_h.assign(static_cast<size_t>(Sk * Dv), 0.0f);
       for (int64_t qt = 0; qt < n_q; ++qt) {
+        cancel.check();
         const int64_t i0 = qt * kTileRows, row = bh * Sq + i0;
         const ScoreTile t{i0, 0, std::min(kTileRows, Sq - i0), Sk, Sk};
         const float* q = in.q + row * D;
