@@ -1,6 +1,7 @@
 // Ordered worker pool behind scan and run. Invariant: the started cases are exactly
-// [0, next); done[i] marks finished ones; emitted <= next and every case below emitted was
-// handed back. Workers start case `next` only while next < emitted + window.
+// [0, next); done[i] marks finished ones (kCut: cut short by the interrupt); emitted <= next
+// and every case below emitted was handed back. Workers start case `next` only while
+// next < emitted + window.
 #include "case_pipeline.h"
 
 #include <unistd.h>
@@ -49,6 +50,8 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_;
 };
 
+constexpr char kFinished = 1, kCut = 2;  // done[i]
+
 }  // namespace
 
 std::pair<int, int> split_threads(int threads, size_t cases) {
@@ -58,7 +61,7 @@ std::pair<int, int> split_threads(int threads, size_t cases) {
 }
 
 PipelineOutcome run_in_order(size_t count, const PipelineOptions& options,
-                             const std::function<void(size_t)>& work,
+                             const std::function<bool(size_t)>& work,
                              const std::function<void(size_t)>& emit) {
   const int workers = std::max(1, options.workers);
   const size_t window = options.window > 0 ? options.window : 2 * static_cast<size_t>(workers);
@@ -77,15 +80,16 @@ PipelineOutcome run_in_order(size_t count, const PipelineOptions& options,
       const size_t i = next++;
       lock.unlock();
       std::exception_ptr error;
+      bool complete = false;
       try {
-        work(i);
+        complete = work(i);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
       if (error && !failure) failure = error;
-      stop = stop || error != nullptr;
-      done[i] = 1;
+      stop = stop || error != nullptr || !complete;
+      done[i] = complete ? kFinished : kCut;
       changed.notify_all();
     }
   };
@@ -100,6 +104,10 @@ PipelineOutcome run_in_order(size_t count, const PipelineOptions& options,
       if (!stop && interrupt_requested()) {
         stop = outcome.interrupted = true;
         changed.notify_all();
+      }
+      if (done[emitted] == kCut) {
+        stop = outcome.interrupted = true;
+        break;
       }
       if (done[emitted] && !failure) {
         const size_t i = emitted;

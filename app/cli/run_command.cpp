@@ -126,6 +126,7 @@ int run_results(const CommandArgs& args) {
   const auto [workers, kernel_threads] = split_threads(settings.threads, paths.size());
   settings.threads = kernel_threads;
   set_interrupt_cleanup(writer->temp_path());
+  settings.cancelled = [] { return interrupt_requested(); };  // polled per kernel tile too
   install_interrupt_handler();
 
   // One slot per case in flight: filled by a worker, written and cleared in case order.
@@ -141,12 +142,14 @@ int run_results(const CommandArgs& args) {
     Result<CaseData> data = dump->load(paths[n]);
     Result<CaseAnalysis> a =
         data ? analyze_case(*data, settings) : Result<CaseAnalysis>(data.error());
+    if (a && a->interrupted) return false;  // cut short by Ctrl-C: never written
     if (!a) {
       slot.error = a.error();
-      return;
+      return true;
     }
     slot.data = std::move(*data);
     slot.analysis = std::move(*a);
+    return true;
   };
   auto emit = [&](size_t n) {
     Slot slot = std::move(slots[n]);

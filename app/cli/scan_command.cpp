@@ -69,6 +69,7 @@ int run_scan(const CommandArgs& args) {
   if (!cases) return kExitUnreadable;
   const auto [workers, kernel_threads] = split_threads(settings.threads, cases->size());
   settings.threads = kernel_threads;
+  settings.cancelled = [] { return interrupt_requested(); };  // polled per kernel tile too
   install_interrupt_handler();
 
   // One slot per case in flight: filled by a worker, printed and cleared in case order.
@@ -87,12 +88,14 @@ int run_scan(const CommandArgs& args) {
     Result<CaseData> data = dump->load((*cases)[n]->path);
     Result<CaseAnalysis> a =
         data ? analyze_case(*data, settings) : Result<CaseAnalysis>(data.error());
+    if (a && a->interrupted) return false;  // cut short by Ctrl-C: not reported
     if (a) {
       slot.analysis = std::move(*a);
     } else {
       slot.error = case_error_text(dump->path(), (*cases)[n]->path, a.error().message);
       slot.hint = a.error().hint;
     }
+    return true;
   };
   auto emit = [&](size_t n) {
     Slot slot = std::move(slots[n]);

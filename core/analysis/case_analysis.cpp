@@ -30,13 +30,14 @@ struct KernelInputs {
 };
 
 ModeRun run_mode(const AttnParams& params, const KernelInputs& in, Mode mode, int threads,
-                 bool trace) {
+                 bool trace, const std::function<bool()>& cancelled = {}) {
   ModeRun r;
   r.mode = mode;
   r.precision = params.precision;
   CpuAttnOptions options;
   options.mode = mode;
   options.threads = threads;
+  options.cancelled = cancelled;
   if (trace) options.trace = &r.trace;
   r.out = cpu_attention(params, options, in.view());
   return r;
@@ -187,7 +188,12 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   };
   for (Mode m : settings.modes) {
     if (stop()) return a;
-    a.runs.push_back(run_mode(in.params, kin, m, settings.threads, true));
+    try {  // the kernels poll `cancelled` per tile and throw when it fires
+      a.runs.push_back(run_mode(in.params, kin, m, settings.threads, true, settings.cancelled));
+    } catch (const KernelCancelled&) {
+      a.interrupted = true;
+      return a;
+    }
   }
   if (stop()) return a;
   const MaskInfo masks = analyze_masks(in.params);

@@ -36,7 +36,8 @@ struct AnalysisSettings {
   double explosion_ratio = 1e3;  // gradient_explosion: head norm / median head norm
   int threads = 0;               // 0 = hardware concurrency
   // Polled between the phases (each mode run, each fp64 reference head or kv group, the
-  // recorded comparison); once it returns true analyze_case stops and returns what it has with
+  // recorded comparison) and by the kernels of a mode run per tile; once it returns true
+  // analyze_case stops and returns what it has (never a cut-short run) with
   // CaseAnalysis::interrupted set. Called from worker threads: it must be thread-safe.
   std::function<bool()> cancelled;
 };

@@ -15,6 +15,11 @@ usage: sigint_check.py SCENARIO CLI DUMP [OUT_DIR]
              stderr says "interrupted after".
   progress-tty  scan --json DUMP with stderr on a pseudo-terminal: a "scan: N/M cases"
              progress line is shown there and cleared at the end (no SIGINT).
+  scan-one-big, run-one-big  DUMP is written first: one fp16 case of [1, 2, 8192, 64] whose
+             analysis takes minutes. SIGINT a second into it stops the kernel in flight:
+             exit 130, nothing reported (scan --json: "cases" empty, "interrupted": true;
+             run: OUT_DIR empty), stderr says "interrupted after 0 of 1 cases". The time
+             from SIGINT to exit is printed, not checked.
 The signal is sent only once the handler is installed (SigCgt in /proc/PID/status).
 """
 import json
@@ -92,6 +97,32 @@ def expect(condition: bool, what: str, out: str, err: str) -> None:
         raise SystemExit("FAILED: " + what)
 
 
+def write_big_case(path: str) -> None:
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        g = f.create_group("/big")
+        g.attrs["dtype"] = "float16"
+        for name in ("q", "k", "v", "do"):
+            g.create_dataset(name, data=rng.standard_normal((1, 2, 8192, 64)).astype(np.float16))
+
+
+def interrupt_big_case(command, out_dir: str):
+    """Runs `command`, sends SIGINT a second after the handler is installed; (out, err)."""
+    proc = start(command)
+    wait_for_handler(proc)
+    time.sleep(1.0)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = finish(proc, "")
+    print(f"exit {proc.returncode} {time.monotonic() - sent:.2f} s after SIGINT")
+    expect(proc.returncode == 130, f"exit code {proc.returncode}, expected 130", out, err)
+    expect("interrupted after 0 of 1 cases" in err, "stderr says 0 of 1 cases", out, err)
+    return out, err
+
+
 def main() -> int:
     scenario, cli, dump = sys.argv[1:4]
     out_dir = sys.argv[4] if len(sys.argv) > 4 else ""
@@ -167,6 +198,22 @@ def main() -> int:
         expect(len(json.loads(out)["cases"]) > 0, "JSON on stdout", out, err)
         expect("\rscan: " in err and " cases" in err and err.endswith("\r\x1b[K"),
                "a progress line on the terminal, cleared at the end", out, err)
+    elif scenario in ("scan-one-big", "run-one-big"):
+        shutil.rmtree(out_dir, ignore_errors=True)
+        results = os.path.join(out_dir, "results")
+        os.makedirs(results)
+        write_big_case(dump)
+        if scenario == "scan-one-big":
+            out, err = interrupt_big_case([cli, "scan", "--json", dump, "--threads", "2"], out_dir)
+            doc = json.loads(out)
+            expect(doc["cases"] == [] and doc["interrupted"] is True and doc["cases_total"] == 1,
+                   "no case reported, interrupted", out, err)
+        else:
+            out_path = os.path.join(results, "results.h5")
+            out, err = interrupt_big_case(
+                [cli, "run", dump, "--out", out_path, "--threads", "2"], out_dir)
+            expect(os.listdir(results) == [], f"files left in {results}", out, err)
+            expect(f"{out_path} not written" in err, "stderr names the output", out, err)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     return 0

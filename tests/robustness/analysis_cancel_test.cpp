@@ -1,6 +1,7 @@
 // Cancel predicates of the long core analyses (the GUI passes "a newer request exists"):
-// analyze_case stops between its phases and scale_sweep between its runs, returning what they
-// have with `interrupted` set; a predicate that never fires changes nothing.
+// analyze_case stops between its phases and inside a kernel run (dropping that run), and
+// scale_sweep between its runs, returning what they have with `interrupted` set; a predicate
+// that never fires changes nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -32,11 +33,44 @@ TEST(AnalysisCancel, analyze_case_cancelled_before_the_first_run_does_nothing) {
   EXPECT_EQ(polls.load(), 1);
 }
 
-TEST(AnalysisCancel, analyze_case_stops_after_the_mode_run_in_flight) {
+// Polls a predicate that never fires receives from analyze_case with settings s: without the
+// precision and recorded checks, 1 before each mode run, the kernels' own (one per tile), then
+// 3 (after the runs, after the reference block, after the recorded comparison).
+int silent_polls(const CaseData& c, AnalysisSettings s) {
+  s.precision_check = false;
+  s.recorded_check = false;
+  std::atomic<int> polls{0};
+  s.cancelled = [&] {
+    ++polls;
+    return false;
+  };
+  analyze(c, s);
+  return polls.load();
+}
+
+TEST(AnalysisCancel, analyze_case_cancelled_inside_the_first_kernel_run_keeps_no_run) {
   const CaseData c = make_case(spec(2, 2));
   AnalysisSettings s;  // modes fused, unfused
   std::atomic<int> polls{0};
-  s.cancelled = [&] { return ++polls > 1; };  // fires at the poll after the first run
+  s.cancelled = [&] { return ++polls > 1; };  // fires at the kernel's first tile
+  const CaseAnalysis a = analyze(c, s);
+  EXPECT_TRUE(a.interrupted);
+  EXPECT_TRUE(a.runs.empty());
+  EXPECT_FALSE(a.reference.has_value());
+  EXPECT_TRUE(a.stats.runs.empty());
+}
+
+TEST(AnalysisCancel, analyze_case_cancelled_inside_the_second_kernel_run_keeps_the_first) {
+  const CaseData c = make_case(spec(2, 2));
+  AnalysisSettings s;  // modes fused, unfused
+  s.threads = 1;
+  AnalysisSettings fused_only = s;
+  fused_only.modes = {Mode::fused};
+  const int fused_run = silent_polls(c, fused_only) - 4;  // the fused kernels' polls
+  ASSERT_GT(fused_run, 0);
+  std::atomic<int> polls{0};
+  // 1 before the fused run, its polls, 1 before the unfused run, then its first tile.
+  s.cancelled = [&] { return ++polls > fused_run + 3; };
   const CaseAnalysis a = analyze(c, s);
   EXPECT_TRUE(a.interrupted);
   ASSERT_EQ(a.runs.size(), 1u);
@@ -76,9 +110,10 @@ TEST(AnalysisCancel, reference64_skips_the_groups_after_a_cancel) {
   AnalysisSettings s;
   s.modes = {Mode::fused};
   s.threads = 1;  // kv groups in order on one worker
+  // Polls: 1 before the run, the kernels' own, 1 after the runs, then one per kv group (4).
+  const int before_groups = silent_polls(c, s) - 2;
   std::atomic<int> polls{0};
-  // Polls: 1 before the run, 1 after it, then one per kv group (4), then after the reference.
-  s.cancelled = [&] { return ++polls > 4; };  // groups 0 and 1 run, 2 and 3 are skipped
+  s.cancelled = [&] { return ++polls > before_groups + 2; };  // groups 0, 1 run; 2, 3 skipped
   const CaseAnalysis a = analyze(c, s);
   EXPECT_TRUE(a.interrupted);
   ASSERT_TRUE(a.reference.has_value());
