@@ -59,6 +59,9 @@ class ViewGapTest : public QObject {
   // RowPlotAnnotationTests.cpp
   void row_plot_annotations_persist_and_export();
 
+  // BrokenCaseTests.cpp
+  void broken_case_is_greyed_and_explained_in_browser();
+
  private:
   QTemporaryDir settingsDir_;
   QTemporaryDir dataHome_;

@@ -1,0 +1,110 @@
+// A dump with one unreadable case among good ones, opened in the real window: the broken case's
+// row is greyed with its error (file, dataset, problem, hint) as tooltip, the good cases open and
+// compute exactly, and selecting the broken row reports an error naming it instead of crashing.
+// The files are written at test time by tests/data/broken_case_dumps.py (the venv's python):
+// one_unreadable_case.h5 (H5Dread fails on /step_2/q) and one_crashing_case.h5 (libhdf5 crashes
+// on /step_2/q, contained by the probe process).
+#include <QProcess>
+#include <QTreeWidget>
+#include <QTreeWidgetItemIterator>
+#include <QtTest>
+#include <cmath>
+
+#include "app/gui/SessionContext.h"
+#include "app/panels/DumpBrowserPanel.h"
+#include "tests/gui/ViewGapTest.h"
+
+namespace attnscope::test {
+namespace {
+
+// The browser row of `casePath`, or nullptr.
+QTreeWidgetItem* caseRow(DumpBrowserPanel* browser, const QString& casePath) {
+  for (QTreeWidgetItemIterator it(browser->tree()); *it; ++it) {
+    if ((*it)->data(0, Qt::UserRole + 1).toString() == casePath) return *it;
+  }
+  return nullptr;
+}
+
+// S[0, 0] of head 0 of case /step_n: scale * q[0] . k[0], with the script's values
+// (q seed 3n, k seed 3n + 1) and the default scale 1 / sqrt(D), D = 8.
+double firstScore(int n) {
+  const std::vector<double> q = tensorValues(8, 3 * n), k = tensorValues(8, 3 * n + 1);
+  double dot = 0;
+  for (size_t d = 0; d < 8; ++d) dot += q[d] * k[d];
+  return dot / std::sqrt(8.0);
+}
+
+// Whether the shown result's S[0, 0] is firstScore(n) (fp32 kernel: within a few ulp).
+bool showsFirstScore(const ShownWindow& w, int n) {
+  const double expected = firstScore(n);
+  return std::abs(w.context()->result()->s.raw.at(0) - expected) <= 1e-6 * std::abs(expected);
+}
+
+}  // namespace
+
+void ViewGapTest::broken_case_is_greyed_and_explained_in_browser() {
+  QTemporaryDir out;
+  QVERIFY(out.isValid());
+  QProcess script;
+  script.start(QStringLiteral(ATTNSCOPE_PYTHON),
+               {QStringLiteral(ATTNSCOPE_BROKEN_DUMPS_SCRIPT), out.path()});
+  QVERIFY(script.waitForFinished(120000));
+  QVERIFY2(script.exitStatus() == QProcess::NormalExit && script.exitCode() == 0,
+           script.readAllStandardError().constData());
+
+  // File -> the problem its /step_2 row names (after "FILE: /step_2/q: ").
+  const QList<std::pair<QString, QString>> files = {
+      {QStringLiteral("one_unreadable_case.h5"),
+       QStringLiteral("cannot read the data (HDF5: inflate() failed)")},
+      {QStringLiteral("one_crashing_case.h5"),
+       QStringLiteral("while reading the dataset's data (in attnscope's probe process)")}};
+  for (const auto& [name, problem] : files) {
+    const QString path = out.filePath(name);
+    ShownWindow w;
+    QVERIFY(w.window->openTarget({path, QStringLiteral("/step_0")}));
+    QVERIFY(w.waitForHead(QStringLiteral("/step_0"), 0));
+    QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
+    DumpBrowserPanel* browser = w.window->browser();
+    QCOMPARE(browser->casePaths(0),
+             QStringList({QStringLiteral("/step_0"), QStringLiteral("/step_1"),
+                          QStringLiteral("/step_2"), QStringLiteral("/step_3")}));
+
+    // The broken row: greyed in every column, its error as tooltip; the good rows are not.
+    QTreeWidgetItem* broken = caseRow(browser, QStringLiteral("/step_2"));
+    QTreeWidgetItem* good = caseRow(browser, QStringLiteral("/step_3"));
+    QVERIFY(broken != nullptr && good != nullptr);
+    const QColor grey = browser->tree()->palette().color(QPalette::Disabled, QPalette::Text);
+    for (int column = 0; column < 3; ++column) {
+      QCOMPARE(broken->foreground(column).color(), grey);
+      QVERIFY(good->foreground(column).color() != grey);
+    }
+    const QString tip = broken->toolTip(0);
+    QVERIFY2(tip.startsWith(path + QStringLiteral(": /step_2/q: ")), qPrintable(tip));
+    QVERIFY2(tip.contains(problem), qPrintable(tip));
+    QVERIFY2(tip.contains(QStringLiteral("(hint: ")) && tip.contains(QStringLiteral("re-export")),
+             qPrintable(tip));
+    QCOMPARE(good->toolTip(0), QStringLiteral("/step_3"));
+
+    // The good cases compute the script's exact values.
+    QVERIFY(showsFirstScore(w, 0));
+    browser->tree()->setCurrentItem(good);
+    QVERIFY(w.waitForHead(QStringLiteral("/step_3"), 0));
+    QVERIFY(showsFirstScore(w, 3));
+    QVERIFY(w.errors.isEmpty());
+
+    // Selecting the broken row: an error naming the case and its problem; /step_3 stays shown.
+    browser->tree()->setCurrentItem(broken);
+    QCOMPARE(w.errors.size(), 1);
+    QVERIFY2(w.errors[0].startsWith(QStringLiteral("Cannot show /step_2: ") + path +
+                                    QStringLiteral(": /step_2/q: ")),
+             qPrintable(w.errors[0]));
+    QVERIFY2(w.errors[0].contains(problem), qPrintable(w.errors[0]));
+    QCOMPARE(w.context()->casePath(), QStringLiteral("/step_3"));
+    browser->tree()->setCurrentItem(caseRow(browser, QStringLiteral("/step_1")));
+    QVERIFY(w.waitForHead(QStringLiteral("/step_1"), 0));
+    QVERIFY(showsFirstScore(w, 1));
+    QCOMPARE(w.errors.size(), 1);
+  }
+}
+
+}  // namespace attnscope::test
