@@ -14,6 +14,7 @@
 #include "app/gui/AnnotationController.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/RowPlotPanel.h"
 
 namespace attnscope {
 namespace {
@@ -122,6 +123,13 @@ void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
   const CaseInfo* info = context_->caseInfo();
   if (item == nullptr || info == nullptr) return;
   const Annotation& a = listed_[item->data(kKind, kIndexRole).toInt()];
+  if (const auto series = RowPlotPanel::seriesOfView(a.view)) {
+    if (rowPlots_ == nullptr || a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
+    context_->setBatch(a.batch);
+    context_->setHead(a.head);
+    rowPlots_->reveal(*series);
+    return;
+  }
   const auto [rows, cols] = viewShape(a.view, info->dims);
   if (rows == 0 || a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
   const auto [r0, r1] = span(std::min(a.from.y(), a.to.y()), std::max(a.from.y(), a.to.y()), rows);

@@ -2,6 +2,7 @@
 #include "app/panels/RowPlotPanel.h"
 
 #include <QComboBox>
+#include <QDockWidget>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
@@ -11,15 +12,30 @@
 #include "app/plot/RowPlotView.h"
 
 namespace attnscope {
+namespace {
+
+// The series' name in the choice box and the plot title.
+QString label(RowSeriesKind series) {
+  switch (series) {
+    case RowSeriesKind::m_lse:
+      return RowPlotPanel::tr("row max m and LSE");
+    case RowSeriesKind::l:
+      return RowPlotPanel::tr("softmax denominator l");
+    case RowSeriesKind::o_norm:
+      return RowPlotPanel::tr("||O_i||");
+    case RowSeriesKind::dq_norm:
+      return RowPlotPanel::tr("||dQ_i||");
+  }
+  return {};
+}
+
+}  // namespace
 
 RowPlotPanel::RowPlotPanel(SessionContext* context, QWidget* parent)
     : QWidget(parent), context_(context) {
   choice_ = new QComboBox(this);
   choice_->setObjectName(QStringLiteral("rowSeriesBox"));
-  choice_->addItem(tr("row max m and LSE"), static_cast<int>(Series::m_lse));
-  choice_->addItem(tr("softmax denominator l"), static_cast<int>(Series::l));
-  choice_->addItem(tr("||O_i||"), static_cast<int>(Series::o_norm));
-  choice_->addItem(tr("||dQ_i||"), static_cast<int>(Series::dq_norm));
+  for (const Series s : allSeries()) choice_->addItem(label(s), static_cast<int>(s));
   plot_ = new RowPlotView(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("series"), this));
@@ -41,8 +57,20 @@ void RowPlotPanel::showSeries(Series series) {
   emit seriesChanged();
 }
 
+void RowPlotPanel::reveal(Series series) {
+  showSeries(series);
+  if (auto* dock = qobject_cast<QDockWidget*>(parentWidget())) {
+    dock->show();
+    dock->raise();
+  }
+}
+
 QString RowPlotPanel::viewName() const {
-  switch (series_) {
+  return viewName(series_);
+}
+
+QString RowPlotPanel::viewName(Series series) {
+  switch (series) {
     case Series::m_lse:
       return QStringLiteral("row m, LSE");
     case Series::l:
@@ -55,6 +83,25 @@ QString RowPlotPanel::viewName() const {
   return {};
 }
 
+std::vector<RowPlotPanel::Series> RowPlotPanel::allSeries() {
+  return {Series::m_lse, Series::l, Series::o_norm, Series::dq_norm};
+}
+
+QString RowPlotPanel::title(const HeadResult& r, Series series) {
+  return tr("%1 · b%2 h%3 · %4 %5")
+      .arg(label(series))
+      .arg(r.request.batch)
+      .arg(r.request.head)
+      .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode));
+}
+
+std::optional<RowPlotPanel::Series> RowPlotPanel::seriesOfView(const QString& view) {
+  for (const Series s : allSeries()) {
+    if (viewName(s) == view) return s;
+  }
+  return std::nullopt;
+}
+
 void RowPlotPanel::redraw() {
   const std::shared_ptr<const HeadResult> r = context_->result();
   if (!r) {
@@ -62,13 +109,7 @@ void RowPlotPanel::redraw() {
     return;
   }
   const HeadRowSeries rows = head_row_series(*r, series_);
-  const QString title =
-      tr("%1 · b%2 h%3 · %4 %5")
-          .arg(choice_->currentText())
-          .arg(r->request.batch)
-          .arg(r->request.head)
-          .arg(QString::fromLatin1(precision_name(r->precision)), modeName(r->request.mode));
-  plot_->setData(title, rows.series, rows.thresholds);
+  plot_->setData(title(*r, series_), rows.series, rows.thresholds);
 }
 
 }  // namespace attnscope

@@ -1,8 +1,12 @@
 // User annotations on the row plot: a box dragged with the Box tool onto the l series of a case
 // is listed in the Annotations dock, written to the sidecar with view "row l", drawn into the
 // row plot's SVG export, and is back on the same series after closing and reopening the dump.
+// Selecting a row-plot annotation in the Annotations dock shows the row plot dock on its series
+// at its batch / head.
+#include <QDockWidget>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTabWidget>
 #include <QTreeWidget>
 #include <QtTest>
 
@@ -10,6 +14,7 @@
 #include "app/gui/SessionContext.h"
 #include "app/gui/SessionFile.h"
 #include "app/panels/AnnotationListPanel.h"
+#include "app/panels/HeatmapPanel.h"
 #include "app/panels/RowPlotPanel.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/RowPlotView.h"
@@ -77,6 +82,50 @@ void ViewGapTest::row_plot_annotations_persist_and_export() {
   const QList<Annotation> back = AnnotationLayer::of(w.window->rowPlots()->plot())->annotations();
   QCOMPARE(back.size(), 1);
   QCOMPARE(back[0].text, QStringLiteral("l drops here"));
+  QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
+}
+
+}  // namespace attnscope::test
+
+namespace attnscope::test {
+
+void ViewGapTest::annotation_list_jumps_to_row_plot_series() {
+  SampleCopy dump;
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({dump.path, kCase}));
+  QVERIFY(w.waitForHead(kCase, 0));
+  Annotation note;
+  note.kind = AnnotationKind::text;
+  note.view = QStringLiteral("row ||O_i||");
+  note.batch = 1;
+  note.head = 2;
+  note.from = note.to = QPointF(80, 0.5);
+  note.text = QStringLiteral("padded rows");
+  QString error;
+  QVERIFY2(w.window->annotations()->addAnnotation(note, &error), qPrintable(error));
+
+  // The row plot shows another series and its dock is closed; the heatmaps show head 0.
+  RowPlotPanel* rows = w.window->rowPlots();
+  rows->showSeries(RowSeriesKind::m_lse);
+  auto* dock = w.window->findChild<QDockWidget*>(QStringLiteral("rowPlotDock"));
+  QVERIFY(dock != nullptr);
+  dock->close();
+  QVERIFY(!dock->isVisible());
+  const int tab = w.window->heatmaps()->tabs()->currentIndex();
+
+  QTreeWidget* list = w.window->annotationList()->tree();
+  QCOMPARE(list->topLevelItemCount(), 1);
+  list->setCurrentItem(list->topLevelItem(0));
+  QVERIFY(dock->isVisible());
+  QCOMPARE(rows->series(), RowSeriesKind::o_norm);
+  QCOMPARE(w.context()->batch(), int64_t{1});
+  QCOMPARE(w.context()->head(), int64_t{2});
+  QCOMPARE(w.window->heatmaps()->tabs()->currentIndex(), tab);
+  QVERIFY(w.waitForHead(kCase, 2));
+  QCOMPARE(w.context()->result()->request.batch, int64_t{1});
+  const QList<Annotation> shown = AnnotationLayer::of(rows->plot())->annotations();
+  QCOMPARE(shown.size(), 1);
+  QCOMPARE(shown[0].text, QStringLiteral("padded rows"));
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }
 

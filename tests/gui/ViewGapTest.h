@@ -58,6 +58,7 @@ class ViewGapTest : public QObject {
 
   // RowPlotAnnotationTests.cpp
   void row_plot_annotations_persist_and_export();
+  void annotation_list_jumps_to_row_plot_series();
 
   // BrokenCaseTests.cpp
   void broken_case_is_greyed_and_explained_in_browser();
