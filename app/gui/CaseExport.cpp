@@ -8,8 +8,12 @@
 #include <QFileInfo>
 #include <QSaveFile>
 
+#include "app/gui/HeadRowSeries.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/RowPlotPanel.h"
+#include "app/plot/AnnotationLayer.h"
 #include "app/plot/PlotExport.h"
+#include "app/plot/RowPlotView.h"
 
 namespace attnscope {
 namespace {
@@ -18,16 +22,19 @@ QString cell(const QString& text) {
   return QStringLiteral("<td>%1</td>").arg(text.toHtmlEscaped());
 }
 
+// A point of an annotation: (row, col) on a heatmap; (query row, value) on the row plot, whose
+// annotations carry x = query row, y = value.
+QString point(const Annotation& a, QPointF p) {
+  if (RowPlotPanel::seriesOfView(a.view)) {
+    return QStringLiteral("(query row %1, value %2)").arg(p.x(), 0, 'f', 1).arg(p.y(), 0, 'g', 6);
+  }
+  return QStringLiteral("(row %1, col %2)").arg(p.y(), 0, 'f', 1).arg(p.x(), 0, 'f', 1);
+}
+
 QString describe(const Annotation& a) {
   const QString where = a.kind == AnnotationKind::text
-                            ? QStringLiteral("at (row %1, col %2)")
-                                  .arg(a.from.y(), 0, 'f', 1)
-                                  .arg(a.from.x(), 0, 'f', 1)
-                            : QStringLiteral("from (row %1, col %2) to (row %3, col %4)")
-                                  .arg(a.from.y(), 0, 'f', 1)
-                                  .arg(a.from.x(), 0, 'f', 1)
-                                  .arg(a.to.y(), 0, 'f', 1)
-                                  .arg(a.to.x(), 0, 'f', 1);
+                            ? QStringLiteral("at ") + point(a, a.from)
+                            : QStringLiteral("from %1 to %2").arg(point(a, a.from), point(a, a.to));
   return QStringLiteral("%1%2 %3%4")
       .arg(a.automatic ? QStringLiteral("marker ") : QString(), annotationKindName(a.kind), where,
            a.text.isEmpty() ? QString() : QStringLiteral(": ") + a.text);
@@ -66,6 +73,27 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
   s.maskFill = maskFillName(r.request.settings.mask_fill);
   return s;
 }
+
+RowPlotExports::RowPlotExports(
+    const HeadResult& result,
+    const std::function<QList<Annotation>(const QString& view)>& annotationsOf, QSize size) {
+  for (const RowSeriesKind kind : RowPlotPanel::allSeries()) {
+    auto plot = std::make_unique<RowPlotView>();
+    const HeadRowSeries rows = head_row_series(result, kind);
+    plot->setData(RowPlotPanel::title(result, kind), rows.series, rows.thresholds);
+    const QString view = RowPlotPanel::viewName(kind);
+    const QList<Annotation> annotations = annotationsOf(view);
+    AnnotationLayer::of(plot.get())->setAnnotations(annotations);
+    // Laid out at `size` without appearing on screen (exportView draws the plot at its size).
+    plot->setAttribute(Qt::WA_DontShowOnScreen);
+    plot->resize(size);
+    plot->show();
+    views_.append({view, plot.get(), annotations});
+    plots_.push_back(std::move(plot));
+  }
+}
+
+RowPlotExports::~RowPlotExports() = default;
 
 QString fileStem(const QString& name) {
   QString stem;

@@ -1,12 +1,16 @@
 // Stamped export of the views of one computed head: the FigureStamp of a result, and "export
-// all views of this case" into a folder (PNG + SVG per view, and an index.html that lists the
-// images with the stamp and the annotations of each view). Shared by the GUI and
-// `attnscope-cli export`.
+// all views of this case" into a folder (PNG + SVG per view, heatmaps and the row plot's series,
+// and an index.html that lists the images with the stamp and the annotations of each view).
+// Shared by the GUI and `attnscope-cli export`.
 #pragma once
 
 #include <QList>
+#include <QSize>
 #include <QString>
 #include <QStringList>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "app/gui/HeadCompute.h"
 #include "app/plot/Annotation.h"
@@ -15,6 +19,8 @@
 class QWidget;
 
 namespace attnscope {
+
+class RowPlotView;
 
 // The stamp of `view` of a result: file, case, batch / head, precision, mode (and backend when
 // not the own CPU kernel), scale, mask fill, and the clip: "off", or "max_norm X (total T,
@@ -27,6 +33,23 @@ struct ViewExport {
   QString name;
   QWidget* widget = nullptr;
   QList<Annotation> annotations;
+};
+
+// The row plot's series of a result as views to export, one per series and named like the row
+// plot's annotations ("row m, LSE", "row l", "row ||O_i||", "row ||dQ_i||"): each drawn into its
+// own offscreen RowPlotView of `size` (owned here) with the user's annotations of that series,
+// annotationsOf(view).
+class RowPlotExports {
+ public:
+  RowPlotExports(const HeadResult& result,
+                 const std::function<QList<Annotation>(const QString& view)>& annotationsOf,
+                 QSize size = QSize(1000, 520));
+  ~RowPlotExports();
+  const QList<ViewExport>& views() const { return views_; }
+
+ private:
+  std::vector<std::unique_ptr<RowPlotView>> plots_;
+  QList<ViewExport> views_;
 };
 
 // Writes `<name>.png` and `<name>.svg` of every view into `folder` (created if missing), then

@@ -183,23 +183,53 @@ void ExportTest::export_all_views_writes_images_and_index() {
   note.from = note.to = QPointF(30, 20);
   note.text = QStringLiteral("P is NaN on the overflowing rows");
   QVERIFY(w.window->annotations()->addAnnotation(note));
+  // A box on the row plot's l series (x = query row, y = value); head 3 like the result.
+  Annotation box;
+  box.kind = AnnotationKind::box;
+  box.view = QStringLiteral("row l");
+  box.head = 3;
+  box.from = QPointF(12, 0.5);
+  box.to = QPointF(40, 2.5);
+  box.text = QStringLiteral("l overflows here");
+  QVERIFY(w.window->annotations()->addAnnotation(box));
   QTemporaryDir out;
   const QString folder = out.filePath(QStringLiteral("figures"));
   QString error;
   const QStringList written = w.window->exportAllViews(folder, &error);
   QVERIFY2(error.isEmpty(), qPrintable(error));
-  const auto views = w.window->annotations()->views();
-  QVERIFY(views.size() >= 6);
-  QCOMPARE(written.size(), 2 * views.size() + 1);
+  QStringList names;
+  for (const auto& [name, widget] : w.window->annotations()->views()) names << name;
+  QVERIFY(names.size() >= 6);
+  // The heatmap tabs, then the row plot's four series.
+  const QStringList rowViews = {QStringLiteral("row m, LSE"), QStringLiteral("row l"),
+                                QStringLiteral("row ||O_i||"), QStringLiteral("row ||dQ_i||")};
+  names += rowViews;
+  QCOMPARE(written.size(), 2 * names.size() + 1);
   const QString index = QString::fromUtf8(readAll(folder + QStringLiteral("/index.html")));
-  for (const auto& [name, widget] : views) {
+  for (const QString& name : names) {
     const QString stem = fileStem(name);
     const QImage image(folder + QLatin1Char('/') + stem + QStringLiteral(".png"));
     QVERIFY2(!image.isNull(), qPrintable(stem));
     QCOMPARE(image.text(QStringLiteral("attnscope.view")), name);
+    QCOMPARE(image.text(QStringLiteral("attnscope.case")), QStringLiteral("/fp16_score_overflow"));
+    QCOMPARE(image.text(QStringLiteral("attnscope.head")), QStringLiteral("3"));
+    QCOMPARE(image.text(QStringLiteral("attnscope.precision")), QStringLiteral("fp16"));
     QVERIFY(QFileInfo(folder + QLatin1Char('/') + stem + QStringLiteral(".svg")).size() > 1000);
     QVERIFY2(index.contains(QStringLiteral("<img src=\"%1.png\"").arg(stem)), qPrintable(stem));
   }
+  QVERIFY(index.contains(QStringLiteral("<h2 id=\"row_l\">row l</h2>")));
+  // The row plot's annotation is drawn into its series' figure only, and listed under it.
+  const auto svgOf = [&](const QString& view) {
+    return readAll(folder + QLatin1Char('/') + fileStem(view) + QStringLiteral(".svg"));
+  };
+  QVERIFY(svgOf(QStringLiteral("row l")).contains("l overflows here"));
+  QVERIFY(!svgOf(QStringLiteral("row m, LSE")).contains("l overflows here"));
+  const qsizetype rowL = index.indexOf(QStringLiteral("<h2 id=\"row_l\">"));
+  const qsizetype boxItem = index.indexOf(QStringLiteral(
+      "<li>box from (query row 12.0, value 0.5) to (query row 40.0, value 2.5): l overflows "
+      "here</li>"));
+  QVERIFY(rowL > 0 && boxItem > rowL);
+  QVERIFY(boxItem < index.indexOf(QStringLiteral("<h2 id=\"row___O_i__\">")));
   for (const char* part : {"<td>case</td><td>/fp16_score_overflow</td>", "<td>head</td><td>3</td>",
                            "<td>precision</td><td>fp16</td>", "<td>mode</td><td>unfused</td>",
                            "<td>clip</td><td>off</td>", "marker arrow", "first +inf at (12, ",
