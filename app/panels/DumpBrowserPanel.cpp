@@ -17,6 +17,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "app/gui/SessionContext.h"
@@ -51,6 +52,16 @@ QString shapeText(const CaseDims& d) {
   s += QStringLiteral(" S%1").arg(d.seqlen_q);
   if (d.seqlen_k != d.seqlen_q) s += QStringLiteral("x%1").arg(d.seqlen_k);
   return s + QStringLiteral(" D%1").arg(d.head_dim);
+}
+
+// A rejected group's error "FILE: /object: problem" as (/object, problem): the row names the
+// object under its file's row, the tooltip adds the problem and hint without repeating either.
+std::pair<QString, QString> rejectedText(const QString& file, const Error& e) {
+  QString rest = QString::fromStdString(e.message);
+  if (rest.startsWith(file + QStringLiteral(": "))) rest.remove(0, file.size() + 2);
+  const qsizetype colon = rest.indexOf(QStringLiteral(": "));
+  if (!rest.startsWith(QLatin1Char('/')) || colon < 0) return {QString(), rest};
+  return {rest.left(colon), rest.mid(colon + 2)};
 }
 
 bool isCase(const QTreeWidgetItem* item) {
@@ -204,8 +215,12 @@ QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
         QStringList{tr("rejected groups (%1)").arg(dump.reader->rejected().size())});
     rejected->setFlags(Qt::ItemIsEnabled);
     for (const Error& e : dump.reader->rejected()) {
-      auto* item = new QTreeWidgetItem(rejected, {QString::fromStdString(e.message)});
-      item->setToolTip(0, QString::fromStdString(e.describe()));
+      const auto [where, problem] = rejectedText(dump.path, e);
+      auto* item = new QTreeWidgetItem(
+          rejected, {where.isEmpty() ? problem : where + QStringLiteral(": ") + problem});
+      QString tip = problem;
+      if (!e.hint.empty()) tip += tr("\nhint: %1").arg(QString::fromStdString(e.hint));
+      item->setToolTip(0, tip);
       item->setFlags(Qt::NoItemFlags);
     }
     children << rejected;

@@ -3,7 +3,9 @@
 // compute exactly, and selecting the broken row reports an error naming it instead of crashing.
 // The files are written at test time by tests/data/broken_case_dumps.py (the venv's python):
 // one_unreadable_case.h5 (H5Dread fails on /step_2/q) and one_crashing_case.h5 (libhdf5 crashes
-// on /step_2/q, contained by the probe process).
+// on /step_2/q, contained by the probe process). A group rejected as a case (k's head_dim differs
+// from q's) is listed once under its file: the row names the dataset and the problem, the tooltip
+// adds the hint without repeating the path.
 #include <QProcess>
 #include <QTreeWidget>
 #include <QTreeWidgetItemIterator>
@@ -40,17 +42,24 @@ bool showsFirstScore(const ShownWindow& w, int n) {
   return std::abs(w.context()->result()->s.raw.at(0) - expected) <= 1e-6 * std::abs(expected);
 }
 
+// Runs the venv's python on `args`; an empty string on success, else what went wrong.
+QString runPython(const QStringList& args) {
+  QProcess python;
+  python.start(QStringLiteral(ATTNSCOPE_PYTHON), args);
+  if (!python.waitForFinished(120000) || python.exitStatus() != QProcess::NormalExit ||
+      python.exitCode() != 0) {
+    return QString::fromUtf8(python.readAllStandardError()) + python.errorString();
+  }
+  return {};
+}
+
 }  // namespace
 
 void ViewGapTest::broken_case_is_greyed_and_explained_in_browser() {
   QTemporaryDir out;
   QVERIFY(out.isValid());
-  QProcess script;
-  script.start(QStringLiteral(ATTNSCOPE_PYTHON),
-               {QStringLiteral(ATTNSCOPE_BROKEN_DUMPS_SCRIPT), out.path()});
-  QVERIFY(script.waitForFinished(120000));
-  QVERIFY2(script.exitStatus() == QProcess::NormalExit && script.exitCode() == 0,
-           script.readAllStandardError().constData());
+  const QString failed = runPython({QStringLiteral(ATTNSCOPE_BROKEN_DUMPS_SCRIPT), out.path()});
+  QVERIFY2(failed.isEmpty(), qPrintable(failed));
 
   // File -> the problem its /step_2 row names (after "FILE: /step_2/q: ").
   const QList<std::pair<QString, QString>> files = {
@@ -105,6 +114,36 @@ void ViewGapTest::broken_case_is_greyed_and_explained_in_browser() {
     QVERIFY(showsFirstScore(w, 1));
     QCOMPARE(w.errors.size(), 1);
   }
+}
+
+void ViewGapTest::rejected_group_row_names_it_once() {
+  QTemporaryDir out;
+  QVERIFY(out.isValid());
+  const QString path = out.filePath(QStringLiteral("rejected.h5"));
+  const QString failed =
+      runPython({QStringLiteral("-c"),
+                 QStringLiteral("import sys, h5py, numpy as np\n"
+                                "with h5py.File(sys.argv[1], 'w') as f:\n"
+                                "    for g, d in (('good', 2), ('bad', 3)):\n"
+                                "        f[g + '/q'] = np.ones((1, 1, 4, 2), np.float32)\n"
+                                "        f[g + '/k'] = np.ones((1, 1, 4, d), np.float32)\n"
+                                "        f[g + '/v'] = np.ones((1, 1, 4, 2), np.float32)\n"),
+                 path});
+  QVERIFY2(failed.isEmpty(), qPrintable(failed));
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({path, QStringLiteral("/good")}));
+  QVERIFY(w.errors.isEmpty());
+  QTreeWidgetItem* file = w.window->browser()->tree()->topLevelItem(0);
+  QVERIFY(file != nullptr);
+  QTreeWidgetItem* rejected = file->child(file->childCount() - 1);
+  QCOMPARE(rejected->text(0), QStringLiteral("rejected groups (1)"));
+  QCOMPARE(rejected->childCount(), 1);
+  const QString problem =
+      QStringLiteral("head_dim D 3 in [1, 1, 4, 3] does not match 2 in q [1, 1, 4, 2]");
+  QCOMPARE(rejected->child(0)->text(0), QStringLiteral("/bad/k: ") + problem);
+  QCOMPARE(rejected->child(0)->toolTip(0),
+           problem + QStringLiteral("\nhint: shapes follow DESIGN §2: q [B,H,Sq,D], k [B,Hk,Sk,D], "
+                                    "v [B,Hk,Sk,Dv] (layout BHSD; BSHD swaps S and H)"));
 }
 
 }  // namespace attnscope::test

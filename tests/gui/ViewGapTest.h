@@ -62,6 +62,7 @@ class ViewGapTest : public QObject {
 
   // BrokenCaseTests.cpp
   void broken_case_is_greyed_and_explained_in_browser();
+  void rejected_group_row_names_it_once();
 
  private:
   QTemporaryDir settingsDir_;
