@@ -77,7 +77,12 @@ constexpr const char* kTop =
     "A case is named FILE::/group/path. Exit codes: 0 ok; 1 error-severity findings (scan,\n"
     "run), rejected cases (info), a non-finite or failed supported run (compare), the case's\n"
     "scale non-finite (sweep), a non-finite step (step); 2 unreadable input or bad usage;\n"
-    "130 interrupted (Ctrl-C)\n";
+    "130 interrupted (Ctrl-C)\n"
+    "\n"
+    "Every command takes --probe-timeout SECONDS: a dump is first read by a child process\n"
+    "(attnscope-probe) so that a crash or hang of HDF5 on a hostile file cannot take attnscope\n"
+    "down; a probe running longer is killed and the file (or case) reported as hanging.\n"
+    "Default 120 s, or $ATTNSCOPE_PROBE_TIMEOUT; the option wins\n";
 
 }  // namespace
 

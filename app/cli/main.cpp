@@ -1,11 +1,13 @@
 // attnscope-cli entry point: dispatches subcommands and maps failures to exit codes.
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli_common.h"
 #include "cli_usage.h"
+#include "core/io/dump_probe.h"
 #include "core/memory_budget.h"
 #ifdef ATTNSCOPE_CLI_EXPORT
 #include "export_command.h"
@@ -16,7 +18,8 @@ namespace {
 const std::vector<std::string> kValued = {"case",       "precision", "mode",  "clip",
                                           "clip-scope", "mask-fill", "scale", "scales",
                                           "threads",    "out",       "batch", "head",
-                                          "view",       "format",    "memory-budget"};
+                                          "view",       "format",    "memory-budget",
+                                          "probe-timeout"};
 const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers"};
 
 }  // namespace
@@ -111,6 +114,16 @@ int main(int argc, char** argv) {
       return kExitUnreadable;
     }
     parsed.options.erase("memory-budget");  // applies to every command
+  }
+  if (const std::string* timeout = parsed.option("probe-timeout")) {
+    const std::optional<double> seconds = parse_probe_timeout(*timeout);
+    if (!seconds) {
+      std::cerr << "attnscope-cli " << command << ": bad --probe-timeout '" << *timeout
+                << "'\n  hint: a number of seconds > 0 (at most 1e6), e.g. --probe-timeout 300\n";
+      return kExitUnreadable;
+    }
+    set_probe_timeout(*seconds);  // wins over ATTNSCOPE_PROBE_TIMEOUT
+    parsed.options.erase("probe-timeout");  // applies to every command that opens a dump
   }
   if (command == "info") return run_info(parsed);
   if (command == "scan") return run_scan(parsed);

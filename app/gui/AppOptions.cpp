@@ -4,6 +4,8 @@
 #include <QCommandLineParser>
 #include <QFileInfo>
 
+#include "core/io/dump_probe.h"
+
 namespace attnscope {
 namespace {
 
@@ -24,13 +26,19 @@ struct Parser {
                              "Show the backward stepper at step N, or at the first step that "
                              "makes a value non-finite ('nonfinite').",
                              "N|nonfinite"};
+  QCommandLineOption probeTimeout{
+      "probe-timeout",
+      "Seconds the child process that test-reads a dump may run before it counts as a hang "
+      "(default 120, or $ATTNSCOPE_PROBE_TIMEOUT).",
+      "SECONDS"};
 
   Parser() {
     parser.setApplicationDescription(
         "attnscope: visual debugger for fused attention\n"
         "attnscope --bench-gui [RUNS]: slider-to-render latency at S=2048, D=64 (offscreen)");
     parser.addHelpOption();
-    parser.addOptions({precision, mode, scale, batch, head, matrix, screenshot, stepper});
+    parser.addOptions(
+        {precision, mode, scale, batch, head, matrix, screenshot, stepper, probeTimeout});
     parser.addPositionalArgument("FILE[::CASE]", "Dump files to open; ::CASE selects a case.",
                                  "[FILE[::CASE]...]");
   }
@@ -114,6 +122,15 @@ AppOptions parseCommandLine(const QStringList& arguments) {
       out.stepper = *n;
     else
       out.error = QStringLiteral("--stepper: expected a step >= 0 or 'nonfinite'");
+  }
+  if (p.parser.isSet(p.probeTimeout)) {
+    const QString v = p.parser.value(p.probeTimeout);
+    out.probeTimeout = parse_probe_timeout(v.toStdString());
+    if (!out.probeTimeout) {
+      out.error =
+          QStringLiteral("--probe-timeout: '%1' is not a number of seconds > 0 (at most 1e6)")
+              .arg(v);
+    }
   }
   out.screenshot = p.parser.value(p.screenshot);
   return out;

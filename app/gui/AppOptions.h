@@ -31,6 +31,9 @@ struct AppOptions {
   QString screenshot;         // PNG path: grab the window after the first compute, then quit
   // --stepper: the backward stepper's position to show; -1: the first non-finite step.
   std::optional<int64_t> stepper;
+  // --probe-timeout: seconds one probe run of a dump may take (set_probe_timeout; wins over
+  // $ATTNSCOPE_PROBE_TIMEOUT).
+  std::optional<double> probeTimeout;
   QString error;  // non-empty when the command line is invalid
 };
 

@@ -12,6 +12,7 @@
 #include "app/gui/GuiBench.h"
 #include "app/gui/MainWindow.h"
 #include "app/gui/StepperController.h"
+#include "core/io/dump_probe.h"
 
 namespace {
 
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attnscope: %s\n", qPrintable(options.error));
     return 2;
   }
+  if (options.probeTimeout) attnscope::set_probe_timeout(*options.probeTimeout);
   attnscope::MainWindow window;
   if (!options.screenshot.isEmpty()) screenshotWhenReady(window, options.screenshot);
   window.show();

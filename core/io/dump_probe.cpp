@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -32,14 +33,20 @@ namespace {
 
 constexpr const char* kProbeName = "attnscope-probe";
 
+// set_probe_timeout's value; 0 = none.
+std::atomic<double>& probe_timeout_override() {
+  static std::atomic<double> seconds{0};
+  return seconds;
+}
+
 const char* const kCorruptHint =
     "the file is corrupt or crafted; re-export it from the original tensors (h5py or the "
     "attnscope_record hook)";
 
 const char* const kHangHint =
     "the file is corrupt or crafted (re-export it from the original tensors), or stored on a "
-    "very slow or blocking file system: set ATTNSCOPE_PROBE_TIMEOUT to more seconds (default "
-    "120)";
+    "very slow or blocking file system: allow more seconds with --probe-timeout SECONDS or "
+    "ATTNSCOPE_PROBE_TIMEOUT (default 120)";
 
 // Reads whatever the probe has written so far; false at end of file or on an error.
 bool drain(int fd, ProbeChannel& report) {
@@ -218,11 +225,22 @@ Result<DumpListing> take_listing(const std::string& path, const ProbeChannel& re
 
 }  // namespace
 
+std::optional<double> parse_probe_timeout(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double seconds = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || !(seconds > 0 && seconds <= 1e6)) return std::nullopt;
+  return seconds;
+}
+
+void set_probe_timeout(double seconds) {
+  probe_timeout_override().store(seconds);
+}
+
 double ProbeOptions::default_probe_timeout() {
+  if (const double set = probe_timeout_override().load(); set > 0) return set;
   if (const char* env = std::getenv("ATTNSCOPE_PROBE_TIMEOUT")) {
-    char* end = nullptr;
-    const double seconds = std::strtod(env, &end);
-    if (end != env && *end == '\0' && seconds > 0 && seconds < 1e6) return seconds;
+    if (const std::optional<double> seconds = parse_probe_timeout(env)) return *seconds;
   }
   return 120;
 }

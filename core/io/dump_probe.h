@@ -40,14 +40,22 @@ inline constexpr int kMaxProbeRuns = 5;
 
 struct ProbeOptions {
   bool allow_external = false;
-  // Each probe run is killed after this long (a hang); $ATTNSCOPE_PROBE_TIMEOUT (seconds)
-  // overrides the default of 120.
+  // Each probe run is killed after this long (a hang): set_probe_timeout() (the command
+  // lines' --probe-timeout), else $ATTNSCOPE_PROBE_TIMEOUT (seconds), else 120.
   double timeout_seconds = default_probe_timeout();
   int64_t sample_bytes = kProbeSampleBytes;
   std::string executable;  // empty: find_probe_executable()
 
   static double default_probe_timeout();
 };
+
+// A probe timeout as the command lines take it: a number of seconds > 0 and at most 1e6
+// ("0.5", "30", "1e3"); nullopt otherwise.
+std::optional<double> parse_probe_timeout(const std::string& text);
+
+// Sets the process-wide default of ProbeOptions::timeout_seconds (wins over the environment
+// variable); `seconds` as parse_probe_timeout accepts. Thread-safe.
+void set_probe_timeout(double seconds);
 
 // $ATTNSCOPE_PROBE, else attnscope-probe next to the running executable or in ../probe/ (the
 // build tree's app/probe); empty when none exists.

@@ -12,6 +12,9 @@ DIR holds the files of tests/data/broken_case_dumps.py. Tests:
   hang     a case whose data read blocks (external raw storage on a FIFO) is killed after
            $ATTNSCOPE_PROBE_TIMEOUT and listed broken; the other case opens; a file whose only
            case hangs is refused with exit 2
+  probe-timeout  --probe-timeout 2 wins over ATTNSCOPE_PROBE_TIMEOUT=600 on the same hanging
+           dumps (info, scan, step: the message names 2 s and the option); bad values
+           (0, -1, abc, nan, inf, 1e7, empty) are usage errors naming the option, exit 2
 """
 import argparse
 import json
@@ -138,15 +141,38 @@ def test_hang(args, check):
                "hint:" in err, f"scan stderr:\n{err}")
 
 
+def test_probe_timeout(args, check):
+    os.makedirs(args.work, exist_ok=True)
+    env = {"ATTNSCOPE_PROBE_TIMEOUT": "600"}  # would outlast the test's timeout
+    mixed = os.path.join(args.work, "fifo_mixed_option.h5")
+    fifo_dump(mixed, ["a", "b"])
+    code, out, err = cli(args, "info", mixed, "--allow-external", "--probe-timeout", "2", env=env)
+    check.that(code == 1, f"info exit {code}, expected 1\n{err}")
+    check.that(f"{mixed}: /b/q: the HDF5 library did not finish within 2 s (hang)" in out and
+               "--probe-timeout SECONDS" in out, f"info stdout:\n{out}")
+    alone = os.path.join(args.work, "fifo_alone_option.h5")
+    fifo_dump(alone, ["b"])
+    for command in (["scan", alone], ["step", alone + "::/b"]):
+        code, out, err = cli(args, *command, "--allow-external", "--probe-timeout=2", env=env)
+        check.that(code == 2, f"{command[0]} exit {code}, expected 2\n{err}")
+        check.that(f"{alone}: /b/q: the HDF5 library did not finish within 2 s (hang)" in err and
+                   "--probe-timeout SECONDS" in err, f"{command[0]} stderr:\n{err}")
+    for bad in ("0", "-1", "abc", "nan", "inf", "1e7", ""):
+        code, out, err = cli(args, "info", mixed, "--probe-timeout", bad)
+        check.that(code == 2 and f"attnscope-cli info: bad --probe-timeout '{bad}'" in err and
+                   "hint: a number of seconds > 0" in err and out == "",
+                   f"--probe-timeout {bad!r}: exit {code}\n{err}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cli", required=True)
     parser.add_argument("--dumps", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("test", choices=["info", "scan", "run", "hang"])
+    parser.add_argument("test", choices=["info", "scan", "run", "hang", "probe-timeout"])
     args = parser.parse_args()
     check = Check()
-    globals()["test_" + args.test](args, check)
+    globals()["test_" + args.test.replace("-", "_")](args, check)
     for failure in check.failures:
         print(failure, file=sys.stderr)
     return 1 if check.failures else 0
