@@ -88,7 +88,7 @@ int runGuiBench(const GuiBenchOptions& options) {
   std::printf("attnscope --bench-gui: S=%lld D=%lld, %d runs, %d hardware threads, platform %s\n",
               static_cast<long long>(options.seqlen), static_cast<long long>(options.head_dim),
               options.runs, QThread::idealThreadCount(), qPrintable(QApplication::platformName()));
-  const MatrixGrid& s = ctx->result()->s;
+  const MatrixGrid& s = *ctx->result()->scoreGrid();
   std::printf("score grids: %s %lld x %lld cells\n", s.pooled ? "pooled to" : "full resolution,",
               static_cast<long long>(s.rows), static_cast<long long>(s.cols));
   // Per run: total, compute, compute's phases by name, until applied (queue, compute, delivery

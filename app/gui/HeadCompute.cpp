@@ -5,6 +5,7 @@
 // stage is skipped when the cache holds it for the same key (see HeadCache).
 #include "app/gui/HeadCompute.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -68,6 +69,13 @@ const MatrixGrid* HeadResult::grid(const std::string& name) const {
   return nullptr;
 }
 
+const MatrixGrid* HeadResult::scoreGrid() const {
+  for (const MatrixGrid* g : {&s, &p, &dp, &ds}) {
+    if (!g->empty()) return g;
+  }
+  return &s;
+}
+
 Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request,
                                 HeadCache* cache) {
   const Clock::time_point started = Clock::now();
@@ -105,36 +113,42 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
       plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
   const std::string kernel_key = in_key + "/" + std::to_string(static_cast<int>(request.mode));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
+  const ScoreSet wanted = plan.full ? kAllScores : request.scores;
+  MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};
   if (kernel_key != c.kernel_key_) {
-    c.grids_key_.clear();
+    for (std::string& key : c.grid_keys_) key.clear();
     c.backend_key_.clear();
     // Pooled score grids come from the backward's own tiles (no second pass over the head).
     std::optional<PooledCapture> capture;
     CpuAttnOptions kernel = opt;
-    if (!plan.full) {
+    if (!plan.full && std::find(wanted.begin(), wanted.end(), true) != wanted.end()) {
       capture.emplace();
       capture->out_rows = plan.rows;
       capture->out_cols = plan.cols;
       capture->window = plan.window;
-      capture->which = score_grid_selection();
+      capture->which = score_grid_selection(wanted);
       kernel.pooled = &*capture;
     }
     c.cpu_ = cpu_attention(slice.params, kernel, slice.inputs());
     c.kernel_key_ = kernel_key;
     clock.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
     if (capture) {
-      MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};
-      pooled_score_grids(std::move(capture->result), sq, sk, grids);
-      c.grids_key_ = grids_key;
+      pooled_score_grids(std::move(capture->result), sq, sk, wanted, grids);
+      for (int k = 0; k < 4; ++k) {
+        if (wanted[k]) c.grid_keys_[k] = grids_key;
+      }
       clock.lap("score grids");
     }
   }
 
-  if (grids_key != c.grids_key_) {
+  ScoreSet missing{};
+  for (int k = 0; k < 4; ++k) missing[k] = wanted[k] && c.grid_keys_[k] != grids_key;
+  if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
     const ForwardRows rows{c.cpu_.m.data(), c.cpu_.l.data(), c.cpu_.d.data()};
-    MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};
-    score_grids(slice, opt, plan, &rows, grids);
-    c.grids_key_ = grids_key;
+    score_grids(slice, opt, plan, &rows, missing, grids);
+    for (int k = 0; k < 4; ++k) {
+      if (missing[k]) c.grid_keys_[k] = grids_key;
+    }
     clock.lap("score grids");
   }
 
@@ -170,10 +184,10 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   out.head_dim = dh;
   out.head_dim_v = dv;
   out.backend = c.backend_.backend;
-  out.s = c.s_;
-  out.p = c.p_;
-  out.dp = c.dp_;
-  out.ds = c.ds_;
+  MatrixGrid* shown[] = {&out.s, &out.p, &out.dp, &out.ds};
+  for (int k = 0; k < 4; ++k) {
+    if (c.grid_keys_[k] == grids_key) *shown[k] = *grids[k];
+  }
   HeadOutputs r = c.backend_;  // a copy: clipping scales it in place
   if (request.clip_norm) {
     const std::vector<GradientRef> grads = {

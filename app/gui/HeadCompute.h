@@ -36,6 +36,10 @@ struct HeadRequest {
   std::string backend;
   std::optional<double> clip_norm;  // clip the head's (dQ, dK, dV) like clip_grad_norm_
   bool reference = false;           // compute the error grids against the fp64 reference
+  // Which of S, P, dP, dS to compute when the window is pooled: pooling each one adds several
+  // ms to a long head's forward + backward, so the GUI asks for the visible one and computes
+  // another when its tab is shown. Grids at full resolution always hold all four.
+  ScoreSet scores = kAllScores;
 };
 
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
@@ -56,7 +60,8 @@ struct HeadResult {
   std::string backend = "cpu";           // what computed O, LSE, dQ, dK, dV
   bool has_dout = false;                 // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
-  MatrixGrid s, p, dp, ds;  // score-shaped, over request.window
+  MatrixGrid s, p, dp, ds;  // score-shaped, over request.window; empty when not computed
+                            // (pooled and not in request.scores)
   MatrixGrid o, dq;         // [Sq x Dv], [Sq x D] of the head, full resolution
   MatrixGrid dk, dv;        // [Sk x D], [Sk x Dv]: this query head's share of dK, dV
   // Backend (clipped when clip_norm is set) minus the fp64 reference, same layouts as o, dq,
@@ -69,6 +74,8 @@ struct HeadResult {
 
   // The grid of a heatmap name (kHeadMatrices); nullptr for other names.
   const MatrixGrid* grid(const std::string& name) const;
+  // The first score grid computed (S, P, dP, dS order), else the empty s.
+  const MatrixGrid* scoreGrid() const;
 };
 
 // Names of the heatmaps, in tab order.
@@ -78,9 +85,10 @@ inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP",    "dS",     "
 
 // What compute_head computed last, per stage, with the key of the request part it depends on:
 // inputs (batch, head, scale, precision, mask fill) -> CPU forward + backward (+ mode) -> score
-// grids (+ window, pixels, budget) and backend outputs (+ backend); the fp64 reference depends
-// on the inputs only. When the kernel stage runs and the grids are pooled, its backward pools
-// them on the way; a later window change recomputes them alone. Clipping and the error grids are
+// grids (+ window, pixels, budget; each matrix on its own) and backend outputs (+ backend); the
+// fp64 reference depends on the inputs only. When the kernel stage runs and the grids are
+// pooled, its backward pools the requested ones on the way; a later window change or request
+// of another matrix recomputes the grids alone. Clipping and the error grids are
 // cheap post-processes, always rerun. Valid for one CaseData: clear() it when the case changes.
 class HeadCache {
  public:
@@ -88,8 +96,9 @@ class HeadCache {
 
  private:
   friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, kernel_key_, grids_key_, backend_key_, reference_key_;
-  std::shared_ptr<CaseInputs> inputs_;  // the slice's mask / bias point into it
+  std::string inputs_key_, kernel_key_, backend_key_, reference_key_;
+  std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
+  std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
   HeadSlice slice_;
   CpuAttnResult cpu_;
   MatrixGrid s_, p_, dp_, ds_;

@@ -49,34 +49,38 @@ GridPlan plan_score_grids(const MatrixWindow& window, int64_t seqlen_q, int64_t 
 }
 
 void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const GridPlan& plan,
-                 const ForwardRows* rows, MatrixGrid* out[4]) {
+                 const ForwardRows* rows, const ScoreSet& which, MatrixGrid* out[4]) {
   const int64_t sq = slice.params.seqlen_q, sk = slice.params.seqlen_k;
   const MatrixWindow& w = plan.window;
   if (plan.full) {
-    HeadMatrices hm = cpu_head_matrices(slice.params, options, slice.inputs(), 0, 0, w, {}, rows);
+    const MatrixSelection selection{which[0], which[1], which[2], which[3]};
+    HeadMatrices hm =
+        cpu_head_matrices(slice.params, options, slice.inputs(), 0, 0, w, selection, rows);
     std::vector<float>* mats[] = {&hm.s, &hm.p, &hm.dp, &hm.ds};
     for (int k = 0; k < 4; ++k) {
+      if (!which[k]) continue;
       *out[k] = full_grid(kScoreNames[k], std::move(*mats[k]), hm.masked, w.row_begin, hm.rows,
                           w.col_begin, hm.cols, sq, sk);
     }
     return;
   }
   pooled_score_grids(cpu_pooled_matrices(slice.params, options, slice.inputs(), 0, 0, plan.rows,
-                                         plan.cols, w, score_grid_selection(), rows),
-                     sq, sk, out);
+                                         plan.cols, w, score_grid_selection(which), rows),
+                     sq, sk, which, out);
 }
 
-MatrixSelection score_grid_selection() {
-  MatrixSelection which;
-  which.cell_counts = false;
-  return which;
+MatrixSelection score_grid_selection(const ScoreSet& which) {
+  MatrixSelection selection{which[0], which[1], which[2], which[3]};
+  selection.cell_counts = false;
+  return selection;
 }
 
 void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_k,
-                        MatrixGrid* out[4]) {
+                        const ScoreSet& which, MatrixGrid* out[4]) {
   PooledMatrix* mats[] = {&pm.s, &pm.p, &pm.dp, &pm.ds};
   for (int k = 0; k < 4; ++k) {
-    *out[k] = pooled_grid(kScoreNames[k], pm, std::move(*mats[k]), seqlen_q, seqlen_k);
+    if (which[k])
+      *out[k] = pooled_grid(kScoreNames[k], pm, std::move(*mats[k]), seqlen_q, seqlen_k);
   }
 }
 

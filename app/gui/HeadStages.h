@@ -4,6 +4,7 @@
 // O, dQ, dK, dV against the fp64 reference.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@
 #include "kernels/cpu/head_matrices.h"
 
 namespace attnscope {
+
+// A subset of the score matrices S, P, dP, dS, in that order.
+using ScoreSet = std::array<bool, 4>;
+inline constexpr ScoreSet kAllScores = {true, true, true, true};
 
 // How the score matrices of a window are computed: `full` at full resolution, else pooled to
 // rows x cols cells.
@@ -29,19 +34,20 @@ struct GridPlan {
 GridPlan plan_score_grids(const MatrixWindow& window, int64_t seqlen_q, int64_t seqlen_k,
                           int64_t out_rows, int64_t out_cols);
 
-// S, P, dP, dS grids (in that order) of the slice's head as the CPU kernel in `options.mode`
-// computes them. rows: the forward rows of a cpu_attention run on the slice (fused mode reuses
-// them instead of recomputing the forward), or null.
+// The `which` of the S, P, dP, dS grids (out[0..3]) of the slice's head as the CPU kernel in
+// `options.mode` computes them; the others are left as they are. rows: the forward rows of a
+// cpu_attention run on the slice (fused mode reuses them instead of recomputing the forward),
+// or null.
 void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const GridPlan& plan,
-                 const ForwardRows* rows, MatrixGrid* out[4]);
+                 const ForwardRows* rows, const ScoreSet& which, MatrixGrid* out[4]);
 
-// The selection the score grids pool: all four matrices, max / min / class per cell.
-MatrixSelection score_grid_selection();
+// The selection the score grids pool: the `which` matrices, max / min / class per cell.
+MatrixSelection score_grid_selection(const ScoreSet& which);
 
-// S, P, dP, dS grids (in that order) of pooled matrices of a seqlen_q x seqlen_k head, e.g.
-// those a cpu_attention run gathered on the way (PooledCapture), consumed.
+// The `which` of the S, P, dP, dS grids (out[0..3]) of pooled matrices of a seqlen_q x
+// seqlen_k head, e.g. those a cpu_attention run gathered on the way (PooledCapture), consumed.
 void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_k,
-                        MatrixGrid* out[4]);
+                        const ScoreSet& which, MatrixGrid* out[4]);
 
 // O, LSE, dQ, dK, dV of one head (shapes as CpuAttnResult for B = H = Hk = 1).
 struct HeadOutputs {

@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QIcon>
@@ -287,16 +288,62 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
   return exportView(view, path, stampFor(*context_->result(), view->name()), error);
 }
 
+bool MainWindow::awaitScoreGrids(QString* error) {
+  const auto complete = [this] {
+    const auto r = context_->result();
+    return r && !r->s.empty() && !r->p.empty() && !r->dp.empty() && !r->ds.empty();
+  };
+  if (complete()) return true;
+  // Pooled grids are computed for the shown tab only: compute the others and wait.
+  const ScoreSet shown = context_->scoresWanted();
+  QEventLoop loop;
+  QString failure;
+  const QMetaObject::Connection done =
+      connect(context_, &SessionContext::resultChanged, &loop, [&] {
+        if (complete() || !context_->result()) loop.quit();
+      });
+  // Idle without the grids (cancelled, case closed): the result is applied after busy drops.
+  const QMetaObject::Connection idle =
+      connect(worker_, &ComputeWorker::busyChanged, &loop, [&](bool busy) {
+        if (!busy)
+          QTimer::singleShot(0, &loop, [&] {
+            if (!worker_->busy()) loop.quit();
+          });
+      });
+  const QMetaObject::Connection failed = connect(
+      worker_, &ComputeWorker::failed, &loop, [&](quint64, const QString& message, const QString&) {
+        failure = message;
+        loop.quit();
+      });
+  statusText_->setText(tr("computing the score grids of every tab for the export…"));
+  context_->setScoresWanted(kAllScores);
+  if (!complete() && failure.isEmpty()) loop.exec();
+  disconnect(done);
+  disconnect(failed);
+  disconnect(idle);
+  context_->setScoresWanted(shown);
+  if (complete()) return true;
+  if (error) {
+    *error = failure.isEmpty() ? tr("the score grids to export were not computed (cancelled)")
+                               : tr("cannot compute the score grids to export: %1").arg(failure);
+  }
+  return false;
+}
+
 QStringList MainWindow::exportAllViews(const QString& folder, QString* error) {
-  const auto result = context_->result();
-  if (!result) {
+  if (!context_->result()) {
     if (error) *error = tr("nothing to export: no heatmap has been computed yet");
     return {};
   }
+  if (!awaitScoreGrids(error)) return {};
+  const auto result = context_->result();
   QList<ViewExport> views;
   for (const auto& [name, widget] : annotations_->views()) {
     views.append({name, widget, annotations_->shownAnnotations(name)});
   }
+  const RowPlotExports rows(*result,
+                            [this](const QString& v) { return annotations_->userAnnotations(v); });
+  views += rows.views();
   return attnscope::exportAllViews(views, stampFor(*result, QString()), folder, error);
 }
 

@@ -98,6 +98,9 @@ class MainWindow : public QMainWindow {
   QDockWidget* addPanelDock(QWidget* panel, const QString& title, const QString& objectName,
                             Qt::DockWidgetArea area);
   void buildMenus();
+  // Makes the result hold all four score grids (pooled ones are computed per shown tab),
+  // waiting for the compute while the event loop runs; false with a message when it fails.
+  bool awaitScoreGrids(QString* error);
   void buildAnalysisDocks();
   void buildDebugMenu();
   void buildStatusBar();

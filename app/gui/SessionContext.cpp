@@ -190,6 +190,19 @@ void SessionContext::setReferenceWanted(bool wanted) {
   if (wanted && result_ && result_->o_err.empty()) emit inputsChanged();
 }
 
+void SessionContext::setScoresWanted(const ScoreSet& wanted) {
+  if (wanted == scoresWanted_) return;
+  scoresWanted_ = wanted;
+  if (!result_) return;
+  const MatrixGrid* grids[] = {&result_->s, &result_->p, &result_->dp, &result_->ds};
+  for (int k = 0; k < 4; ++k) {
+    if (wanted[k] && grids[k]->empty()) {
+      emit inputsChanged();
+      return;
+    }
+  }
+}
+
 double SessionContext::defaultScale() const {
   const CaseInfo* c = caseInfo();
   return c ? c->config.effective_scale(c->dims.head_dim) : 1.0;
@@ -238,6 +251,7 @@ std::optional<HeadRequest> SessionContext::currentRequest() const {
   r.backend = settings_.backend;
   r.clip_norm = settings_.clipNorm;
   r.reference = referenceWanted_ || c->dims.seqlen_q * c->dims.seqlen_k <= kAlwaysReference;
+  r.scores = scoresWanted_;
   r.batch = batch_;
   r.head = head_;
   r.out_rows = std::max(1, pixels_.height());

@@ -87,6 +87,10 @@ class SessionContext : public QObject {
   // (costly at long sequences, so only on demand; small cases always have them).
   void setReferenceWanted(bool wanted);
   bool referenceWanted() const { return referenceWanted_; }
+  // Which pooled score grids the views need now (the visible tab's; see HeadRequest::scores).
+  // A newly wanted one that the result lacks is computed.
+  void setScoresWanted(const ScoreSet& wanted);
+  const ScoreSet& scoresWanted() const { return scoresWanted_; }
   // The case's own scale (attribute, else 1/sqrt(D)) and the values a compute will use.
   double defaultScale() const;
   double effectiveScale() const;
@@ -145,6 +149,7 @@ class SessionContext : public QObject {
   CellReadout hovered_;
   StepTile stepTile_;
   bool referenceWanted_ = false;
+  ScoreSet scoresWanted_ = kAllScores;
 };
 
 // Display names used by the controls and stamps.

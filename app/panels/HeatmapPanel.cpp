@@ -41,7 +41,7 @@ ViewWindow tileBlock(const QString& name, const StepTile& t, int64_t cols) {
 }
 
 QString describe(const HeadResult& r) {
-  const MatrixGrid& s = r.s;
+  const MatrixGrid& s = *r.scoreGrid();
   QString text = QStringLiteral("Sq=%1 Sk=%2 D=%3").arg(r.seqlen_q).arg(r.seqlen_k).arg(r.head_dim);
   text += s.pooled
               ? QStringLiteral(" · S/P/dP/dS pooled to %1x%2 cells over rows %3-%4, keys %5-%6")
@@ -55,6 +55,9 @@ QString describe(const HeadResult& r) {
   if (!r.has_dout) text += QStringLiteral(" · no dO in the case: dO = 1 (gradient of sum(O))");
   if (r.backend != "cpu") {
     text += QStringLiteral(" · O, LSE, gradients from %1").arg(QString::fromStdString(r.backend));
+  }
+  if (r.p.empty() || r.dp.empty() || r.ds.empty() || r.s.empty()) {
+    text += QStringLiteral(" · other score tabs computed when shown");
   }
   if (r.o_err.empty()) text += QStringLiteral(" · error tabs computed when shown");
   return text + QStringLiteral(" · %1 ms").arg(r.elapsed_ms, 0, 'f', 1);
@@ -94,8 +97,16 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
   connect(context_, &SessionContext::resultChanged, this, &HeatmapPanel::showResult);
   connect(context_, &SessionContext::stepChanged, this, &HeatmapPanel::showStepTile);
   connect(context_, &SessionContext::focusRequested, this, &HeatmapPanel::showFocus);
-  connect(tabs_, &QTabWidget::currentChanged, this,
-          [this] { context_->setReferenceWanted(isErrorMatrix(currentView()->name())); });
+  connect(tabs_, &QTabWidget::currentChanged, this, &HeatmapPanel::onTabShown);
+  onTabShown();
+}
+
+void HeatmapPanel::onTabShown() {
+  const QString name = currentView()->name();
+  context_->setReferenceWanted(isErrorMatrix(name));
+  ScoreSet wanted{};
+  for (size_t k = 0; k < wanted.size(); ++k) wanted[k] = name == QLatin1String(kScoreMatrices[k]);
+  context_->setScoresWanted(wanted);
 }
 
 void HeatmapPanel::showStepTile() {
@@ -133,7 +144,12 @@ void HeatmapPanel::applyFocus() {
   if (!showMatrix(name)) return;
   HeatmapView* v = currentView();
   const MatrixGrid* g = v->grid();
-  if (g == nullptr || g->empty() || target.rowLast < target.rowFirst) return;
+  if (g == nullptr || g->empty()) {
+    // Pooled score grids and the error grids are computed when their tab is shown.
+    if (isScoreMatrix(name) || isErrorMatrix(name)) pendingFocus_ = target;
+    return;
+  }
+  if (target.rowLast < target.rowFirst) return;
   ViewWindow w{target.rowFirst, target.rowLast + 1, 0, g->total_cols};
   if (target.colLast >= target.colFirst && isScoreMatrix(name)) {
     w.col_begin = target.colFirst;
@@ -167,9 +183,15 @@ void HeatmapPanel::resizeEvent(QResizeEvent* event) {
 }
 
 void HeatmapPanel::reportView() {
-  // The score views share one window; the S view stands for all four.
-  HeatmapView* s = view(QStringLiteral("S"));
-  if (s->grid() != nullptr) context_->setScoreView(s->visibleWindow(), s->plotPixelSize());
+  // The score views share one window: the shown one stands for all four, else the first
+  // that has a grid (pooled grids are computed for the shown tab only).
+  HeatmapView* shown = currentView();
+  if (!isScoreMatrix(shown->name()) || shown->grid() == nullptr) shown = nullptr;
+  for (const char* name : kScoreMatrices) {
+    HeatmapView* v = view(QLatin1String(name));
+    if (shown == nullptr && v->grid() != nullptr) shown = v;
+  }
+  if (shown != nullptr) context_->setScoreView(shown->visibleWindow(), shown->plotPixelSize());
 }
 
 void HeatmapPanel::showResult() {
@@ -202,7 +224,7 @@ void HeatmapPanel::showResult() {
   status_->setText(describe(*r));
   // A pooled result was sized for the pixels known when it was requested; once the layout has
   // settled, report the real size (a recompute follows only if it differs).
-  if (r->s.pooled) resizeTimer_->start();
+  if (r->scoreGrid()->pooled) resizeTimer_->start();
 }
 
 }  // namespace attnscope

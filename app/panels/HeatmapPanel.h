@@ -38,6 +38,8 @@ class HeatmapPanel : public QWidget {
 
  private:
   void showResult();
+  // A tab was shown: ask for the grids it needs.
+  void onTabShown();
   void reportView();
   void showStepTile();
   void showFocus(const FocusTarget& target);

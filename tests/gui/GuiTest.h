@@ -87,6 +87,8 @@ class GuiTest : public QObject {
   void head_compute_cache_reruns_only_later_stages();
   void head_compute_small_window_over_budget_is_pooled();
   void error_tabs_show_dk_and_dv_errors();
+  void head_compute_pools_requested_score_matrices_only();
+  void pooled_head_computes_shown_score_tab_and_exports_all();
 
  private:
   QTemporaryDir settingsDir_;

@@ -1,7 +1,9 @@
 // compute_head beyond the score matrices: the four error-vs-fp64 grids (exact layout, fp32
 // small, fp16 visibly larger) and their tabs, the stage cache (a clip change reruns neither
 // the kernels nor the score grids, and cached results equal fresh ones) and the memory budget
-// (a small full-resolution window over the budget is pooled).
+// (a small full-resolution window over the budget is pooled), and pooled score grids computed
+// per matrix (only those asked for, the shown tab's in the window; export computes the rest).
+#include <QDir>
 #include <QTabWidget>
 #include <QtTest>
 #include <algorithm>
@@ -45,6 +47,13 @@ double maxAbsOf(const std::vector<float>& x) {
 
 bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+bool sameGrid(const MatrixGrid& a, const MatrixGrid& b) {
+  return !a.empty() && a.rows == b.rows && a.cols == b.cols && a.cls == b.cls &&
+         sameBits(a.value, b.value) && sameBits(a.cell_min, b.cell_min) &&
+         sameBits(a.cell_max, b.cell_max) && a.row_edges == b.row_edges &&
+         a.col_edges == b.col_edges;
 }
 
 bool ran(const HeadResult& r, const char* phase) {
@@ -176,6 +185,88 @@ void GuiTest::error_tabs_show_dk_and_dv_errors() {
   QCOMPARE(shown->cols, r->head_dim);
   QVERIFY(sameBits(shown->raw, r->dk_err.raw));
   QVERIFY(heatmaps->view(QStringLiteral("dV err"))->grid() != nullptr);
+  QVERIFY(f.errors.isEmpty());
+}
+
+void GuiTest::head_compute_pools_requested_score_matrices_only() {
+  const CaseData c = smoothCase();
+  HeadRequest req;
+  req.out_rows = 16;  // 40 x 56 scores pooled to 16 x 16 cells
+  req.out_cols = 16;
+  const Result<HeadResult> all = compute_head(c, req);
+  QVERIFY(all.ok() && all->s.pooled);
+  const MatrixGrid* expected[] = {&all->s, &all->p, &all->dp, &all->ds};
+
+  HeadCache cache;
+  req.scores = {false, false, true, false};  // dP alone, pooled by the backward on the way
+  const Result<HeadResult> dp = compute_head(c, req, &cache);
+  QVERIFY(dp.ok() && ran(*dp, "cpu fwd+bwd+pool"));
+  QVERIFY(dp->s.empty() && dp->p.empty() && dp->ds.empty());
+  QVERIFY(sameGrid(dp->dp, all->dp));
+  QCOMPARE(dp->dp.counts.nonfinite(), all->dp.counts.nonfinite());
+  // S next: the kernel is cached, S alone is pooled in a pass of its own; dP is kept.
+  req.scores = {true, false, false, false};
+  const Result<HeadResult> s = compute_head(c, req, &cache);
+  QVERIFY(s.ok() && !ran(*s, "cpu fwd+bwd") && !ran(*s, "cpu fwd+bwd+pool"));
+  QVERIFY(ran(*s, "score grids"));
+  QVERIFY(sameGrid(s->s, all->s) && sameGrid(s->dp, all->dp));
+  QVERIFY(s->p.empty() && s->ds.empty());
+  // Every matrix asked for: the missing two are added, bit for bit what one run gives.
+  req.scores = kAllScores;
+  const Result<HeadResult> rest = compute_head(c, req, &cache);
+  QVERIFY(rest.ok() && !ran(*rest, "cpu fwd+bwd"));
+  const MatrixGrid* got[] = {&rest->s, &rest->p, &rest->dp, &rest->ds};
+  for (int k = 0; k < 4; ++k) QVERIFY2(sameGrid(*got[k], *expected[k]), kScoreMatrices[k]);
+  // None asked for: a new scale runs the kernel without pooling and keeps no stale grid.
+  req.scores = {};
+  req.settings.scale = 0.5;
+  const Result<HeadResult> none = compute_head(c, req, &cache);
+  QVERIFY(none.ok() && ran(*none, "cpu fwd+bwd") && !ran(*none, "score grids"));
+  QVERIFY(none->s.empty() && none->p.empty() && none->dp.empty() && none->ds.empty());
+  // At full resolution the request's subset does not matter: all four are computed.
+  req.out_rows = req.out_cols = 512;
+  const Result<HeadResult> full = compute_head(c, req, &cache);
+  QVERIFY(full.ok() && full->s.complete() && full->p.complete() && full->ds.complete());
+}
+
+void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/healthy_b2_h8_s1024")}));
+  HeatmapPanel* heatmaps = f.window->heatmaps();
+  QCOMPARE(heatmaps->currentView()->name(), QStringLiteral("S"));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.s.pooled; }));
+  auto r = f.context()->result();
+  QVERIFY(r->p.empty() && r->dp.empty() && r->ds.empty());
+  QVERIFY(heatmaps->view(QStringLiteral("dS"))->grid() == nullptr);
+  // Showing dS computes it (the kernel is cached) and keeps S.
+  QVERIFY(heatmaps->showMatrix(QStringLiteral("dS")));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.ds.empty(); }));
+  r = f.context()->result();
+  QVERIFY(!r->s.empty() && r->p.empty() && !ran(*r, "cpu fwd+bwd+pool"));
+  QTRY_VERIFY(heatmaps->view(QStringLiteral("dS"))->grid() != nullptr);
+  // The same grid as computing every matrix of the head at once.
+  Result<CaseData> data = f.context()->reader()->load("/healthy_b2_h8_s1024");
+  QVERIFY(data.ok());
+  HeadRequest all = r->request;
+  all.scores = kAllScores;
+  const Result<HeadResult> direct = compute_head(*data, all);
+  QVERIFY(direct.ok());
+  QVERIFY(sameGrid(*heatmaps->view(QStringLiteral("dS"))->grid(), direct->ds));
+  // Export all views computes the missing P and dP first; the shown tab's set is restored.
+  QTemporaryDir dir;
+  QString error;
+  const QStringList written = f.window->exportAllViews(dir.path(), &error);
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  r = f.context()->result();
+  all = r->request;
+  all.scores = kAllScores;
+  const Result<HeadResult> after = compute_head(*data, all);
+  QVERIFY(after.ok());
+  QVERIFY(sameGrid(r->s, after->s) && sameGrid(r->p, after->p) && sameGrid(r->dp, after->dp) &&
+          sameGrid(r->ds, after->ds));
+  QVERIFY(written.contains(QDir(dir.path()).filePath(QStringLiteral("P.png"))));
+  QVERIFY(heatmaps->view(QStringLiteral("P"))->grid() != nullptr);
+  QCOMPARE(f.context()->scoresWanted(), (ScoreSet{false, false, false, true}));
   QVERIFY(f.errors.isEmpty());
 }
 
