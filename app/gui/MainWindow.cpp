@@ -82,6 +82,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   navigation_ = new NavigationController(context_, heatmaps_, this);
   viewState_ = new ViewStateController(context_, heatmaps_, annotations_, navigation_, this);
   annotationList_ = new AnnotationListPanel(context_, annotations_, navigation_, this);
+  annotationList_->setRowPlots(rowPlots_);
   tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("overviewDock")),
                    addPanelDock(annotationList_, tr("Annotations"),
                                 QStringLiteral("annotationListDock"), Qt::RightDockWidgetArea));
