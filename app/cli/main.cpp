@@ -15,11 +15,10 @@
 
 namespace {
 
-const std::vector<std::string> kValued = {"case",       "precision", "mode",  "clip",
-                                          "clip-scope", "mask-fill", "scale", "scales",
-                                          "threads",    "out",       "batch", "head",
-                                          "view",       "format",    "memory-budget",
-                                          "probe-timeout"};
+const std::vector<std::string> kValued = {
+    "case",  "precision", "mode",          "clip",         "clip-scope", "mask-fill",
+    "scale", "scales",    "threads",       "out",          "batch",      "head",
+    "view",  "format",    "memory-budget", "probe-timeout"};
 const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers"};
 
 }  // namespace
@@ -122,8 +121,9 @@ int main(int argc, char** argv) {
                 << "'\n  hint: a number of seconds > 0 (at most 1e6), e.g. --probe-timeout 300\n";
       return kExitUnreadable;
     }
-    set_probe_timeout(*seconds);  // wins over ATTNSCOPE_PROBE_TIMEOUT
-    parsed.options.erase("probe-timeout");  // applies to every command that opens a dump
+    // Wins over ATTNSCOPE_PROBE_TIMEOUT; applies to every command that opens a dump.
+    set_probe_timeout(*seconds);
+    parsed.options.erase("probe-timeout");
   }
   if (command == "info") return run_info(parsed);
   if (command == "scan") return run_scan(parsed);
