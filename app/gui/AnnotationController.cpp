@@ -142,9 +142,22 @@ QList<Annotation> AnnotationController::shownAnnotations(const QString& view) co
   const auto result = context_->result();
   HeatmapView* heatmap = heatmaps_->view(view);
   if (markersShown() && result && heatmap != nullptr && heatmap->grid() != nullptr) {
-    list += automaticMarkers(*heatmap->grid(), view, result->request.batch, result->request.head);
+    list += markersOf(view, heatmap->sharedGrid(), result->request.batch, result->request.head);
   }
   return list;
+}
+
+QList<Annotation> AnnotationController::markersOf(const QString& view,
+                                                  std::shared_ptr<const MatrixGrid> grid,
+                                                  qint64 batch, qint64 head) const {
+  Markers& m = markers_cache_[view];
+  if (m.grid != grid || m.batch != batch || m.head != head) {
+    m.list = automaticMarkers(*grid, view, batch, head);
+    m.grid = std::move(grid);
+    m.batch = batch;
+    m.head = head;
+  }
+  return m.list;
 }
 
 void AnnotationController::setRowPlots(RowPlotPanel* rowPlots) {

@@ -10,6 +10,7 @@
 #include <QSet>
 #include <functional>
 #include <map>
+#include <memory>
 
 #include "app/gui/SessionFile.h"
 #include "app/plot/AnnotationLayer.h"
@@ -91,6 +92,10 @@ class AnnotationController : public QObject {
   void connectLayer(AnnotationLayer* layer, const std::function<QString()>& view);
   // Writes the session; the first write of a dump into the per-user fallback says so once.
   bool save(SessionFile& session, QString* error = nullptr);
+  // The automatic markers of a heatmap's grid, computed once per grid (refresh runs several
+  // times per result; each scan reads every cell).
+  QList<Annotation> markersOf(const QString& view, std::shared_ptr<const MatrixGrid> grid,
+                              qint64 batch, qint64 head) const;
 
   SessionContext* context_;
   HeatmapPanel* heatmaps_;
@@ -98,6 +103,12 @@ class AnnotationController : public QObject {
   std::map<QString, SessionFile> sessions_;  // by absolute dump path
   QSet<QObject*> connectedLayers_;
   QSet<QString> fallbackNoticed_;  // dumps whose session went to the fallback (said once)
+  struct Markers {
+    std::shared_ptr<const MatrixGrid> grid;  // held: its address identifies the grid
+    qint64 batch = -1, head = -1;
+    QList<Annotation> list;
+  };
+  mutable std::map<QString, Markers> markers_cache_;  // by view
   AnnotationTool tool_ = AnnotationTool::none;
   QString label_;
 

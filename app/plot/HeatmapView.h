@@ -42,6 +42,7 @@ class HeatmapView : public QWidget {
   void setGrid(std::shared_ptr<const MatrixGrid> grid, bool resetView);
   void clear();
   const MatrixGrid* grid() const { return grid_.get(); }
+  const std::shared_ptr<const MatrixGrid>& sharedGrid() const { return grid_; }
 
   // Elements per overlay class in the grid shown, and cells drawn in each overlay colour.
   OverlayCounts overlayCounts() const;

@@ -50,14 +50,15 @@ inline void add_segment(Cell& cell, const float* x, const uint8_t* cls, int64_t 
   cell.sum += sum;
 }
 
-// First pass of pooling a row group: per column c in [0, n_cols), the max, min and sum of
-// x[r][c] over rows r in [0, n_rows) (row stride ld), vectorised across columns. Returns false
-// when an entry is NaN or inf (the outputs are then meaningless).
+// First pass of pooling a row group: per column c in [0, n_cols), the max, min and (kSum) sum
+// of x[r][c] over rows r in [0, n_rows) (row stride ld), vectorised across columns. Returns
+// false when an entry is NaN or inf (the outputs are then meaningless).
+template <bool kSum>
 bool pool_columns(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld, float* mx, float* mn,
                   double* sum, float* check) {
   for (int64_t c = 0; c < n_cols; ++c) {
     mx[c] = mn[c] = x[c];
-    sum[c] = x[c];
+    if constexpr (kSum) sum[c] = x[c];
     check[c] = x[c] * 0.0f;  // NaN once an entry is NaN or inf
   }
   for (int64_t r = 1; r < n_rows; ++r) {
@@ -66,7 +67,7 @@ bool pool_columns(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld, fl
       const float v = x_r[c];
       mx[c] = v > mx[c] ? v : mx[c];
       mn[c] = v < mn[c] ? v : mn[c];
-      sum[c] += v;
+      if constexpr (kSum) sum[c] += v;
       check[c] += v * 0.0f;
     }
   }
@@ -262,9 +263,10 @@ void PooledCells::add(const TileBlock& blk, int worker) {
         sc.col_mn.resize(n);
         sc.col_sum.resize(n);
         sc.col_check.resize(n);
-        fast = pool_columns(src[k] + (i - t.i0) * t.ld + (c0 - t.j0), i_end - i, c1 - c0, t.ld,
-                            sc.col_mx.data(), sc.col_mn.data(), sc.col_sum.data(),
-                            sc.col_check.data());
+        // Sums only feed the means of cells with counts.
+        const auto pool = which_.cell_counts ? pool_columns<true> : pool_columns<false>;
+        fast = pool(src[k] + (i - t.i0) * t.ld + (c0 - t.j0), i_end - i, c1 - c0, t.ld,
+                    sc.col_mx.data(), sc.col_mn.data(), sc.col_sum.data(), sc.col_check.data());
       }
       int64_t split_at = row_split_at;
       for (int64_t c = c0; c < c1;) {
@@ -276,7 +278,7 @@ void PooledCells::add(const TileBlock& blk, int worker) {
         for (int64_t e = c - c0; fast && e < end - c0; ++e) {
           mx = std::max(mx, sc.col_mx[count(e)]);
           mn = std::min(mn, sc.col_mn[count(e)]);
-          sum += sc.col_sum[count(e)];
+          if (which_.cell_counts) sum += sc.col_sum[count(e)];
         }
         if (fast && mx != 0 && mn != 0) {
           cell.max = mx;
