@@ -16,19 +16,10 @@
 #include "app/plot/HeatmapView.h"
 #include "app/plot/RowPlotView.h"
 #include "tests/gui/GuiTest.h"
+#include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {
 namespace {
-
-bool waitFor(const std::function<bool()>& ok, int timeoutMs = 90000) {
-  QElapsedTimer timer;
-  timer.start();
-  while (timer.elapsed() < timeoutMs) {
-    if (ok()) return true;
-    QTest::qWait(20);
-  }
-  return ok();
-}
 
 bool summaryFor(MainWindow& w, const QString& casePath) {
   const auto s = w.analysis()->summary();
@@ -42,7 +33,7 @@ void GuiTest::findings_click_selects_head_and_location() {
   QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
   f.context()->setPrecision(Precision::f16);
   f.context()->setMode(Mode::unfused);
-  QVERIFY(waitFor([&] {
+  QVERIFY(waitUntil([&] {
     const auto s = f.window->analysis()->summary();
     return summaryFor(*f.window, kOverflowCase) && s->mode == Mode::unfused &&
            s->precision == Precision::f16;
@@ -67,7 +58,7 @@ void GuiTest::overview_heads_match_head_views() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/train/step_006/layer_00")}));
   OverviewPanel* overview = f.window->overview();
-  QVERIFY(waitFor([&] { return summaryFor(*f.window, "/train/step_006/layer_00"); }));
+  QVERIFY(waitUntil([&] { return summaryFor(*f.window, "/train/step_006/layer_00"); }));
   overview->setMetric(Metric::max_abs_s);
   const MatrixGrid* heads = overview->headMap()->grid();
   QVERIFY(heads != nullptr);
@@ -97,7 +88,7 @@ void GuiTest::series_overview_and_timeline_navigate_steps() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/train/step_000/layer_00")}));
   OverviewPanel* overview = f.window->overview();
-  QVERIFY(waitFor([&] {
+  QVERIFY(waitUntil([&] {
     const auto s = f.window->analysis()->series();
     return s && !f.window->analysis()->seriesRunner()->busy();
   }));
@@ -129,7 +120,7 @@ void GuiTest::sweep_view_counts_nonfinite_per_precision() {
   QVERIFY(dock != nullptr);
   dock->show();
   dock->raise();
-  QVERIFY(waitFor([&] {
+  QVERIFY(waitUntil([&] {
     return f.window->analysis()->sweep() && !f.window->analysis()->sweepRunner()->busy();
   }));
   const ScaleSweep& sweep = *f.window->analysis()->sweep();
@@ -173,7 +164,7 @@ void GuiTest::gui_thread_stays_responsive_during_recompute() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
     return r.request.head == 5 && r.scale == 0.3 && r.precision == Precision::bf16;
   }));
-  QVERIFY(waitFor([&] { return summaryFor(*f.window, "/healthy_b2_h8_s1024"); }, 120000));
+  QVERIFY(waitUntil([&] { return summaryFor(*f.window, "/healthy_b2_h8_s1024"); }, 120000));
   watchdog.stop();
   // Generous margin: drawing a result takes tens of ms; computing one takes far longer.
   qInfo("worst event-loop gap during recompute: %lld ms", worstGap);

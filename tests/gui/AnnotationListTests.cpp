@@ -18,23 +18,12 @@
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/InteractionTest.h"
+#include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {
 namespace {
 
 const QString kCase = QStringLiteral("/fp16_score_overflow");
-
-Annotation make(AnnotationKind kind, const QString& view, QPointF from, QPointF to,
-                const QString& text) {
-  Annotation a;
-  a.kind = kind;
-  a.view = view;
-  a.head = 3;
-  a.from = from;
-  a.to = to;
-  a.text = text;
-  return a;
-}
 
 // The annotations of kCase in the sidecar file as written on disk.
 QJsonArray savedAnnotations(const QString& dump) {
@@ -56,12 +45,13 @@ bool openCase(ShownWindow& w, const QString& dump) {
 
 void InteractionTest::annotation_list_edits_reach_the_sidecar() {
   SampleCopy dump;
-  const Annotation note = make(AnnotationKind::text, QStringLiteral("S"), QPointF(10, 5),
-                               QPointF(10, 5), QStringLiteral("first"));
-  const Annotation arrow = make(AnnotationKind::arrow, QStringLiteral("dS"), QPointF(50, 60),
-                                QPointF(20, 30), QStringLiteral("NaN rows"));
-  const Annotation box = make(AnnotationKind::box, QStringLiteral("S"), QPointF(0, 12),
-                              QPointF(63, 40), QStringLiteral("band"));
+  const Annotation note = makeAnnotation(AnnotationKind::text, QStringLiteral("S"), QPointF(10, 5),
+                                         QPointF(10, 5), QStringLiteral("first"));
+  const Annotation arrow =
+      makeAnnotation(AnnotationKind::arrow, QStringLiteral("dS"), QPointF(50, 60), QPointF(20, 30),
+                     QStringLiteral("NaN rows"));
+  const Annotation box = makeAnnotation(AnnotationKind::box, QStringLiteral("S"), QPointF(0, 12),
+                                        QPointF(63, 40), QStringLiteral("band"));
   {
     ShownWindow w;
     QVERIFY(openCase(w, dump.path));
@@ -83,7 +73,7 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
 
     // Selecting the arrow shows the dS tab zoomed around it (rows 22-68, keys 12-58).
     tree->setCurrentItem(tree->topLevelItem(1));
-    QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }));
+    QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
     QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dS"));
     QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (ViewWindow{22, 69, 12, 59}));
 
@@ -118,10 +108,11 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
 
 void InteractionTest::annotations_move_and_edit_on_the_plot() {
   SampleCopy dump;
-  const Annotation note = make(AnnotationKind::text, QStringLiteral("S"), QPointF(30, 100),
-                               QPointF(30, 100), QStringLiteral("drag me"));
-  const Annotation box = make(AnnotationKind::box, QStringLiteral("S"), QPointF(70, 60),
-                              QPointF(110, 90), QStringLiteral("rename me"));
+  const Annotation note =
+      makeAnnotation(AnnotationKind::text, QStringLiteral("S"), QPointF(30, 100), QPointF(30, 100),
+                     QStringLiteral("drag me"));
+  const Annotation box = makeAnnotation(AnnotationKind::box, QStringLiteral("S"), QPointF(70, 60),
+                                        QPointF(110, 90), QStringLiteral("rename me"));
   {
     ShownWindow w;
     QVERIFY(openCase(w, dump.path));
@@ -156,7 +147,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
     QCOMPARE(layer->userAnnotationAt(edge), 1);
     QTest::mouseDClick(plot, Qt::LeftButton, {}, edge);
     QInputDialog* ask = nullptr;
-    QVERIFY(waitUntil([&] {
+    QVERIFY(waitShown([&] {
       ask = w.window->findChild<QInputDialog*>(QStringLiteral("annotationTextDialog"));
       return ask != nullptr && ask->isVisible();
     }));

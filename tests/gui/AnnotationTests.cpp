@@ -15,6 +15,7 @@
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/ExportTest.h"
+#include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {
 namespace {
@@ -52,18 +53,6 @@ bool waitForHead(MainWindow& window, int head) {
   return false;
 }
 
-Annotation make(AnnotationKind kind, const QString& view, QPointF from, QPointF to,
-                const QString& text) {
-  Annotation a;
-  a.kind = kind;
-  a.view = view;
-  a.head = 3;
-  a.from = from;
-  a.to = to;
-  a.text = text;
-  return a;
-}
-
 }  // namespace
 
 void ExportTest::automatic_markers_find_first_nonfinite_and_max() {
@@ -99,8 +88,8 @@ void ExportTest::automatic_markers_find_first_nonfinite_and_max() {
 }
 
 void ExportTest::annotation_json_round_trip_rejects_garbage() {
-  const Annotation box = make(AnnotationKind::box, QStringLiteral("dS"), QPointF(0.5, 12),
-                              QPointF(63.25, 40), QStringLiteral("overflow band"));
+  const Annotation box = makeAnnotation(AnnotationKind::box, QStringLiteral("dS"), QPointF(0.5, 12),
+                                        QPointF(63.25, 40), QStringLiteral("overflow band"));
   const std::optional<Annotation> back = Annotation::fromJson(box.toJson());
   QVERIFY(back.has_value());
   QVERIFY(*back == box);
@@ -168,10 +157,11 @@ void ExportTest::annotations_survive_closing_and_reopening() {
   const QByteArray hashBefore =
       QCryptographicHash::hash(readAll(dump.path), QCryptographicHash::Sha256);
   const QDateTime mtimeBefore = QFileInfo(dump.path).lastModified();
-  const Annotation arrow = make(AnnotationKind::arrow, QStringLiteral("S"), QPointF(50, 5),
-                                QPointF(20, 12), QStringLiteral("+inf starts here"));
-  const Annotation text = make(AnnotationKind::text, QStringLiteral("dS"), QPointF(8, 30),
-                               QPointF(8, 30), QStringLiteral("NaN gradient"));
+  const Annotation arrow =
+      makeAnnotation(AnnotationKind::arrow, QStringLiteral("S"), QPointF(50, 5), QPointF(20, 12),
+                     QStringLiteral("+inf starts here"));
+  const Annotation text = makeAnnotation(AnnotationKind::text, QStringLiteral("dS"), QPointF(8, 30),
+                                         QPointF(8, 30), QStringLiteral("NaN gradient"));
   {
     ExportWindow w;
     QVERIFY(w.open(dump.path, kCase, 3, Mode::unfused));
@@ -220,9 +210,9 @@ void ExportTest::corrupt_sidecar_is_kept_aside() {
   QCOMPARE(readAll(dump.dir.filePath(aside[0])), garbage);
   QVERIFY(w.errors.isEmpty());
   // Annotating starts a fresh, valid sidecar; the corrupt copy stays as it was.
-  QVERIFY(w.window->annotations()->addAnnotation(make(AnnotationKind::text, QStringLiteral("S"),
-                                                      QPointF(1, 1), QPointF(1, 1),
-                                                      QStringLiteral("x"))));
+  QVERIFY(w.window->annotations()->addAnnotation(
+      makeAnnotation(AnnotationKind::text, QStringLiteral("S"), QPointF(1, 1), QPointF(1, 1),
+                     QStringLiteral("x"))));
   QCOMPARE(readJson(sidecar)[QStringLiteral("format")].toString(),
            QStringLiteral("attnscope-session"));
   QCOMPARE(readAll(dump.dir.filePath(aside[0])), garbage);
@@ -248,8 +238,9 @@ void ExportTest::newer_session_version_keeps_unknown_fields() {
   QCOMPARE(notes->userAnnotations(QStringLiteral("S")).size(), 1);
   QCOMPARE(notes->userAnnotations(QStringLiteral("S"))[0].text, QStringLiteral("old note"));
   QCOMPARE(notes->session()->readVersion(), 99);
-  QVERIFY(notes->addAnnotation(make(AnnotationKind::box, QStringLiteral("S"), QPointF(0, 12),
-                                    QPointF(63, 40), QStringLiteral("new box"))));
+  QVERIFY(
+      notes->addAnnotation(makeAnnotation(AnnotationKind::box, QStringLiteral("S"), QPointF(0, 12),
+                                          QPointF(63, 40), QStringLiteral("new box"))));
   // The newer file was backed up before the first rewrite; nothing it held was dropped.
   QCOMPARE(readAll(sidecar + QStringLiteral(".v99.bak")), newer);
   const QJsonObject saved = readJson(sidecar);

@@ -32,7 +32,7 @@ const QString kOverflow = QStringLiteral("/fp16_score_overflow");
 GoToDialog* openGoTo(MainWindow& window) {
   QTest::keyClick(&window, Qt::Key_G, Qt::ControlModifier);
   GoToDialog* dialog = nullptr;
-  waitUntil([&] {
+  waitShown([&] {
     dialog = window.findChild<GoToDialog*>(QStringLiteral("goToDialog"));
     return dialog != nullptr && dialog->isVisible();
   });
@@ -74,11 +74,11 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   dialog->findChild<QSpinBox*>(QStringLiteral("goToRow"))->setValue(700);
   dialog->findChild<QSpinBox*>(QStringLiteral("goToCol"))->setValue(300);
   QTest::keyClick(dialog, Qt::Key_Return);
-  QVERIFY(waitUntil([&] { return dialog.isNull(); }));
+  QVERIFY(waitShown([&] { return dialog.isNull(); }));
 
   // Batch 1, head 5 is computed, the S view zooms to 33 x 33 elements around the cell, and the
   // recompute of that window at full resolution lets the inspector pin the exact element.
-  QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }, 120000));
+  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }, 120000));
   HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
   QCOMPARE(w.window->heatmaps()->currentView(), s);
   QCOMPARE(s->visibleWindow(), (ViewWindow{684, 717, 284, 317}));
@@ -114,7 +114,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   NavigationController* nav = w.window->navigation();
   // [Sq x D] and [Sk x D] tabs: the dQ of row 20 (an overflowing row of head 3), column 63.
   QVERIFY(nav->goToCell({QStringLiteral("dQ"), 0, 3, 20, 63}));
-  QVERIFY(waitUntil([&] { return !nav->pending(); }, 120000));
+  QVERIFY(waitShown([&] { return !nav->pending(); }, 120000));
   const auto r = w.context()->result();
   QCOMPARE(r->request.head, int64_t{3});
   const CellReadout dq = r->dq.readout(20, 63);
@@ -123,7 +123,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("dQ [20, 63]\nNaN\n")));
   QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (ViewWindow{4, 37, 31, 64}));
   QVERIFY(nav->goToCell({QStringLiteral("dK"), 0, 3, 127, 0}));
-  QVERIFY(waitUntil([&] { return !nav->pending(); }));
+  QVERIFY(waitShown([&] { return !nav->pending(); }));
   const CellReadout dk = r->dk.readout(127, 0);
   const QString dkText = w.window->inspector()->readoutText();
   QVERIFY2(dkText.startsWith(
@@ -152,7 +152,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QCOMPARE(w.window->inspector()->pinnedCount(), 2);
   dialog->setTarget({QStringLiteral("S"), 0, 3, 12, 0});
   dialog->accept();
-  QVERIFY(waitUntil([&] { return dialog.isNull() && !nav->pending(); }));
+  QVERIFY(waitShown([&] { return dialog.isNull() && !nav->pending(); }));
   // Row 12 of head 3 is the first to overflow fp16 in the unfused kernel.
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("S [12, 0]\n+inf\n")));
   QVERIFY(w.errors.isEmpty());
@@ -215,7 +215,7 @@ void InteractionTest::stepper_option_shows_a_backward_tile() {
   ShownWindow w;
   QVERIFY(w.window->applyOptions(options));
   StepperController* stepper = w.window->stepper();
-  QVERIFY(waitUntil([&] {
+  QVERIFY(waitShown([&] {
     return !stepper->busy() && stepper->snapshot() && stepper->snapshot()->position == 12;
   }));
   // Step 12 recomputes P of q tile 1 (rows 64-95, the padded ones), kv tile 0, of batch 1.

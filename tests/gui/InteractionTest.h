@@ -5,40 +5,11 @@
 #pragma once
 
 #include <QObject>
-#include <QString>
 #include <QTemporaryDir>
-#include <functional>
-#include <memory>
 
-#include "app/gui/HeadCompute.h"
-#include "app/gui/MainWindow.h"
+#include "tests/gui/ShownWindow.h"
 
 namespace attnscope::test {
-
-// The bundled sample dump.
-QString samplePath();
-
-// A copy of the sample in its own temporary folder (its sidecar is written next to it).
-struct SampleCopy {
-  QTemporaryDir dir;
-  QString path;
-  SampleCopy();
-};
-
-// A shown, active MainWindow whose error dialogs are collected in `errors`.
-struct ShownWindow {
-  std::unique_ptr<MainWindow> window;
-  QStringList errors;
-  ShownWindow();
-  SessionContext* context() const;
-  // Waits (up to 2 minutes) until a result of `casePath` at `head` is shown with no compute
-  // pending and `ok` holds for it.
-  bool waitForHead(const QString& casePath, int64_t head,
-                   const std::function<bool(const HeadResult&)>& ok = {});
-};
-
-// Processes events until `done` holds (up to timeoutMs); its final value.
-bool waitUntil(const std::function<bool()>& done, int timeoutMs = 60000);
 
 class InteractionTest : public QObject {
   Q_OBJECT

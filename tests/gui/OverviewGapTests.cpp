@@ -138,7 +138,7 @@ void ViewGapTest::gradient_norm_metrics_match_direct_computation() {
   QVERIFY(w.window->openTarget({path, QStringLiteral("/step_000/layer_01")}));
   const Norms want = directNorms(cases[1]);
   AnalysisController* analysis = w.window->analysis();
-  QVERIFY(waitUntil([&] {
+  QVERIFY(waitShown([&] {
     const auto s = analysis->summary();
     return s && s->case_path == "/step_000/layer_01";
   }));
@@ -169,7 +169,7 @@ void ViewGapTest::series_overview_shows_error_cell_and_other_values() {
   ShownWindow w;
   QVERIFY(w.window->openTarget({path, QStringLiteral("/step_000/layer_00")}));
   AnalysisController* analysis = w.window->analysis();
-  QVERIFY(waitUntil([&] {
+  QVERIFY(waitShown([&] {
     const auto s = analysis->series();
     return s && s->done == 4 && !analysis->seriesRunner()->busy();
   }));

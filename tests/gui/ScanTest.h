@@ -11,10 +11,9 @@
 #include <QTimer>
 #include <functional>
 
-namespace attnscope::test {
+#include "tests/gui/TestSupport.h"
 
-// Polls `ok` while the event loop runs; true once it holds, false after timeoutMs.
-bool waitUntil(const std::function<bool()>& ok, int timeoutMs);
+namespace attnscope::test {
 
 // Records the longest gap between ticks of a 10 ms timer on the GUI thread: how long the event
 // loop was blocked while it ran. restart() forgets the gaps seen so far.

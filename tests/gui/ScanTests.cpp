@@ -20,16 +20,6 @@
 
 namespace attnscope::test {
 
-bool waitUntil(const std::function<bool()>& ok, int timeoutMs) {
-  QElapsedTimer timer;
-  timer.start();
-  while (timer.elapsed() < timeoutMs) {
-    if (ok()) return true;
-    QTest::qWait(20);
-  }
-  return ok();
-}
-
 Watchdog::Watchdog() {
   timer_.setInterval(10);
   QObject::connect(&timer_, &QTimer::timeout, [this] {

@@ -53,7 +53,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
     QVERIFY(w.waitForHead(kCase, 3));
     maps->view(QStringLiteral("dQ"))->zoomTo(zoom);
     // Saved while the window is open (debounced), not only on close.
-    QVERIFY(waitUntil([&] {
+    QVERIFY(waitShown([&] {
       const QJsonObject c = readJson(sidecar)[QStringLiteral("cases")][kCase].toObject();
       return c[QStringLiteral("zooms")][QStringLiteral("dQ")].toArray().size() == 4;
     }));
@@ -73,7 +73,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
   QCOMPARE(w.context()->head(), int64_t{3});
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dQ"));
   QVERIFY(w.waitForHead(kCase, 3));
-  QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
   QCOMPARE(w.window->heatmaps()->view(QStringLiteral("dQ"))->visibleWindow(), zoom);
   QCOMPARE(w.context()->result()->precision, Precision::f16);
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
@@ -98,9 +98,9 @@ void ViewGapTest::read_only_folder_keeps_session_per_user() {
     QSignalSpy notices(w.window->annotations(), &AnnotationController::notice);
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     w.context()->setHead(2);
-    QVERIFY(waitUntil([&] { return QFileInfo(fallback).isFile(); }));
+    QVERIFY(waitShown([&] { return QFileInfo(fallback).isFile(); }));
     QVERIFY(w.window->heatmaps()->showMatrix(QStringLiteral("P")));
-    QVERIFY(waitUntil([&] {
+    QVERIFY(waitShown([&] {
       const QJsonObject c = readJson(fallback)[QStringLiteral("cases")][kCase].toObject();
       return c[QStringLiteral("view")].toString() == QStringLiteral("P");
     }));
@@ -152,10 +152,10 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
   QVERIFY(w.waitForHead(kCase, 0));
   QCOMPARE(maps->currentView()->visibleWindow(), (ViewWindow{0, 128, 0, 64}));
   QVERIFY(maps->showMatrix(QStringLiteral("S")));
-  QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
   QCOMPARE(maps->view(QStringLiteral("S"))->visibleWindow(), sZoom);
   QVERIFY(maps->showMatrix(QStringLiteral("dV")));
-  QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
   QCOMPARE(maps->view(QStringLiteral("dV"))->visibleWindow(), dvZoom);
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }

@@ -6,36 +6,12 @@
 #pragma once
 
 #include <QObject>
-#include <QString>
 #include <QTemporaryDir>
-#include <functional>
-#include <memory>
+#include <vector>
 
-#include "app/gui/HeadCompute.h"
-#include "app/gui/MainWindow.h"
+#include "tests/gui/ShownWindow.h"
 
 namespace attnscope::test {
-
-// The bundled sample dump, and a copy of it in its own temporary folder.
-QString samplePath();
-struct SampleCopy {
-  QTemporaryDir dir;
-  QString path;
-  SampleCopy();
-};
-
-// A shown, active MainWindow whose error dialogs are collected in `errors`.
-struct ShownWindow {
-  std::unique_ptr<MainWindow> window;
-  QStringList errors;
-  ShownWindow();
-  SessionContext* context() const;
-  // Waits (up to 2 minutes) until a result of `casePath` at `head` is shown, nothing computes.
-  bool waitForHead(const QString& casePath, int64_t head);
-};
-
-// Processes events until `done` holds (up to timeoutMs); its final value.
-bool waitUntil(const std::function<bool()>& done, int timeoutMs = 60000);
 
 // Deterministic float32 values of a tensor ((i * 37 + seed * 11) % 101 - 50) / 16.
 std::vector<double> tensorValues(int64_t n, int seed);

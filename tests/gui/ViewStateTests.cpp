@@ -89,7 +89,7 @@ void InteractionTest::view_state_is_restored_on_reopen() {
   QCOMPARE(maps->view(QStringLiteral("P"))->colorScale().scale, ScaleKind::linear);
   // The zoom comes back once the head's result is shown.
   QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
-  QVERIFY(waitUntil([&] { return !w.window->navigation()->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
   QCOMPARE(ds->visibleWindow(), zoom);
   QCOMPARE(w.context()->result()->precision, Precision::bf16);
   QVERIFY(w.errors.isEmpty());

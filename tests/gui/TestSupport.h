@@ -1,0 +1,21 @@
+// Helpers shared by the GUI test suites: waiting on the event loop for a condition, and user
+// annotations built from their parts.
+#pragma once
+
+#include <QPointF>
+#include <QString>
+#include <functional>
+
+#include "app/plot/Annotation.h"
+
+namespace attnscope::test {
+
+// Runs the event loop (queued events first, then 10 ms waits) until `done` holds; true as soon
+// as it does, else its value after timeoutMs.
+bool waitUntil(const std::function<bool()>& done, int timeoutMs = 90000);
+
+// A user annotation of `view` at batch 0, head 3 (the head the sample's overflow case shows).
+Annotation makeAnnotation(AnnotationKind kind, const QString& view, QPointF from, QPointF to,
+                          const QString& text);
+
+}  // namespace attnscope::test
