@@ -40,7 +40,7 @@ ComputeWorker::~ComputeWorker() = default;
 quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QString& casePath,
                               const HeadRequest& request) {
   auto job = [state = state_, reader = std::move(reader), path = casePath.toStdString(), request](
-                 const TaskControl&, QString*) -> TaskResult {
+                 const TaskControl& control, QString*) -> TaskResult {
     State& s = *state;
     if (!s.data || s.reader != reader || s.path != path) {
       Result<CaseData> loaded = reader->load(path);
@@ -50,12 +50,17 @@ quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QS
       s.path = path;
       s.cache.clear();
     }
+    HeadRequest polled = request;
+    polled.cancelled = [control] { return control.stale(); };
     try {
-      Result<HeadResult> r = compute_head(*s.data, request, &s.cache);
+      Result<HeadResult> r = compute_head(*s.data, polled, &s.cache);
       if (!r) return failure(r.error());
       r->file_path = reader->path();
+      r->request.cancelled = nullptr;  // a request copied from the result must not carry it
       return std::make_shared<const Outcome>(
           Outcome{std::make_shared<const HeadResult>(std::move(r).value()), {}, {}});
+    } catch (const KernelCancelled&) {
+      return nullptr;  // stale: TaskRunner drops it; the cache holds only finished stages
     } catch (const std::exception& e) {
       s.cache.clear();
       return failure(Error{ErrorCode::invalid_argument,

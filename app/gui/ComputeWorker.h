@@ -1,7 +1,8 @@
 // Background recompute of the selected head (DESIGN §1: compute never runs on the GUI thread):
 // a typed client of TaskRunner. Jobs carry an id and run one at a time on the runner's worker
-// thread; the latest request wins: queued jobs older than it are skipped, and a job that
-// finishes after a newer request is dropped instead of applied. The worker thread keeps the
+// thread; the latest request wins: queued jobs older than it are skipped, a running job's CPU
+// kernels stop at their next tile once a newer request or cancel() makes it stale, and a job
+// that finishes after a newer request is dropped instead of applied. The worker thread keeps the
 // last loaded case and a HeadCache, so a settings change neither re-reads the file nor reruns
 // the stages it does not affect.
 #pragma once
@@ -27,7 +28,8 @@ class ComputeWorker : public QObject {
   // becomes stale.
   quint64 submit(std::shared_ptr<const DumpReader> reader, const QString& casePath,
                  const HeadRequest& request);
-  // Makes every submitted job stale (its result will be dropped) and clears busy.
+  // Makes every submitted job stale (its result will be dropped, its kernels stop at the next
+  // tile) and clears busy.
   void cancel();
 
   quint64 latestId() const { return runner_->latestId(); }

@@ -107,6 +107,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   CpuAttnOptions opt;
   opt.mode = request.mode;
   opt.threads = request.threads;
+  opt.cancelled = request.cancelled;
 
   const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
   const GridPlan plan =

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,9 @@ struct HeadRequest {
   // ms to a long head's forward + backward, so the GUI asks for the visible one and computes
   // another when its tab is shown. Grids at full resolution always hold all four.
   ScoreSet scores = kAllScores;
+  // Polled by the CPU kernels (CpuAttnOptions::cancelled, thread-safe); once true
+  // compute_head throws KernelCancelled and the cache keeps only completed stages.
+  std::function<bool()> cancelled;
 };
 
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
