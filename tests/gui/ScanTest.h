@@ -40,6 +40,7 @@ class ScanTest : public QObject {
 
   // ScanTests.cpp
   void cancel_stops_series_work_and_rescan_completes();
+  void overview_cells_fill_in_as_cases_finish();
 
   // BigDumpScanTests.cpp
   void big_dump_opens_and_scans_responsively_and_cancels();

@@ -1,6 +1,8 @@
 // Entry point of the scan tests and the cancel test on a 300-case dump: Esc (the overview's
 // Cancel shortcut) stops the series job after far fewer cases than the dump holds, no CPU work
-// goes on afterwards, and Rescan then computes every case exactly.
+// goes on afterwards, and Rescan then computes every case exactly. The (step x layer) overview
+// fills in as cases finish: after each delivery of the series its valued cells are exactly the
+// finished cases, the others grey.
 #include <QApplication>
 #include <QProgressBar>
 #include <QSettings>
@@ -15,6 +17,7 @@
 #include "app/gui/MainWindow.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/OverviewPanel.h"
+#include "app/plot/HeatmapView.h"
 #include "tests/gui/ScanDump.h"
 #include "tests/gui/ScanTest.h"
 
@@ -124,6 +127,70 @@ void ScanTest::cancel_stops_series_work_and_rescan_completes() {
   QVERIFY(direct.ok());
   QCOMPARE(series->cases[7].metrics[static_cast<int>(Metric::max_abs_s)],
            direct->aggregate(Metric::max_abs_s));
+  QVERIFY2(errors.isEmpty(), qPrintable(errors.join(QLatin1Char('\n'))));
+}
+
+void ScanTest::overview_cells_fill_in_as_cases_finish() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const ScanDumpSpec spec;  // 300 cases: one (step x layer) column of 300 cells
+  const std::string path = dir.filePath(QStringLiteral("scan.h5")).toStdString();
+  std::string error;
+  QVERIFY2(writeScanDump(path, spec, &error), error.c_str());
+  MainWindow window;
+  QStringList errors;
+  window.setErrorHandler([&](const QString& title, const QString& message, const QString&) {
+    errors << title + QStringLiteral(": ") + message;
+  });
+  window.resize(1400, 900);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  AnalysisController* analysis = window.analysis();
+  OverviewPanel* overview = window.overview();
+
+  // After every delivery of the series (connected after the panel, so the map shows it): the
+  // cases finished, and the map's cells holding a value and grey (masked) ones.
+  struct Seen {
+    int finished = 0, valued = 0, grey = 0, cells = 0;
+  };
+  std::vector<Seen> seen;
+  QObject::connect(analysis, &AnalysisController::seriesChanged, [&] {
+    const auto series = analysis->series();
+    const MatrixGrid* grid = overview->seriesMap()->grid();
+    if (!series || grid == nullptr) return;
+    Seen s;
+    for (const SeriesCase& c : series->cases) s.finished += c.state == SeriesState::done;
+    for (const CellClass cls : grid->cls) {
+      s.valued += cls != CellClass::masked;
+      s.grey += cls == CellClass::masked;
+    }
+    s.cells = static_cast<int>(grid->cls.size());
+    seen.push_back(s);
+  });
+  QVERIFY(
+      window.openTarget({QString::fromStdString(path), QString::fromStdString(scanCasePath(0))}));
+  // A partial delivery with some cases finished (shown at most every 250 ms while they run).
+  QVERIFY(waitUntil([&] { return !seen.empty() && seen.back().finished > 0; }, 300000));
+  QVERIFY(analysis->busy());
+  overview->cancelButton()->click();
+  QVERIFY(waitUntil([&] { return analysis->runningJobs() == 0; }, 60000));
+
+  // The first delivery is all grey; each later one shows exactly the finished cases, grey for
+  // the others, and never fewer than before; the partial one has both.
+  QVERIFY(seen.size() >= 2);
+  QCOMPARE(seen.front().valued, 0);
+  QCOMPARE(seen.front().grey, spec.cases);
+  int before = 0;
+  bool partial = false;
+  for (const Seen& s : seen) {
+    QCOMPARE(s.cells, spec.cases);
+    QCOMPARE(s.valued, s.finished);
+    QCOMPARE(s.valued + s.grey, spec.cases);
+    QVERIFY(s.valued >= before);
+    before = s.valued;
+    partial = partial || (s.valued > 0 && s.grey > 0);
+  }
+  QVERIFY(partial);
   QVERIFY2(errors.isEmpty(), qPrintable(errors.join(QLatin1Char('\n'))));
 }
 
