@@ -31,6 +31,7 @@ struct Runner {
     options.mode = mode;
     options.threads = settings.threads;
     options.trace = &trace;
+    options.cancelled = [this] { return stopped(); };  // the kernels throw KernelCancelled
     const CpuAttnInputs in{q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
     SweepPoint pt{scale, p, mode, 0, 0, 0, 0};
     CpuAttnResult r;
@@ -114,23 +115,27 @@ Result<ScaleSweep> scale_sweep(const CaseData& data, const SweepSettings& settin
                 in.v_f32(),
                 in.has_dout ? in.dout_f32() : std::vector<float>{},
                 settings};
-  for (double s : sweep.scales) {
-    for (Precision p : settings.precisions) {
-      for (Mode m : settings.modes) {
-        if (runner.stopped()) {
-          sweep.interrupted = true;
-          return sweep;
+  try {
+    for (double s : sweep.scales) {
+      for (Precision p : settings.precisions) {
+        for (Mode m : settings.modes) {
+          if (runner.stopped()) {
+            sweep.interrupted = true;
+            return sweep;
+          }
+          sweep.points.push_back(runner.run(s, p, m));
         }
-        sweep.points.push_back(runner.run(s, p, m));
       }
     }
-  }
-  const size_t per_scale = settings.precisions.size() * settings.modes.size();
-  for (size_t series = 0; series < per_scale && !runner.stopped(); ++series) {
-    std::vector<SweepPoint> points;
-    for (size_t n = series; n < sweep.points.size(); n += per_scale)
-      points.push_back(sweep.points[n]);
-    sweep.ranges.push_back(safe_range(points, sweep.case_scale, runner, settings.refine_steps));
+    const size_t per_scale = settings.precisions.size() * settings.modes.size();
+    for (size_t series = 0; series < per_scale && !runner.stopped(); ++series) {
+      std::vector<SweepPoint> points;
+      for (size_t n = series; n < sweep.points.size(); n += per_scale)
+        points.push_back(sweep.points[n]);
+      sweep.ranges.push_back(safe_range(points, sweep.case_scale, runner, settings.refine_steps));
+    }
+  } catch (const KernelCancelled&) {
+    // A run stopped inside its kernels: the points before it stand.
   }
   if (runner.stopped()) {  // a bisection was cut short: its threshold is not trustworthy
     sweep.interrupted = true;

@@ -121,6 +121,24 @@ TEST(ScaleSweep, finds_the_fp16_unfused_overflow_threshold_by_bisection) {
   EXPECT_FALSE(sweep->points[17].finite());
 }
 
+TEST(ScaleSweep, cancel_inside_a_run_stops_its_kernels_and_keeps_no_partial_point) {
+  SweepSettings s;
+  s.points = 4;
+  s.precisions = {Precision::f16};
+  s.threads = 1;
+  int polls = 0;
+  // Poll 1 is the check before the first run; poll 2 comes from inside its kernels (they poll
+  // before every tile), poll 3 is the sweep's final check. Were the kernels deaf to it, the
+  // first run would finish and count.
+  s.cancelled = [&polls] { return ++polls >= 2; };
+  const Result<ScaleSweep> sweep = scale_sweep(sweep_case(), s);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_TRUE(sweep->interrupted);
+  EXPECT_TRUE(sweep->points.empty());
+  EXPECT_TRUE(sweep->ranges.empty());
+  EXPECT_EQ(polls, 3);
+}
+
 TEST(ScaleSweep, invalid_range_is_an_error) {
   SweepSettings s;
   s.scale_min = 1;
