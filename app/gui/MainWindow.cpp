@@ -225,9 +225,17 @@ void MainWindow::buildStatusBar() {
   cancel_->setVisible(false);
   statusText_ = new QLabel(this);
   statusText_->setObjectName(QStringLiteral("statusText"));
+  statusText_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);  // see status_ above
   statusBar()->addWidget(statusText_, 1);
   statusBar()->addPermanentWidget(busy_);
   statusBar()->addPermanentWidget(cancel_);
+  // Showing the busy indicator must not change the status bar's height: a relayout of the
+  // window would repaint every dock on each recompute.
+  for (QWidget* w : {static_cast<QWidget*>(busy_), static_cast<QWidget*>(cancel_)}) {
+    QSizePolicy policy = w->sizePolicy();
+    policy.setRetainSizeWhenHidden(true);
+    w->setSizePolicy(policy);
+  }
   connect(cancel_, &QToolButton::clicked, this, [this] {
     worker_->cancel();
     analysis_->cancelAll();

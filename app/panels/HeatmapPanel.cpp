@@ -85,6 +85,8 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
   }
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("heatmapStatus"));
+  // Its text changes with every result: its width must not resize the tabs (and the window).
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(tabs_, 1);
