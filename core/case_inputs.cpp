@@ -50,6 +50,18 @@ std::vector<float> CaseInputs::k_f32() const { return to_f32(k); }
 std::vector<float> CaseInputs::v_f32() const { return to_f32(v); }
 std::vector<float> CaseInputs::dout_f32() const { return to_f32(dout); }
 
+Result<double> resolve_scale(const CaseData& data, const RunSettings& settings) {
+  const double scale = settings.scale ? *settings.scale
+                                      : data.info.config.effective_scale(data.info.dims.head_dim);
+  if (!std::isfinite(scale) || scale <= 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      data.info.path + ": softmax scale " + std::to_string(scale) +
+                          " is not a positive finite number",
+                      "set a scale > 0 (default 1/sqrt(D))");
+  }
+  return scale;
+}
+
 Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings) {
   const CaseDims& d = data.info.dims;
   const CaseConfig& cfg = data.info.config;
@@ -63,13 +75,9 @@ Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& set
   p.seqlen_k = d.seqlen_k;
   p.head_dim = d.head_dim;
   p.head_dim_v = d.head_dim_v;
-  p.scale = settings.scale ? *settings.scale : cfg.effective_scale(d.head_dim);
-  if (!std::isfinite(p.scale) || p.scale <= 0) {
-    return make_error(ErrorCode::invalid_argument,
-                      where + ": softmax scale " + std::to_string(p.scale) +
-                          " is not a positive finite number",
-                      "set a scale > 0 (default 1/sqrt(D))");
-  }
+  Result<double> scale = resolve_scale(data, settings);
+  if (!scale) return scale.error();
+  p.scale = *scale;
   p.softcap = cfg.softcap;
   p.causal = cfg.causal;
   p.causal_align = cfg.causal_align;

@@ -46,6 +46,10 @@ struct CaseInputs {
 std::optional<Precision> precision_from_dtype(const std::string& dtype);
 const char* precision_name(Precision p);  // "fp64", "fp32", "fp16", "bf16"
 
+// The softmax scale a run uses: the override, else the case's attribute, else 1/sqrt(D). Fails
+// (invalid_argument) when it is not a positive finite number.
+Result<double> resolve_scale(const CaseData& data, const RunSettings& settings);
+
 // Fails (invalid_argument) on a non-finite or non-positive scale override or a mask / bias
 // that is not broadcastable (the readers already validated shapes, so this guards the API).
 Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings);

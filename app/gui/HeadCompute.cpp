@@ -39,10 +39,10 @@ std::string exact(double x) {
   return buf;
 }
 
+// The scale is not part of it: it only enters the params (a scale change keeps the inputs).
 std::string inputs_key(const HeadRequest& r) {
   const RunSettings& s = r.settings;
   return std::to_string(r.batch) + "/" + std::to_string(r.head) + "/" +
-         (s.scale ? exact(*s.scale) : std::string("default")) + "/" +
          (s.precision ? std::to_string(static_cast<int>(*s.precision)) : std::string("case")) +
          "/" + std::to_string(static_cast<int>(s.mask_fill));
 }
@@ -93,6 +93,8 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   HeadResult out;
   PhaseClock clock(out.phases);
 
+  Result<double> scale = resolve_scale(data, request.settings);
+  if (!scale) return scale.error();
   const std::string in_key = inputs_key(request);
   if (in_key != c.inputs_key_) {
     c.clear();
@@ -103,6 +105,8 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     c.inputs_key_ = in_key;
     clock.lap("inputs");
   }
+  c.slice_.params.scale = *scale;
+  const std::string scaled_key = in_key + "/" + exact(*scale);
   const HeadSlice& slice = c.slice_;
   CpuAttnOptions opt;
   opt.mode = request.mode;
@@ -112,7 +116,8 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
   const GridPlan plan =
       plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
-  const std::string kernel_key = in_key + "/" + std::to_string(static_cast<int>(request.mode));
+  const std::string kernel_key =
+      scaled_key + "/" + std::to_string(static_cast<int>(request.mode));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
   const ScoreSet wanted = plan.full ? kAllScores : request.scores;
   MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};
@@ -167,10 +172,10 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     c.backend_key_ = backend_key;
   }
 
-  if (request.reference && c.reference_key_ != in_key) {
+  if (request.reference && c.reference_key_ != scaled_key) {
     clock.skip();
     c.reference_ = reference_outputs(slice);
-    c.reference_key_ = in_key;
+    c.reference_key_ = scaled_key;
     clock.lap("reference");
   }
 

@@ -88,9 +88,9 @@ inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP",    "dS",     "
                                                 "dK", "dV", "O err", "dQ err", "dK err", "dV err"};
 
 // What compute_head computed last, per stage, with the key of the request part it depends on:
-// inputs (batch, head, scale, precision, mask fill) -> CPU forward + backward (+ mode) -> score
+// inputs (batch, head, precision, mask fill) -> CPU forward + backward (+ scale, mode) -> score
 // grids (+ window, pixels, budget; each matrix on its own) and backend outputs (+ backend); the
-// fp64 reference depends on the inputs only. When the kernel stage runs and the grids are
+// fp64 reference depends on the inputs and the scale. When the kernel stage runs and the grids are
 // pooled, its backward pools the requested ones on the way; a later window change or request
 // of another matrix recomputes the grids alone. Clipping and the error grids are
 // cheap post-processes, always rerun. Valid for one CaseData: clear() it when the case changes.

@@ -146,6 +146,18 @@ void GuiTest::head_compute_cache_reruns_only_later_stages() {
   QVERIFY(rescaled.ok());
   QVERIFY(ran(*rescaled, "cpu fwd+bwd") && ran(*rescaled, "score grids"));
   QVERIFY(!sameBits(rescaled->s.raw, first->s.raw));
+  // The scale only enters the params: the converted inputs are reused, and every view (the
+  // fp64 reference's errors included) is what a fresh computation at that scale gives.
+  QVERIFY(!ran(*rescaled, "inputs") && ran(*rescaled, "reference"));
+  const Result<HeadResult> fresh_rescaled = compute_head(c, req);
+  QVERIFY(fresh_rescaled.ok());
+  QCOMPARE(rescaled->scale, 0.5);
+  for (const char* name : kHeadMatrices) {
+    QVERIFY2(sameBits(rescaled->grid(name)->raw, fresh_rescaled->grid(name)->raw), name);
+  }
+  // A scale the inputs would refuse is refused from the cache as well.
+  req.settings.scale = -1.0;
+  QVERIFY(!compute_head(c, req, &cache).ok());
 }
 
 void GuiTest::head_compute_small_window_over_budget_is_pooled() {
