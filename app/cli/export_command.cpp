@@ -11,6 +11,7 @@
 #include "app/gui/CaseExport.h"
 #include "app/gui/HeadRowSeries.h"
 #include "app/gui/SessionFile.h"
+#include "app/panels/RowPlotPanel.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/PlotExport.h"
@@ -66,15 +67,16 @@ RowSeriesKind rowSeriesKind(const QString& view) {
   return RowSeriesKind::dq_norm;
 }
 
-// The user's annotations of this view from the sidecar, read without repairing anything.
-QList<Annotation> sidecarAnnotations(const FigureStamp& stamp) {
+// The user's annotations of `view` (the GUI's name: "row l" for the l row plot) from the
+// sidecar, read without repairing anything.
+QList<Annotation> sidecarAnnotations(const FigureStamp& stamp, const QString& view) {
   QList<Annotation> list;
   const SessionFile session = SessionFile::load(stamp.file, /*repair=*/false);
   for (const QString& note : session.notes()) {
     std::cerr << "attnscope-cli export: note: " << note.toStdString() << "\n";
   }
   for (const Annotation& a : session.cases.value(stamp.casePath).annotations) {
-    if (a.view == stamp.view && a.batch == stamp.batch && a.head == stamp.head) list << a;
+    if (a.view == view && a.batch == stamp.batch && a.head == stamp.head) list << a;
   }
   return list;
 }
@@ -87,8 +89,11 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
   std::unique_ptr<QWidget> widget;
   if (kRowViews.contains(view)) {
     auto rows = std::make_unique<RowPlotView>();
-    const HeadRowSeries series = head_row_series(result, rowSeriesKind(view));
+    const RowSeriesKind kind = rowSeriesKind(view);
+    const HeadRowSeries series = head_row_series(result, kind);
     rows->setData(title, series.series, series.thresholds);
+    AnnotationLayer::of(rows.get())
+        ->setAnnotations(sidecarAnnotations(stamp, RowPlotPanel::viewName(kind)));
     widget = std::move(rows);
   } else {
     const MatrixGrid* grid = result.grid(view.toStdString());
@@ -102,7 +107,7 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
     heatmap->setGrid(std::shared_ptr<const MatrixGrid>(shared, grid), true);
     heatmap->setStamp(stamp.firstLine().section(QStringLiteral(" · "), 1) + QStringLiteral(" · ") +
                       stamp.secondLine());
-    QList<Annotation> annotations = sidecarAnnotations(stamp);
+    QList<Annotation> annotations = sidecarAnnotations(stamp, view);
     if (markers) annotations += automaticMarkers(*grid, view, stamp.batch, stamp.head);
     AnnotationLayer::of(heatmap.get())->setAnnotations(annotations);
     widget = std::move(heatmap);

@@ -103,7 +103,9 @@ void ExportTest::cli_export_includes_sidecar_annotations() {
       {"kind": "box", "view": "S", "batch": 0, "head": 3, "from": [0, 12], "to": [63, 40],
        "text": "fp16 overflow band"},
       {"kind": "text", "view": "P", "batch": 0, "head": 3, "from": [1, 1], "to": [1, 1],
-       "text": "only on P"}]}}})";
+       "text": "only on P"},
+      {"kind": "text", "view": "row l", "batch": 0, "head": 3, "from": [10, 1], "to": [10, 1],
+       "text": "only on the l row plot"}]}}})";
   {
     QFile f(sidecar);
     QVERIFY(f.open(QIODevice::WriteOnly));
@@ -120,6 +122,18 @@ void ExportTest::cli_export_includes_sidecar_annotations() {
   QVERIFY(svg.contains(QStringLiteral("fp16 overflow band")));
   QVERIFY(!svg.contains(QStringLiteral("only on P")));
   QVERIFY(!svg.contains(QStringLiteral("first +inf")));
+  QVERIFY(!svg.contains(QStringLiteral("only on the l row plot")));
+  // A row plot draws its own annotations (the sidecar names it "row l", the CLI "l").
+  const QString rowsPath = out.filePath(QStringLiteral("l.svg"));
+  const CliRun rows =
+      runCli({QStringLiteral("export"), dump.path + QStringLiteral("::") + kCase,
+              QStringLiteral("--precision"), QStringLiteral("fp16"), QStringLiteral("--head"),
+              QStringLiteral("3"), QStringLiteral("--view"), QStringLiteral("l"),
+              QStringLiteral("--out"), rowsPath});
+  QVERIFY2(rows.exitCode == 0, qPrintable(rows.err));
+  const QString rowsSvg = QString::fromUtf8(readAll(rowsPath));
+  QVERIFY(rowsSvg.contains(QStringLiteral("only on the l row plot")));
+  QVERIFY(!rowsSvg.contains(QStringLiteral("fp16 overflow band")));
   // The CLI only reads the sidecar.
   QCOMPARE(readAll(sidecar), session);
 }
