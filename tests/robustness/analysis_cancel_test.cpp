@@ -1,6 +1,6 @@
 // Cancel predicates of the long core analyses (the GUI passes "a newer request exists"):
 // analyze_case stops between its phases and inside a kernel run (dropping that run), and
-// scale_sweep between its runs, returning what they have with `interrupted` set; a predicate
+// scale_sweep before and inside each run, returning what they have with `interrupted` set; a predicate
 // that never fires changes nothing.
 #include <gtest/gtest.h>
 
@@ -132,24 +132,43 @@ TEST(AnalysisCancel, reference64_skips_the_groups_after_a_cancel) {
   EXPECT_TRUE(a.findings.empty());
 }
 
-TEST(AnalysisCancel, scale_sweep_stops_between_runs) {
+// The sweep's check runs before every run and, inside a run, before every kernel tile: wherever
+// it fires, the sweep stops at once and keeps only runs that finished, exactly as a full sweep
+// computes them, and no range.
+TEST(AnalysisCancel, scale_sweep_stops_at_any_poll_and_keeps_only_whole_runs) {
   const CaseData c = make_case(spec(2, 2));
   SweepSettings s;
   s.points = 9;
-  std::atomic<int> polls{0};
-  s.cancelled = [&] { return polls++ >= 5; };  // five runs, then stop
-  const Result<ScaleSweep> sweep = scale_sweep(c, s);
-  ASSERT_TRUE(sweep.ok());
-  EXPECT_TRUE(sweep->interrupted);
-  EXPECT_EQ(sweep->points.size(), 5u);
-  EXPECT_TRUE(sweep->ranges.empty());
-
+  s.threads = 1;
   s.cancelled = [] { return false; };
   const Result<ScaleSweep> full = scale_sweep(c, s);
   ASSERT_TRUE(full.ok());
   EXPECT_FALSE(full->interrupted);
-  EXPECT_EQ(full->points.size(), 9u * 3 * 2);
+  ASSERT_EQ(full->points.size(), 9u * 3 * 2);
   EXPECT_EQ(full->ranges.size(), 6u);
+
+  size_t kept_before = 0;
+  for (const int fire_at : {1, 5, 40, 200}) {
+    std::atomic<int> polls{0};
+    s.cancelled = [&] { return ++polls > fire_at; };
+    const Result<ScaleSweep> sweep = scale_sweep(c, s);
+    ASSERT_TRUE(sweep.ok());
+    EXPECT_TRUE(sweep->interrupted) << fire_at;
+    EXPECT_TRUE(sweep->ranges.empty()) << fire_at;
+    const std::vector<SweepPoint>& kept = sweep->points;
+    EXPECT_GE(kept.size(), kept_before) << fire_at;
+    EXPECT_LT(kept.size(), full->points.size()) << fire_at;
+    for (size_t n = 0; n < kept.size(); ++n) {
+      const SweepPoint& a = kept[n];
+      const SweepPoint& b = full->points[n];
+      EXPECT_TRUE(a.scale == b.scale && a.precision == b.precision && a.mode == b.mode &&
+                  a.nonfinite_o == b.nonfinite_o && a.nonfinite_lse == b.nonfinite_lse &&
+                  a.nonfinite_grad == b.nonfinite_grad && a.max_abs_s == b.max_abs_s)
+          << "point " << n << " after " << fire_at << " polls";
+    }
+    kept_before = kept.size();
+  }
+  EXPECT_GT(kept_before, 0u);  // 200 polls let some runs finish
 }
 
 }  // namespace
