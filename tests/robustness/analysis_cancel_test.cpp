@@ -1,7 +1,7 @@
 // Cancel predicates of the long core analyses (the GUI passes "a newer request exists"):
 // analyze_case stops between its phases and inside a kernel run (dropping that run), and
-// scale_sweep before and inside each run, returning what they have with `interrupted` set; a predicate
-// that never fires changes nothing.
+// scale_sweep before and inside each run, returning what they have with `interrupted` set; a
+// predicate that never fires changes nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
