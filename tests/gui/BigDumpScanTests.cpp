@@ -50,11 +50,7 @@ void ScanTest::big_dump_opens_and_scans_responsively_and_cancels() {
 
   MainWindow window;
   QStringList errors;
-  window.setErrorHandler([&](const QString& title, const QString& message, const QString&) {
-    errors << title + QStringLiteral(": ") + message;
-  });
-  window.resize(1400, 900);
-  window.show();
+  showCollectingErrors(window, errors);
   QVERIFY(QTest::qWaitForWindowExposed(&window));
 
   // Open through the window as the command line, File > Open, recent files and drops do: the

@@ -11,6 +11,7 @@
 #include <QTimer>
 #include <functional>
 
+#include "app/gui/MainWindow.h"
 #include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {
@@ -31,6 +32,9 @@ class Watchdog {
   QElapsedTimer clock_;
   qint64 last_ = 0, worst_ = 0, worstEnd_ = 0;
 };
+
+// Shows `window` at 1400 x 900 with its error messages collected into `errors` instead of shown.
+void showCollectingErrors(MainWindow& window, QStringList& errors);
 
 class ScanTest : public QObject {
   Q_OBJECT

@@ -44,6 +44,14 @@ void Watchdog::restart() {
   worstEnd_ = 0;
 }
 
+void showCollectingErrors(MainWindow& window, QStringList& errors) {
+  window.setErrorHandler([&errors](const QString& title, const QString& message, const QString&) {
+    errors << title + QStringLiteral(": ") + message;
+  });
+  window.resize(1400, 900);
+  window.show();
+}
+
 void ScanTest::initTestCase() {
   QStandardPaths::setTestModeEnabled(true);
   QCoreApplication::setOrganizationName(QStringLiteral("attnscope-tests"));
@@ -63,11 +71,7 @@ void ScanTest::cancel_stops_series_work_and_rescan_completes() {
 
   MainWindow window;
   QStringList errors;
-  window.setErrorHandler([&](const QString& title, const QString& message, const QString&) {
-    errors << title + QStringLiteral(": ") + message;
-  });
-  window.resize(1400, 900);
-  window.show();
+  showCollectingErrors(window, errors);
   QVERIFY(QTest::qWaitForWindowExposed(&window));
   QVERIFY(
       window.openTarget({QString::fromStdString(path), QString::fromStdString(scanCasePath(0))}));
@@ -139,11 +143,7 @@ void ScanTest::overview_cells_fill_in_as_cases_finish() {
   QVERIFY2(writeScanDump(path, spec, &error), error.c_str());
   MainWindow window;
   QStringList errors;
-  window.setErrorHandler([&](const QString& title, const QString& message, const QString&) {
-    errors << title + QStringLiteral(": ") + message;
-  });
-  window.resize(1400, 900);
-  window.show();
+  showCollectingErrors(window, errors);
   QVERIFY(QTest::qWaitForWindowExposed(&window));
   AnalysisController* analysis = window.analysis();
   OverviewPanel* overview = window.overview();
