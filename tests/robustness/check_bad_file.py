@@ -5,7 +5,8 @@
 
 For `info FILE` and `scan FILE`: exit code 2 (not a crash signal, not a hang: each command gets
 --seconds, default 120), and stderr names the file, the object and the problem recorded for
-FILE in expected.json (next to FILE), and carries a hint.
+FILE in expected.json (next to FILE), and carries a hint. An entry's "args" go after the command
+(a file that hangs libhdf5 gets a short --probe-timeout).
 """
 import argparse
 import json
@@ -26,7 +27,8 @@ def main() -> int:
     failures = []
     for command in ("info", "scan"):
         try:
-            run = subprocess.run([args.cli, command, args.file], capture_output=True, text=True,
+            run = subprocess.run([args.cli, command, *expected.get("args", []), args.file],
+                                 capture_output=True, text=True,
                                  timeout=args.seconds)
         except subprocess.TimeoutExpired:
             failures.append(f"{command}: no answer within {args.seconds} s (hang)")
