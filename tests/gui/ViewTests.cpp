@@ -105,11 +105,14 @@ void GuiTest::zoom_recomputes_pooled_window() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/healthy_b2_h8_s1024")}));
   HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
-  // The pooled grid follows the map's size in pixels once the layout has settled.
-  QVERIFY(waitForResult(*f.window, [s](const HeadResult& r) {
+  // The pooled grid follows the map's size in pixels once the layout has settled, to within
+  // the eighth that SessionContext::setScoreView lets pass without a recompute (axis labels
+  // nudge the plot by a few pixels after each result).
+  const auto close = [](int64_t a, int64_t b) { return std::abs(a - b) <= std::max(a, b) / 8; };
+  QVERIFY(waitForResult(*f.window, [s, close](const HeadResult& r) {
     const QSize pixels = s->plotPixelSize();
-    return r.s.pooled && r.request.out_rows == pixels.height() &&
-           r.request.out_cols == pixels.width();
+    return r.s.pooled && close(r.request.out_rows, pixels.height()) &&
+           close(r.request.out_cols, pixels.width());
   }));
   QTRY_VERIFY(s->grid() != nullptr && s->grid()->pooled);
   QVERIFY(s->grid()->rows < 1024 && s->grid()->cols < 1024);
