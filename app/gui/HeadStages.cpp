@@ -53,9 +53,8 @@ void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const Gr
   const int64_t sq = slice.params.seqlen_q, sk = slice.params.seqlen_k;
   const MatrixWindow& w = plan.window;
   if (plan.full) {
-    const MatrixSelection selection{which[0], which[1], which[2], which[3]};
-    HeadMatrices hm =
-        cpu_head_matrices(slice.params, options, slice.inputs(), 0, 0, w, selection, rows);
+    HeadMatrices hm = cpu_head_matrices(slice.params, options, slice.inputs(), 0, 0, w,
+                                        score_grid_selection(which), rows);
     std::vector<float>* mats[] = {&hm.s, &hm.p, &hm.dp, &hm.ds};
     for (int k = 0; k < 4; ++k) {
       if (!which[k]) continue;

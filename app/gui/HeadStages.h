@@ -41,7 +41,8 @@ GridPlan plan_score_grids(const MatrixWindow& window, int64_t seqlen_q, int64_t 
 void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const GridPlan& plan,
                  const ForwardRows* rows, const ScoreSet& which, MatrixGrid* out[4]);
 
-// The selection the score grids pool: the `which` matrices, max / min / class per cell.
+// The selection of the `which` score matrices; pooled, each cell keeps max / min / class
+// (full-resolution matrices ignore cell_counts).
 MatrixSelection score_grid_selection(const ScoreSet& which);
 
 // The `which` of the S, P, dP, dS grids (out[0..3]) of pooled matrices of a seqlen_q x
