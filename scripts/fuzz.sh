@@ -15,12 +15,13 @@ BUILD="${ATTNSCOPE_FUZZ_BUILD:-$ROOT/build-fuzz}"
 TIME="${ATTNSCOPE_FUZZ_SECONDS:-180}"
 VENV="${ATTNSCOPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/attnscope/venv}"
 log() { echo "[attnscope fuzz] $*" >&2; }
+source "$ROOT/scripts/build_env.sh"
 
 if [[ ! -f "$BUILD/build.ninja" ]]; then
   CC=clang-14 CXX=clang++-14 cmake -S "$ROOT/fuzz" -B "$BUILD" -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo $(attnscope_launcher_args) >/dev/null
 fi
-cmake --build "$BUILD" -j "$(nproc)"
+attnscope_stage "fuzz: build $BUILD" cmake --build "$BUILD" -j "$(nproc)"
 
 rm -rf "$BUILD/seeds"
 "$VENV/bin/python" "$ROOT/fuzz/make_seeds.py" "$ROOT/resources/samples/seed_cases.h5" \

@@ -7,6 +7,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/build_env.sh"
 TORCH_VERSION="2.11.0"
 export ATTNSCOPE_VENV="${ATTNSCOPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/attnscope/venv}"
 export ATTNSCOPE_BUILD="${ATTNSCOPE_BUILD:-$ROOT/build}"
@@ -16,7 +17,7 @@ log() { echo "[attnscope setup] $*" >&2; }
 install_debian_packages() {
   local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
     qt6-svg-dev libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth
-    clang-14 libclang-rt-14-dev)  # clang: the libFuzzer build of scripts/fuzz.sh
+    clang-14 libclang-rt-14-dev ccache)  # clang: the libFuzzer build of scripts/fuzz.sh
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
@@ -74,14 +75,14 @@ configure_and_build() {
     log "configuring $ATTNSCOPE_BUILD"
     cmake -S "$ROOT" -B "$ATTNSCOPE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_PREFIX_PATH="$prefix" -DPython3_EXECUTABLE="$ATTNSCOPE_VENV/bin/python" \
-      "${ATTNSCOPE_CMAKE_ARGS[@]}" >/dev/null
+      $(attnscope_launcher_args) "${ATTNSCOPE_CMAKE_ARGS[@]}" >/dev/null
   fi
   log "building ($(nproc) jobs)"
   cmake --build "$ATTNSCOPE_BUILD" -j "$(nproc)"
 }
 
 ATTNSCOPE_CMAKE_ARGS=(${ATTNSCOPE_CMAKE_ARGS:-})
-install_debian_packages
-install_python_packages
-install_recorder_packages
-configure_and_build
+attnscope_stage "setup: Debian packages" install_debian_packages
+attnscope_stage "setup: Python packages" install_python_packages
+attnscope_stage "setup: recorder packages" install_recorder_packages
+attnscope_stage "build $ATTNSCOPE_BUILD" configure_and_build

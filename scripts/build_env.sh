@@ -1,0 +1,28 @@
+# Sourced by setup.sh, sanitize.sh and fuzz.sh: the compile cache every build directory shares,
+# and a stage timer. ccache keys on paths relative to the checkout (CCACHE_BASEDIR) and not on
+# the working directory, so a fresh clone in another folder hits what an earlier build cached.
+#   ATTNSCOPE_CCACHE=0   build without ccache
+#   CCACHE_DIR           cache location (default ~/.cache/ccache), CCACHE_MAXSIZE (default 8G)
+
+attnscope_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CCACHE_BASEDIR="$attnscope_root"
+export CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+
+# CMake arguments that put ccache in front of every compiler (none when it is absent or off).
+attnscope_launcher_args() {
+  if [[ "${ATTNSCOPE_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null; then
+    echo "-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" \
+      "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
+  fi
+}
+
+# attnscope_stage NAME COMMAND...: runs COMMAND (errexit still applies inside it) and prints how
+# long it took.
+attnscope_stage() {
+  local name="$1" start
+  shift
+  start=$(date +%s)
+  "$@"
+  echo "[attnscope stage] $name: $(($(date +%s) - start)) s" >&2
+}
