@@ -11,6 +11,7 @@ import warnings
 import torch
 
 from .selection import CallInfo
+from .semantics import call_attributes
 
 # Schema-1 names of the gradients caught by the hooks, per SDPA input.
 GRAD_NAMES = {"q": "dq", "k": "dk", "v": "dv"}
@@ -19,23 +20,35 @@ GRAD_NAMES = {"q": "dq", "k": "dk", "v": "dv"}
 class PendingCall:
     """Tensors of one call, keyed by schema-1 dataset name (q, k, v, mask|bias, o, do, dq, dk,
     dv), plus the group attributes. Shapes are SDPA's: q [..., H, Sq, D], k [..., Hk, Sk, D],
-    v [..., Hk, Sk, Dv], o [..., H, Sq, Dv]."""
+    v [..., Hk, Sk, Dv], o [..., H, Sq, Dv].
+
+    backend: semantics.sdpa_backend's name or "custom". sdpa_args: (dropout_p, is_causal,
+    scale as passed, enable_gqa). on_gradient: called whenever a hook of this call fires.
+    rng_state: the device's RNG state just before the call, kept for dropout replay."""
 
     def __init__(self, info: CallInfo, q, k, v, attn_mask, dropout_p, is_causal, scale,
-                 enable_gqa):
+                 enable_gqa, backend, on_gradient):
         self.info = info
         self.tensors = {}
         self._versions = {}
         for name, t in (("q", q), ("k", k), ("v", v)):
             self._keep(name, t)
+        self.attn_mask = None
         if attn_mask is not None:
             self._keep("mask" if attn_mask.dtype == torch.bool else "bias", attn_mask)
+            self.attn_mask = attn_mask.detach()
+        self.sdpa_args = (float(dropout_p or 0.0), bool(is_causal), scale, bool(enable_gqa))
+        self.backend = backend
+        self.rng_state = None
+        self._on_gradient = on_gradient
+        self.recomputed = 0
         head_dim = q.shape[-1]
         self.attrs = {
-            "dtype": str(q.dtype).replace("torch.", ""),
             "layout": "BHSD",
             "step": info.step,
             "layer": info.layer,
+            "micro_batch": info.micro_batch,
+            "call_index": info.call_index,
             "name": info.name,
             "function": info.function,
             "scale": float(scale) if scale is not None else 1.0 / math.sqrt(head_dim),
@@ -43,6 +56,7 @@ class PendingCall:
             "enable_gqa": bool(enable_gqa),
             "device": str(q.device),
         }
+        self.attrs.update(call_attributes(q, attn_mask, backend))
         if is_causal:
             self.attrs["causal_align"] = "top_left"
         if dropout_p:
@@ -55,20 +69,37 @@ class PendingCall:
 
     def hooked_inputs(self, q, k, v):
         """Aliases of q, k, v whose hooks see only this call's gradients (a hook on q itself
-        would also see gradients from q's other uses)."""
+        would also see gradients from q's other uses). Also used on a recomputation of this
+        call (gradient checkpointing), whose gradients are this call's."""
         out = []
         for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.requires_grad:
-                t = t.view_as(t)
-                t.register_hook(self._grad_hook(GRAD_NAMES[name]))
+            alias = t.view_as(t) if t.requires_grad else t
+            if alias.requires_grad:  # False under no_grad even if t requires grad
+                alias.register_hook(self._grad_hook(GRAD_NAMES[name]))
+                t = alias
             out.append(t)
         return out
 
     def watch_output(self, o):
         self._keep("o", o)
-        self.expects_backward = o.requires_grad
+        self.watch_recomputed_output(o)
+
+    def watch_recomputed_output(self, o):
+        """Catch dO from `o`, the output of this call or of its recomputation."""
         if o.requires_grad:
+            self.expects_backward = True
             o.register_hook(self._grad_hook("do"))
+
+    def recomputes(self, function, name, q, k, v) -> bool:
+        """Whether a call made during backward (q, k, v as passed) recomputes this one: same
+        function, module name, shapes, dtypes and devices, and the same q and k values."""
+        if (function, name) != (self.info.function, self.info.name):
+            return False
+        for key, t in (("q", q), ("k", k), ("v", v)):
+            mine = self.tensors[key]
+            if (t.shape, t.dtype, t.device) != (mine.shape, mine.dtype, mine.device):
+                return False
+        return torch.equal(q, self.tensors["q"]) and torch.equal(k, self.tensors["k"])
 
     def missed_backward(self) -> bool:
         """The output needed a gradient but backward has not reached this call yet."""
@@ -79,6 +110,7 @@ class PendingCall:
             # Backward may run twice through a retained graph: keep the latest gradient.
             self.tensors[name] = grad.detach()
             self._versions[name] = grad._version
+            self._on_gradient()
 
         return hook
 

@@ -1,4 +1,5 @@
-"""Which attention calls a Recorder writes: by step, call index (layer), module name, predicate.
+"""Which attention calls a Recorder writes: by step, call index within the micro-batch (layer),
+module name, predicate.
 
 Step, layer and name are known when the call happens; the predicate (`when`) is decided only
 after backward, on the finished call, so the write of every candidate call is deferred to the
@@ -19,12 +20,16 @@ PREDICATE_TENSORS = ("o", "do", "dq", "dk", "dv")
 
 @dataclass(frozen=True)
 class CallInfo:
-    """Identity of one attention call: step, call index within the step, module name, function."""
+    """Identity of one attention call: step, call index within its micro-batch (layer), module
+    name, function, micro-batch of the step (0, 1, ... under gradient accumulation) and call
+    index within the whole step."""
 
     step: int
     layer: int
     name: str
     function: str
+    micro_batch: int
+    call_index: int
 
 
 def _int_matcher(selector: IntSelector, what: str) -> Callable[[int], bool]:

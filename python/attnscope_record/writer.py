@@ -1,4 +1,6 @@
-"""Writes finished calls as schema-1 cases (/step_NNNNNN/layer_MM) into one HDF5 file.
+"""Writes finished calls as schema-1.1 cases into one HDF5 file: /step_NNNNNN/layer_MM, or
+/step_NNNNNN/micro_KK/layer_MM when the step had several micro-batches. The file root carries
+schema_version and writer.
 
 The file is created (truncated) at the first write and reopened in append mode for each
 later flush, so it is a complete, readable dump between steps even if the run dies. A size
@@ -12,6 +14,10 @@ import h5py
 import numpy as np
 import torch
 
+from .version import __version__
+
+SCHEMA_VERSION = "1.1"
+WRITER = f"attnscope_record {__version__}"
 # Upper bound on HDF5 metadata per dataset / group (headers, attributes, B-tree nodes).
 DATASET_OVERHEAD = 4096
 GROUP_OVERHEAD = 4096
@@ -32,14 +38,16 @@ def host_array(t: torch.Tensor):
 
 
 def to_4d(name: str, a: np.ndarray, rank: int) -> np.ndarray:
-    """SDPA masks broadcast against [B, H, Sq, Sk]: give them the leading 1s schema 1 reads."""
-    if name in ("mask", "bias") and a.ndim < rank:
+    """Masks broadcast against [B, H, Sq, Sk]: give them the leading 1s schema 1 reads."""
+    if name in ("mask", "bias", "dropout_mask") and a.ndim < rank:
         return a.reshape((1,) * (rank - a.ndim) + a.shape)
     return a
 
 
-def group_path(step: int, layer: int) -> str:
-    return f"/step_{step:06d}/layer_{layer:02d}"
+def group_path(step: int, layer: int, micro_batch=None) -> str:
+    """micro_batch: None when the step had one micro-batch."""
+    micro = "" if micro_batch is None else f"/micro_{micro_batch:02d}"
+    return f"/step_{step:06d}{micro}/layer_{layer:02d}"
 
 
 class DumpWriter:
@@ -50,25 +58,33 @@ class DumpWriter:
         self.cases = 0
         self._created = False
 
-    def case_bytes(self, arrays) -> int:
-        return GROUP_OVERHEAD + sum(a.nbytes + DATASET_OVERHEAD for a, _ in arrays.values())
+    def case_bytes(self, arrays, *more_datasets: int) -> int:
+        """Bytes a case takes: arrays plus datasets of `more_datasets` bytes still to come."""
+        sizes = [a.nbytes for a, _ in arrays.values()] + list(more_datasets)
+        return GROUP_OVERHEAD + sum(n + DATASET_OVERHEAD for n in sizes)
 
-    def write(self, step: int, layer: int, arrays, attrs) -> str:
-        """arrays: name -> (ndarray, dataset attrs). Returns the group path written."""
-        size = self.case_bytes(arrays)
+    def check_fits(self, where: str, size: int):
+        """Raises the budget's RecordingError if a case of `size` bytes does not fit."""
         if self.used + size > self.budget:
             raise RecordingError(
                 f"size budget of {self.budget / 2**20:.1f} MiB for {self.path} reached: case "
-                f"{group_path(step, layer)} needs {size / 2**20:.2f} MiB, "
+                f"{where} needs {size / 2**20:.2f} MiB, "
                 f"{self.used / 2**20:.2f} MiB already used by {self.cases} cases; hint: raise "
                 "budget_mb or select fewer steps/layers")
-        where = group_path(step, layer)
+
+    def write(self, where: str, arrays, attrs) -> str:
+        """arrays: name -> (ndarray, dataset attrs). Returns the group path written."""
+        size = self.case_bytes(arrays)
+        self.check_fits(where, size)
         try:
             if not self._created:
                 parent = os.path.dirname(os.path.abspath(self.path))
                 if not os.path.isdir(parent):
                     raise OSError(f"directory {parent} does not exist")
             with h5py.File(self.path, "a" if self._created else "w") as f:
+                if not self._created:
+                    f.attrs["schema_version"] = SCHEMA_VERSION
+                    f.attrs["writer"] = WRITER
                 self._created = True
                 if where in f:
                     raise RecordingError(f"{self.path}: group {where} already exists (the same "

@@ -77,11 +77,12 @@ class StorageTest(unittest.TestCase):
         bias[1, 0, :, 3:] = -1e4
         with rec.step(0):
             sdpa_step(torch.float16, attn_mask=keep)
+        with rec.step(1):
             sdpa_step(torch.float16, attn_mask=bias, is_causal=False, scale=0.125)
         m, _ = read_case(self.path, "/step_000000/layer_00")
         self.assertEqual((m["mask"].dtype, tuple(m["mask"].shape)), (torch.bool, (1, 1, 6, 6)))
         self.assertTrue(torch.equal(m["mask"][0, 0], keep))
-        b, attrs = read_case(self.path, "/step_000000/layer_01")
+        b, attrs = read_case(self.path, "/step_000001/layer_00")
         self.assertTrue(torch.equal(b["bias"], bias))
         self.assertEqual(attrs["scale"], 0.125)
 
