@@ -1,17 +1,20 @@
 """Record every attention call of one training step of the pretrained all-MiniLM-L6-v2
-(6 layers x 12 heads) into an attnscope dump, healthy or with a real induced failure.
+(transformers' BertModel, 6 layers x 12 heads) into an attnscope dump, healthy or with a real
+induced failure.
 
     python minilm_dump.py OUT.h5 [--mode healthy|overflow|padding] [--dtype fp32|bf16|fp16]
 
-healthy:  forward + backward of a cosine-similarity loss on sentence pairs through SDPA; all 6
-          layers recorded with q, k, v, key-padding mask, o, dO, dQ, dK, dV.
-overflow: fp16 model with eager attention whose layer-2 q/k/v input is scaled by --factor
-          (massive activations), keys padded with BERT's -10000 bias: q k^T passes 65504,
-          turns inf, softmax NaN. Only calls whose output or gradients are non-finite are
-          recorded.
+healthy:  forward + backward of a cosine-similarity loss on sentence pairs through
+          attn_implementation="sdpa"; all 6 layers recorded with q, k, v, transformers'
+          key-padding mask, o, dO, dQ, dK, dV.
+overflow: fp16 model with hand-written eager attention (minilm_model.KEY_BIAS) whose layer-2
+          q/k/v input is scaled by --factor (massive activations), keys padded with BERT's
+          -10000 bias: q k^T passes 65504, turns inf, softmax NaN. Only calls whose output or
+          gradients are non-finite are recorded.
 padding:  fp16 model with eager attention and a query x key padding mask filled with -1e9 in
-          fp32: cast to fp16 the fill becomes -inf, padded query rows are fully masked -> NaN.
-Then: attnscope OUT.h5 (GUI) or attnscope-cli scan OUT.h5.
+          fp32 (minilm_model.PAIR_FILL): cast to fp16 the fill becomes -inf, padded query rows
+          are fully masked -> NaN.
+Then: attnscope OUT.h5 (GUI) or attnscope-cli scan OUT.h5. Nothing is downloaded.
 """
 import argparse
 import sys
@@ -22,8 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # attnscope_record, uninstalled
 
 from attnscope_record import Recorder  # noqa: E402
-from minilm_model import (MiniLM, key_padding_bias, key_padding_mask,  # noqa: E402
-                          padding_bias, similarity_loss)
+from minilm_model import KEY_BIAS, PAIR_FILL, MiniLM, similarity_loss  # noqa: E402
 
 ANCHORS = ["A man is eating food.", "The girl is carrying a baby.",
            "A man is riding a white horse on an enclosed ground.",
@@ -32,28 +34,24 @@ POSITIVES = ["A man is eating a piece of bread.", "A woman is holding her child.
              "Someone rides a horse around a paddock.", "Two people push wagons in a forest."]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 OVERFLOW_LAYER = 2
+ATTENTION = {"healthy": "sdpa", "overflow": KEY_BIAS, "padding": PAIR_FILL}
 
 
-def build(mode, dtype, factor):
-    if mode == "healthy":
-        return MiniLM(dtype, "sdpa")
-    scales = {OVERFLOW_LAYER: factor} if mode == "overflow" else None
-    return MiniLM(dtype, "eager", scales)
+def build(mode, dtype, factor, device):
+    model = MiniLM(DTYPES[dtype], ATTENTION[mode]).to(device)
+    if mode == "overflow":
+        model.scale_attention_input(OVERFLOW_LAYER, factor)
+    return model
 
 
 def run(out, mode="healthy", dtype="fp32", device="cpu", factor=100.0, budget_mb=256.0, step=0):
     """One training step of `mode`, recorded into `out`. Returns (recorder, model, loss)."""
-    model = build(mode, DTYPES[dtype], factor)
-    for name in list(model.w):
-        model.w[name] = model.w[name].detach().to(device).requires_grad_(True)
-    ids, valid = model.tokenizer(ANCHORS + POSITIVES)
-    ids, valid = ids.to(device), valid.to(device)
-    masks = {"healthy": key_padding_mask, "overflow": key_padding_bias, "padding": padding_bias}
-    mask = masks[mode](valid).to(device)
+    model = build(mode, dtype, factor, device)
+    ids, valid = model.tokenize(ANCHORS + POSITIVES, device)
     when = None if mode == "healthy" else "nonfinite"
-    rec = Recorder(out, steps=[step], when=when, budget_mb=budget_mb, model=model)
+    rec = Recorder(out, steps=[step], when=when, budget_mb=budget_mb, model=model.bert)
     with rec.step(step):
-        embeddings = model(ids, valid, mask)
+        embeddings = model(ids, valid)
         n = len(ANCHORS)
         loss = similarity_loss(embeddings[:n], embeddings[n:])
         loss.backward()

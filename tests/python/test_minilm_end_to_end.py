@@ -1,12 +1,16 @@
-"""The pretrained all-MiniLM-L6-v2 (6 layers x 12 heads) recorded through SDPA in fp32, bf16
-and fp16, read back by the C++ reader (attnscope-cli info), recomputed by the CPU fused kernel at
-the recorded precision (attnscope-cli run) and compared with PyTorch's own o, dq, dk, dv under
-DESIGN section 3's accuracy rule (fp64 autograd reference, same-precision unfused baseline);
-`attnscope-cli scan` finds no error on the healthy dumps."""
+"""The pretrained all-MiniLM-L6-v2 (transformers' BertModel, 6 layers x 12 heads) recorded
+through SDPA in fp32, bf16 and fp16: what the recorder wrote (run semantics, transformers'
+key-padding mask), read back by the C++ reader (attnscope-cli info), recomputed by the CPU fused
+kernel at the recorded precision (attnscope-cli run) and compared with PyTorch's own o, dq, dk,
+dv under DESIGN section 3's accuracy rule (fp64 autograd reference, same-precision unfused
+baseline); `attnscope-cli scan` finds no error on the healthy dumps. Only
+test_recorder_wrote_sdpa_run_semantics is independent of attnscope-cli's output.
+"""
 import os
 import tempfile
 import unittest
 
+import h5py
 import torch
 
 import minilm_dump
@@ -24,15 +28,40 @@ class MiniLMEndToEndTest(unittest.TestCase):
         cls.dumps, cls.results = {}, {}
         for name in PRECISIONS:
             dump = os.path.join(cls.dir.name, f"minilm_{name}.h5")
-            rec, _, loss = minilm_dump.run(dump, "healthy", name)
+            rec, model, loss = minilm_dump.run(dump, "healthy", name)
             assert rec.stopped is None and torch.isfinite(loss), rec.stopped
             out = os.path.join(cls.dir.name, f"recomputed_{name}.h5")
             cli("run", dump, "--out", out, "--threads", "2", expect=0)
             cls.dumps[name], cls.results[name] = dump, out
+        cls.valid = model.tokenize(minilm_dump.ANCHORS + minilm_dump.POSITIVES)[1]
 
     @classmethod
     def tearDownClass(cls):
         cls.dir.cleanup()
+
+    def test_recorder_wrote_sdpa_run_semantics(self):
+        for name, dtype in (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16")):
+            with h5py.File(self.dumps[name], "r") as f:
+                self.assertEqual(f.attrs["schema_version"], "1.1")
+                self.assertTrue(f.attrs["writer"].startswith("attnscope_record "))
+            for i, group in enumerate(LAYERS):
+                t, attrs = read_case(self.dumps[name], group)
+                self.assertEqual(sorted(t), ["dk", "do", "dq", "dv", "k", "mask", "o", "q", "v"])
+                self.assertEqual(
+                    {k: attrs[k] for k in ("backend", "dtype", "mask_convention", "name",
+                                           "function", "layer", "call_index", "micro_batch")},
+                    {"backend": "sdpa_flash", "dtype": dtype, "mask_convention": "attend",
+                     "name": f"encoder.layer.{i}.attention.self",
+                     "function": "scaled_dot_product_attention", "layer": i, "call_index": i,
+                     "micro_batch": 0}, group)
+                self.assertEqual(attrs["torch_version"], torch.__version__)
+                for key in ("autocast_dtype", "dropout_p", "dropout_replay", "causal_align"):
+                    self.assertNotIn(key, attrs)
+                self.assertFalse(bool(attrs["causal"]))
+                # transformers' bidirectional mask: query i attends to the real keys.
+                self.assertEqual(tuple(t["mask"].shape), (8, 1, 14, 14))
+                self.assertTrue(torch.equal(t["mask"], self.valid[:, None, None, :].expand(
+                    8, 1, 14, 14)))
 
     def test_cpp_reader_lists_six_layers_with_recorded_gradients(self):
         for name, dtype in (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16")):

@@ -1,8 +1,12 @@
-"""Real failures induced on the pretrained MiniLM in fp16 with eager attention, recorded only
-where an output or a gradient is non-finite, then diagnosed by `attnscope-cli scan`:
-layer-2 activations scaled 100x overflow q k^T (score_overflow in layer 2, NaN flowing forward
-into layers 3-5 and back into layers 0-1), and a -1e9 query x key padding fill
-(mask_fill_overflow + fully_masked_row on exactly the padded query rows)."""
+"""Real failures induced on the pretrained MiniLM (transformers' BertModel) in fp16 with the
+hand-written eager attention that minilm_model registers with transformers, recorded only where
+an output or a gradient is non-finite, then diagnosed by `attnscope-cli scan`: layer-2
+activations scaled 100x overflow q k^T (score_overflow in layer 2, NaN flowing forward into
+layers 3-5 and back into layers 0-1), and a -1e9 query x key padding fill (mask_fill_overflow +
+fully_masked_row on exactly the padded query rows). test_recorder_wrote_eager_semantics and the
+recorded-tensor checks of test_failures_are_real_in_pytorch are independent of scan's output;
+the test_scan_* tests and the case list in test_failures_are_real_in_pytorch depend on it.
+"""
 import os
 import tempfile
 import unittest
@@ -31,7 +35,7 @@ class MiniLMFailuresTest(unittest.TestCase):
             cls.dumps[mode], cls.losses[mode] = path, loss
             cls.scans[mode] = {c["path"]: c for c in
                                cli_json("scan", path, "--threads", "2", expect=1)["cases"]}
-        cls.valid_lengths = minilm_dump.MiniLM().tokenizer(
+        cls.valid_lengths = model.tokenize(
             minilm_dump.ANCHORS + minilm_dump.POSITIVES)[1].sum(1).tolist()
 
     @classmethod
@@ -49,6 +53,25 @@ class MiniLMFailuresTest(unittest.TestCase):
                              ("float16", "eager_attention"))
             self.assertEqual(bool(torch.isfinite(t["o"]).all()), layer < 2, group)
             self.assertFalse(bool(torch.isfinite(t["dq"]).all()), group)
+
+    def test_recorder_wrote_eager_semantics(self):
+        valid = torch.tensor(self.valid_lengths)[:, None] > torch.arange(14)
+        key_bias = torch.zeros(8, 1, 1, 14).masked_fill(~valid[:, None, None, :], -10000.0)
+        both = valid[:, None, :, None] & valid[:, None, None, :]
+        pair_fill = torch.zeros(8, 1, 14, 14).masked_fill(~both, -1e9)
+        for mode, bias in (("overflow", key_bias), ("padding", pair_fill)):
+            for i, group in enumerate(LAYERS):
+                t, attrs = read_case(self.dumps[mode], group)
+                self.assertEqual(sorted(t), ["bias", "dk", "do", "dq", "dv", "k", "o", "q", "v"])
+                self.assertEqual(
+                    {k: attrs[k] for k in ("backend", "dtype", "mask_convention", "name",
+                                           "function", "layer", "call_index")},
+                    {"backend": "custom", "dtype": "float16", "mask_convention": "additive",
+                     "name": f"encoder.layer.{i}.attention.self", "function": "eager_attention",
+                     "layer": i, "call_index": i}, (mode, group))
+                self.assertAlmostEqual(attrs["scale"], 32 ** -0.5, places=15)
+                self.assertEqual(t["q"].dtype, torch.float16)
+                self.assertTrue(torch.equal(t["bias"], bias), (mode, group))
 
     def test_scan_finds_score_overflow_in_layer_2_only(self):
         scans = self.scans["overflow"]
