@@ -1,4 +1,4 @@
-"""attnscope_record: record PyTorch attention calls into attnscope dumps (HDF5, schema 1).
+"""attnscope_record: record PyTorch attention calls into attnscope dumps (HDF5, schema 1.1).
 
     rec = attnscope_record.Recorder("attn.h5", steps=[120], when="nonfinite", model=model)
     with rec.step(step):
@@ -9,6 +9,8 @@ then `attnscope attn.h5` (GUI) or `attnscope-cli scan attn.h5`.
 """
 from .recorder import Recorder, attention
 from .selection import CallInfo, Selection, nonfinite
+from .version import __version__
 from .writer import RecordingError
 
-__all__ = ["Recorder", "attention", "CallInfo", "Selection", "nonfinite", "RecordingError"]
+__all__ = ["Recorder", "attention", "CallInfo", "Selection", "nonfinite", "RecordingError",
+           "__version__"]
