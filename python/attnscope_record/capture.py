@@ -73,10 +73,9 @@ class PendingCall:
         call (gradient checkpointing), whose gradients are this call's."""
         out = []
         for name, t in (("q", q), ("k", k), ("v", v)):
-            alias = t.view_as(t) if t.requires_grad else t
-            if alias.requires_grad:  # False under no_grad even if t requires grad
-                alias.register_hook(self._grad_hook(GRAD_NAMES[name]))
-                t = alias
+            if t.requires_grad:
+                t = t.view_as(t)
+                t.register_hook(self._grad_hook(GRAD_NAMES[name]))
             out.append(t)
         return out
 

@@ -3,15 +3,16 @@ before the call, and trust it only once it reproduces the recorded output.
 
 The MATH backend applies at::dropout to the attention probabilities attn [..., H, Sq, Sk],
 which on CPU is `empty_like(attn).bernoulli_(1 - p)` on a float32 attn (the math path upcasts
-fp16/bf16), so replaying that draw from the saved state gives the same mask. Other backends
-draw inside their kernels (CUDA flash: Philox); those and custom functions are "unavailable".
-The user's RNG state is put back after the draw: training randomness is untouched.
+fp16/bf16), so replaying that draw from the saved state gives the same mask. On CUDA the same
+draw is tried and kept only if it verifies (untested here: no GPU). Other backends draw inside
+their kernels (CUDA flash: Philox); those and custom functions are "unavailable". The user's
+RNG state is put back after the draw: training randomness is untouched.
 """
 import contextlib
 
 import torch
 
-from .semantics import CUSTOM_BACKEND, autocast_dtype
+from .semantics import CUSTOM_BACKEND, UNKNOWN_BACKEND, autocast_dtype
 
 
 def rng_state(device: torch.device):
@@ -54,6 +55,8 @@ def unavailable_reason(backend, state, tensors):
     """Why this call's keep-mask cannot be regenerated, or None when it can be tried."""
     if backend == CUSTOM_BACKEND:
         return "custom attention function: its dropout draws are not known to the recorder"
+    if backend == UNKNOWN_BACKEND:
+        return "the SDPA backend that ran is unknown"
     if backend != "sdpa_math":
         return (f"{backend} draws its dropout mask inside the kernel; only sdpa_math's mask can "
                 "be regenerated")
@@ -94,5 +97,5 @@ def replay(tensors, attn_mask, args, state):
     if bool(bad.any()):
         return None, (f"the regenerated mask does not reproduce the recorded output "
                       f"({int(bad.sum())} of {bad.numel()} elements differ by more than "
-                      f"{tol:.3g}): something drew from the RNG between the call and its dropout")
+                      f"{tol:.3g})")
     return keep, None

@@ -61,6 +61,22 @@ class MicroBatchTest(unittest.TestCase):
         self.assertEqual(rec.written, micro_paths([0, 1], [1]))
         self.assertEqual([read_case(path, g)[1]["call_index"] for g in rec.written], [1, 4])
 
+    def test_unselected_calls_mark_the_micro_batch_boundary(self):
+        # Frozen bottom (embedding and block 0): the selected call 0 gets no gradient at all;
+        # backward reaching the later, unselected calls still ends the micro-batch.
+        net = Net()
+        for module in (net.embed, net.blocks[0]):
+            module.requires_grad_(False)
+        path = os.path.join(self.dir.name, "frozen.h5")
+        rec = Recorder(path, layers=[0])
+        with rec.step(2):
+            for x in self.inputs:
+                net(x).square().sum().backward()
+        self.assertEqual(rec.written, micro_paths([0, 1], [0]))
+        t, attrs = read_case(path, rec.written[1])
+        self.assertEqual((attrs["micro_batch"], attrs["call_index"]), (1, 3))
+        self.assertEqual(sorted(t), ["k", "o", "q", "v"])
+
     def test_checkpoint_recomputations_start_no_micro_batch(self):
         plain, plain_path = self.accumulate("plain", self.inputs)
         for reentrant in (True, False):
