@@ -278,13 +278,13 @@ class Recorder:
         return out
 
     def _original_of(self, function_name, name, q, k, v):
-        """The step's call that (q, k, v) recompute, least often recomputed first (a retained
-        graph may be recomputed twice), else None."""
-        matches = [c for c in self._pending if c.recomputes(function_name, name, q, k, v)]
-        if not matches:
-            return None
-        call = min(matches, key=lambda c: c.recomputed)
-        call.recomputed += 1
+        """The step's call that (q, k, v) recompute, else None. Backward recomputes the latest
+        calls first, so candidates are tried least recomputed (a retained graph may be
+        recomputed twice), then latest first: usually the first one compared matches."""
+        order = sorted(self._pending, key=lambda c: (c.recomputed, -c.info.call_index))
+        call = next((c for c in order if c.recomputes(function_name, name, q, k, v)), None)
+        if call is not None:
+            call.recomputed += 1
         return call
 
     def _call_name(self, function_name, frame):
