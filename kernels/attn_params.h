@@ -1,5 +1,6 @@
 // The one parameter struct shared by every attention kernel (reference, CPU, CUDA; forward
-// and backward): sizes, softmax scale, masking and the emulated precision.
+// and backward): sizes, softmax scale, masking, dropout, the backward's source of P and the
+// emulated precision.
 #pragma once
 
 #include <cmath>
@@ -20,6 +21,17 @@ enum class CausalAlign : uint8_t { top_left, bottom_right };
 // masked row produce O = 0, LSE = -inf and zero gradients (PyTorch >= 2.5 semantics).
 enum class MaskFill : uint8_t { neg_inf, neg_1e9, finfo_min, safe };
 
+// Where the backward takes the softmax probabilities P from (the forward is the same).
+//   saved:    P = exp(s - m) / l, the forward's own P: autograd of eager attention and of SDPA's
+//             MATH backend, which save the softmax output. Exact even when |m| is huge.
+//   from_lse: P = exp(s - LSE) recomputed from the stored LSE = m + log l, as FlashAttention-
+//             family kernels do (FA2, PyTorch's CPU flash SDPA, mem-efficient, cuDNN). It differs
+//             where LSE absorbs log l: a row whose every score is one huge finite sentinel (a
+//             finfo.min bias on every key) has LSE = m, so P = 1 on every key instead of 1 / Sk
+//             and the row's share of dQ, dK, dV is Sk times the saved one.
+// The unfused CPU kernel is eager attention by definition and always uses `saved`.
+enum class BackwardP : uint8_t { saved, from_lse };
+
 // Element strides of a tensor broadcast to [B, H, Sq, Sk]; a stride of 0 broadcasts that dim.
 struct BroadcastStrides {
   int64_t b = 0, h = 0, q = 0, k = 0;
@@ -30,6 +42,11 @@ struct BroadcastStrides {
 // h / (H / Hk) (GQA / MQA). Score pipeline, per (b, h, i, j):
 //   s = scale * q_i . k_j;  if softcap > 0: s = softcap * tanh(s / softcap);  s += bias;
 //   if (mask says 0) or (causal hides j): s = fill value of mask_fill.
+// Then p = softmax_j(s) (m, l, LSE are those of this undropped p), o_i = sum_j p_ij z_ij v_j with
+// z the dropout factor (dropout_factor; 1 without a keep-mask). The backward differentiates
+// loss = sum dO . o: dv_j = sum_i p_ij z_ij dO_i, dp_ij = z_ij dO_i . v_j (the dP that enters
+// dS), D_i = dO_i . o_i = sum_j p_ij dp_ij, ds_ij = p_ij (dp_ij - D_i) (times the softcap
+// derivative), dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i.
 struct AttnParams {
   int64_t batch = 1;       // B
   int64_t heads = 1;       // H, query heads
@@ -51,6 +68,13 @@ struct AttnParams {
   const double* bias = nullptr;  // optional additive bias (may hold -inf); by bias_strides
   BroadcastStrides bias_strides;
 
+  // Attention dropout replayed from a known keep-mask (no keep-mask: no dropout; the CPU
+  // kernels then reject dropout_p != 0). dropout_p must lie in [0, 1).
+  const uint8_t* dropout_keep = nullptr;  // optional, 1 = kept; [B, H, Sq, Sk] by dropout_strides
+  BroadcastStrides dropout_strides;
+  double dropout_p = 0;  // kept probabilities are scaled by 1 / (1 - dropout_p)
+  BackwardP backward_p = BackwardP::saved;
+
   int64_t group_size() const { return heads / kv_heads; }
   int64_t kv_head_of(int64_t h) const { return h / group_size(); }
 };
@@ -58,10 +82,14 @@ struct AttnParams {
 // Largest finite value of a precision.
 inline double finfo_max(Precision p) {
   switch (p) {
-    case Precision::f16: return 65504.0;
-    case Precision::bf16: return 3.3895313892515355e38;
-    case Precision::f32: return static_cast<double>(std::numeric_limits<float>::max());
-    case Precision::f64: break;
+    case Precision::f16:
+      return 65504.0;
+    case Precision::bf16:
+      return 3.3895313892515355e38;
+    case Precision::f32:
+      return static_cast<double>(std::numeric_limits<float>::max());
+    case Precision::f64:
+      break;
   }
   return std::numeric_limits<double>::max();
 }
@@ -69,10 +97,13 @@ inline double finfo_max(Precision p) {
 // The value a masked-out score is set to, before any rounding to the precision.
 inline double mask_fill_value(MaskFill fill, Precision p) {
   switch (fill) {
-    case MaskFill::neg_1e9: return -1e9;
-    case MaskFill::finfo_min: return -finfo_max(p);
+    case MaskFill::neg_1e9:
+      return -1e9;
+    case MaskFill::finfo_min:
+      return -finfo_max(p);
     case MaskFill::neg_inf:
-    case MaskFill::safe: break;
+    case MaskFill::safe:
+      break;
   }
   return -std::numeric_limits<double>::infinity();
 }
@@ -97,6 +128,20 @@ inline double bias_at(const AttnParams& p, int64_t b, int64_t h, int64_t i, int6
   if (p.bias == nullptr) return 0.0;
   const BroadcastStrides& st = p.bias_strides;
   return p.bias[b * st.b + h * st.h + i * st.q + j * st.k];
+}
+
+// True when the dropout keep-mask keeps (b, h, i, j); always true without a keep-mask.
+inline bool dropout_keeps(const AttnParams& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (p.dropout_keep == nullptr) return true;
+  const BroadcastStrides& st = p.dropout_strides;
+  return p.dropout_keep[b * st.b + h * st.h + i * st.q + j * st.k] != 0;
+}
+
+// Dropout factor z_ij of (b, h, i, j): 1 without a keep-mask, else 1 / (1 - dropout_p) where
+// kept and 0 where dropped.
+inline double dropout_factor(const AttnParams& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (p.dropout_keep == nullptr) return 1.0;
+  return dropout_keeps(p, b, h, i, j) ? 1.0 / (1.0 - p.dropout_p) : 0.0;
 }
 
 }  // namespace attnscope

@@ -31,7 +31,7 @@ struct HeadView {
   double* dq;        // [Sq, D]
   double* dk;        // [Sk, D]   shared by the query heads of one kv group
   double* dv;        // [Sk, Dv]  shared by the query heads of one kv group
-  // q, k, v and dO of this head are all finite, so a zero weight (p = 0 or g = 0) adds exactly
+  // q, k, v and dO of this head are all finite, so a zero weight (p z = 0 or g = 0) adds exactly
   // nothing and its axpy can be skipped; with a NaN / Inf input 0 * x must still run.
   bool skip_zero_weights;
 };
@@ -65,7 +65,8 @@ void axpy(double alpha, const double* x, double* y, int64_t n) {
 //        = scale * q_i.k_j + bias_ij                     otherwise
 //   m_i = max_j s_ij,  l_i = sum_j exp(s_ij - m_i),  lse_i = m_i + log l_i
 //   p_ij = exp(s_ij - m_i) / l_i  (= exp(s_ij - lse_i), but exact when |m_i| is huge, e.g. a
-//   row filled with -1e9 where m_i + log l_i would round away log l_i),  o_i = sum_j p_ij v_j
+//   row filled with -1e9 where m_i + log l_i would round away log l_i),
+//   o_i = sum_j p_ij z_ij v_j  (z = dropout_factor: 1 without dropout, else keep / (1 - p))
 // grad_factor_ij = d s_ij / d (scale * q_i.k_j): 0 when masked (the fill is a constant),
 // else the softcap derivative 1 - tanh^2(s0 / cap) (1 without softcap).
 void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x,
@@ -117,29 +118,39 @@ void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x
     x.lse[i] = m + std::log(l);
     for (int64_t j = 0; j < x.sk; ++j) {
       p_row[j] /= l;
-      if (p_row[j] != 0 || !x.skip_zero_weights) axpy(p_row[j], x.v + j * x.dim_v, o_i, x.dim_v);
+      const double w = p_row[j] * dropout_factor(prm, b, h, i, j);  // 0 * NaN stays NaN
+      if (w != 0 || !x.skip_zero_weights) axpy(w, x.v + j * x.dim_v, o_i, x.dim_v);
     }
   }
 }
 
-// Backward of L = sum_i dO_i . o_i for one head, with o_i = sum_j p_ij v_j and
-// p_ij = softmax_j(s_ij):
-//   dv_j += sum_i p_ij dO_i                 (accumulates over the heads of a kv group)
-//   dp_ij = dO_i . v_j
-//   d_i   = sum_j p_ij dp_ij = dO_i . o_i
+// The P the backward differentiates through, per BackwardP: the forward's p_ij (saved), or
+// exp(s_ij - lse_i) (from_lse), which is 1 on every key of a row of one huge finite score
+// (lse_i = m_i there). A safe empty row (m = -inf) keeps p = 0 either way.
+double backward_p_at(const AttnParams& prm, const HeadView& x, int64_t i, int64_t j) {
+  if (prm.backward_p == BackwardP::saved) return x.p[i * x.sk + j];
+  if (x.m[i] == -kInf && prm.mask_fill == MaskFill::safe) return 0;
+  return std::exp(x.s[i * x.sk + j] - x.lse[i]);
+}
+
+// Backward of L = sum_i dO_i . o_i for one head, with o_i = sum_j p_ij z_ij v_j and
+// p_ij = softmax_j(s_ij) (p from backward_p_at, z the dropout factor):
+//   dv_j += sum_i p_ij z_ij dO_i            (accumulates over the heads of a kv group)
+//   dp_ij = z_ij dO_i . v_j                 (the dP that enters dS; stored in ReferenceTrace)
+//   d_i   = dO_i . o_i = sum_j p_ij dp_ij
 //   ds_ij = p_ij (dp_ij - d_i)              (dL/ds_ij of the final scores)
 //   g_ij  = ds_ij * grad_factor_ij           (dL/d(scale * q_i.k_j))
 //   dq_i  = scale * sum_j g_ij k_j,   dk_j += scale * sum_i g_ij q_i
 // Masked entries pass ds_ij * 0 to q and k: zero, except NaN stays NaN like an additive -inf
-// mask, so a fully masked row under a non-safe fill poisons dq, dk and dv as in PyTorch.
-void backward_head(const AttnParams& prm, const HeadView& x,
+// mask, so a fully masked row under a non-safe fill poisons dq, dk and dv as in PyTorch. A
+// dropped entry (z = 0) likewise adds exactly 0 unless it multiplies a NaN / Inf.
+void backward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x,
                    const std::vector<double>& grad_factor) {
   std::vector<double> ones;
   if (x.dO == nullptr) ones.assign(static_cast<size_t>(x.dim_v), 1.0);
   for (int64_t i = 0; i < x.sq; ++i) {
     const double* dO_i = x.dO != nullptr ? x.dO + i * x.dim_v : ones.data();
     const double* q_i = x.q + i * x.dim;
-    const double* p_row = x.p + i * x.sk;
     const double* g_row = grad_factor.data() + i * x.sk;
     double* dp_row = x.dp + i * x.sk;
     double* ds_row = x.ds + i * x.sk;
@@ -147,9 +158,12 @@ void backward_head(const AttnParams& prm, const HeadView& x,
 
     x.d[i] = dot(dO_i, x.o + i * x.dim_v, x.dim_v);
     for (int64_t j = 0; j < x.sk; ++j) {
-      if (p_row[j] != 0 || !x.skip_zero_weights) axpy(p_row[j], dO_i, x.dv + j * x.dim_v, x.dim_v);
-      dp_row[j] = dot(dO_i, x.v + j * x.dim_v, x.dim_v);
-      ds_row[j] = p_row[j] * (dp_row[j] - x.d[i]);
+      const double z = dropout_factor(prm, b, h, i, j);
+      const double p = backward_p_at(prm, x, i, j);
+      const double w = p * z;
+      if (w != 0 || !x.skip_zero_weights) axpy(w, dO_i, x.dv + j * x.dim_v, x.dim_v);
+      dp_row[j] = z * dot(dO_i, x.v + j * x.dim_v, x.dim_v);
+      ds_row[j] = p * (dp_row[j] - x.d[i]);
       const double g = prm.scale * (ds_row[j] * g_row[j]);
       if (g != 0 || !x.skip_zero_weights) {
         axpy(g, x.k + j * x.dim, dq_i, x.dim);
@@ -212,7 +226,7 @@ ReferenceTrace reference_attention(const AttnParams& params, const double* q, co
                             all_finite(x.v, Sk * Dv) &&
                             (x.dO == nullptr || all_finite(x.dO, Sq * Dv));
       forward_head(params, b, h, x, grad_factor);
-      backward_head(params, x, grad_factor);
+      backward_head(params, b, h, x, grad_factor);
     }
   }
   return t;

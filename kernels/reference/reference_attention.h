@@ -11,8 +11,11 @@ namespace attnscope {
 // Everything the reference computes. Shapes (see AttnParams for the layout contract):
 //   s, p, dp, ds [B, H, Sq, Sk]   m, l, lse, d [B, H, Sq]   o [B, H, Sq, Dv]
 //   dq [B, H, Sq, D]   dk [B, Hk, Sk, D]   dv [B, Hk, Sk, Dv]
-// s holds the final scores (after softcap, bias and mask fill); ds is dLoss/ds for those
-// scores; the softcap derivative is applied inside dq / dk.
+// s holds the final scores (after softcap, bias and mask fill); p the forward's undropped
+// softmax (dropout enters o, not p); dp = z o (dO V^T) with z the dropout factor, the dP that
+// enters dS; ds is dLoss/ds for those scores, ds = P (dp - d) with P the backward's (p itself
+// under BackwardP::saved, exp(s - lse) under from_lse); the softcap derivative is applied
+// inside dq / dk.
 struct ReferenceTrace {
   std::vector<double> s, p, m, l, lse, o;
   std::vector<double> d, dp, ds, dq, dk, dv;

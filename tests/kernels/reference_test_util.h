@@ -20,10 +20,11 @@ inline const double kInf = std::numeric_limits<double>::infinity();
 struct Inputs {
   AttnParams p;
   std::vector<double> q, k, v, dout, bias;
-  std::vector<uint8_t> mask;
+  std::vector<uint8_t> mask, keep;  // keep: optional dropout keep-mask (strides in p)
 
   ReferenceTrace run() {
     p.mask = mask.empty() ? nullptr : mask.data();
+    p.dropout_keep = keep.empty() ? nullptr : keep.data();
     p.bias = bias.empty() ? nullptr : bias.data();
     return reference_attention(p, q.data(), k.data(), v.data(),
                                dout.empty() ? nullptr : dout.data());
