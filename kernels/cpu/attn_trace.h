@@ -92,8 +92,10 @@ struct TileStats {
   uint8_t computed = 0;  // 1 when the kernel ran the tile (0: skipped as causally hidden)
   NonfiniteCount s;      // visible scores after score_tile + mask_tile (intentional -inf excluded)
   NonfiniteCount p;      // P: fwd exp(S - m); bwd the recomputed fp32 P; unfused round(softmax)
+                         // (undropped; the dropout's 0 * NaN keeps the same non-finite entries)
   NonfiniteCount acc;    // fused fwd: accumulator rows [rows x Dv] after accumulate_pv
-  NonfiniteCount dp;     // bwd: dP tile (fused fp32; unfused rounded)
+  NonfiniteCount dp;     // bwd: dP tile as it enters dS (fused fp32; unfused rounded; dropped
+                         // and scaled with dropout, where 0 * Inf turns an Inf into a NaN)
   NonfiniteCount ds;     // bwd: dS tile (unfused: round(P (dP - D)), before softcap and scale)
   // Fused bwd: non-finite entries of the fp32 accumulators after this tile's update: the dQ
   // rows [rows x D] of the tile's chunk partial, dK_j [cols x D] and dV_j [cols x Dv] (summed

@@ -20,6 +20,8 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
     float* p_r = p + r * t.ld;
     if (m[r] == kNegInf && x.safe) {
       std::fill(p_r, p_r + t.cols, 0.0f);
+    } else if (x.p_from_lse) {
+      exp_shifted_scaled(s + r * t.ld, lse_of(m[r], l[r]), 1.0f, p_r, t.cols);
     } else {
       exp_shifted_scaled(s + r * t.ld, m[r], 1.0f / l[r], p_r, t.cols);
     }
@@ -29,9 +31,10 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
 void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
                    const float* dout, float* dv_acc) {
   const float* p_mm = p;  // fp32 P is its own rounding at f32
-  if (x.precision != Precision::f32) {
+  if (x.precision != Precision::f32 || x.dropout) {
     for (int64_t r = 0; r < t.rows; ++r)
       round_copy(x.precision, p + r * t.ld, p_lo + r * t.ld, t.cols);
+    if (x.dropout) apply_dropout(x, t, p_lo, p_lo, 1.0f);
     p_mm = p_lo;
   }
   gemm_tile(t.cols, x.dim_v, t.rows, p_mm, 1, t.ld, dout, x.dim_v, dv_acc, x.dim_v, 1.0f, true);
@@ -40,6 +43,7 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
                 int64_t ldvt, float* dp) {
   gemm_tile(t.rows, t.cols, x.dim_v, dout, x.dim_v, 1, vt, ldvt, dp, t.ld, 1.0f, false);
+  if (x.dropout) apply_dropout(x, t, dp, dp, x.dropout_scale);
 }
 
 void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
@@ -66,6 +70,15 @@ void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, co
 
 void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out) {
   round_copy(x.precision, acc, out, n);
+}
+
+void backward_postprocess_dv(const HeadContext& x, const float* acc, int64_t n, float* out) {
+  if (!x.dropout) {
+    round_copy(x.precision, acc, out, n);
+    return;
+  }
+  for (int64_t e = 0; e < n; ++e) out[e] = acc[e] * x.dropout_scale;
+  round_copy(x.precision, out, out, n);
 }
 
 }  // namespace attnscope::cpu

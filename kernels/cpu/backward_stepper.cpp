@@ -223,7 +223,7 @@ void BackwardStepper::Impl::run_step() {
       float* dk = st.dk.data() + t.j0 * D;
       float* dv = st.dv.data() + t.j0 * Dv;
       cpu::backward_postprocess(x, st.dk_acc.data(), t.cols * D, dk);
-      cpu::backward_postprocess(x, st.dv_acc.data(), t.cols * Dv, dv);
+      cpu::backward_postprocess_dv(x, st.dv_acc.data(), t.cols * Dv, dv);
       info.nonfinite = cpu::count_block(dk, 1, t.cols * D, t.cols * D);
       info.nonfinite += cpu::count_block(dv, 1, t.cols * Dv, t.cols * Dv);
       info.new_nonfinite = info.nonfinite.total() - before;

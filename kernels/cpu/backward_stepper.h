@@ -27,7 +27,8 @@ enum class StepStage : uint8_t {
   compute_ds,
   accumulate_dq,
   accumulate_dk,
-  store_dk_dv,  // backward_postprocess of kv tile j: dK_j, dV_j rounded once and stored
+  store_dk_dv,  // kv tile j: dK_j, dV_j rounded once and stored (dV_j times 1 / (1 - p) first
+                // with dropout: backward_postprocess_dv)
   store_dq,     // backward_postprocess of dQ: the chunk partials summed in order, rounded
 };
 
@@ -52,7 +53,9 @@ struct StepInfo {
 struct StepperState {
   StepInfo step;
   // Intermediates of the current tile (step.q_tile, step.kv_tile), row-major [tile_rows x
-  // tile_cols]; a matrix is empty until its stage ran on this tile. masked: MaskedEntry.
+  // tile_cols]; a matrix is empty until its stage ran on this tile. masked: MaskedEntry. p is
+  // the undropped fp32 P (per AttnParams::backward_p), dp the dropped Z o (dO V^T) (as in
+  // cpu_head_matrices); dv_acc sums round(P o keep)^T dO, without the 1 / (1 - p).
   int64_t tile_rows = 0, tile_cols = 0;
   std::vector<float> s, p, dp, ds;
   std::vector<uint8_t> masked;

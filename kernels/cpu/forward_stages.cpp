@@ -37,6 +37,16 @@ HeadContext make_head_context(const AttnParams& params, Mode mode, int64_t b, in
   const float fill = static_cast<float>(mask_fill_value(params.mask_fill, x.precision));
   x.fill = mode == Mode::unfused ? round_to(x.precision, fill) : fill;
   x.safe = params.mask_fill == MaskFill::safe;
+  x.dropout = params.dropout_keep != nullptr;
+  if (x.dropout) {
+    // FA2: p_keep = 1.f - p, rp_dropout = 1.f / p_keep. torch.dropout divides its noise tensor
+    // (of the input's dtype) by the double 1 - p, computed in fp32 and rounded to the dtype.
+    x.dropout_scale =
+        mode == Mode::fused
+            ? 1.0f / (1.0f - static_cast<float>(params.dropout_p))
+            : round_to(x.precision, 1.0f / static_cast<float>(1.0 - params.dropout_p));
+  }
+  x.p_from_lse = mode == Mode::fused && params.backward_p == BackwardP::from_lse;
   return x;
 }
 
@@ -100,6 +110,19 @@ void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf) {
   }
 }
 
+void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, float* out,
+                   float kept) {
+  const AttnParams& prm = *x.params;
+  const BroadcastStrides& st = prm.dropout_strides;
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const uint8_t* k_r =
+        prm.dropout_keep + x.b * st.b + x.h * st.h + (t.i0 + r) * st.q + t.j0 * st.k;
+    const float* p_r = p + r * t.ld;
+    float* out_r = out + r * t.ld;
+    for (int64_t c = 0; c < t.cols; ++c) out_r[c] = p_r[c] * (k_r[c * st.k] != 0 ? kept : 0.0f);
+  }
+}
+
 void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
                            float* acc, int64_t dim_v) {
   for (int64_t r = 0; r < t.rows; ++r) {
@@ -114,6 +137,7 @@ void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* 
 
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc) {
   for (int64_t r = 0; r < t.rows; ++r) round_copy(x.precision, p + r * t.ld, p + r * t.ld, t.cols);
+  if (x.dropout) apply_dropout(x, t, p, p, 1.0f);
   gemm_tile(t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true);
 }
 
@@ -130,11 +154,12 @@ void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const 
       continue;
     }
     const float inv_l = 1.0f / l[r];
+    const float factor = x.dropout ? inv_l * x.dropout_scale : inv_l;
     const float* acc_r = acc + r * x.dim_v;
-    for (int64_t c = 0; c < x.dim_v; ++c) o_r[c] = acc_r[c] * inv_l;
+    for (int64_t c = 0; c < x.dim_v; ++c) o_r[c] = acc_r[c] * factor;
     round_copy(x.precision, o_r, o_r, x.dim_v);
     l_out[r] = l[r];
-    lse[r] = m[r] + std::log(l[r]);
+    lse[r] = lse_of(m[r], l[r]);
   }
 }
 

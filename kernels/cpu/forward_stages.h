@@ -4,6 +4,7 @@
 // serve the backward's recomputation and the unfused kernel.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/attn_params.h"
@@ -18,8 +19,13 @@ struct HeadContext {
   int64_t dim = 0, dim_v = 0;            // D, Dv
   Precision precision = Precision::f32;  // values are rounded to this; f32 = no rounding
   float scale = 1, softcap = 0;
-  float fill = 0;     // masked score value: fp32 in fused, rounded to precision in unfused
-  bool safe = false;  // MaskFill::safe: a row with every score -inf yields O = 0
+  float fill = 0;        // masked score value: fp32 in fused, rounded to precision in unfused
+  bool safe = false;     // MaskFill::safe: a row with every score -inf yields O = 0
+  bool dropout = false;  // AttnParams::dropout_keep is set
+  // Factor of a kept entry. Fused: FA2's rp_dropout = 1 / (1 - p) in fp32, applied to O (with
+  // 1 / l), dP and dV; unfused: the dropout noise value round(1 / (1 - p)) in the precision.
+  float dropout_scale = 1;
+  bool p_from_lse = false;  // fused with BackwardP::from_lse (the unfused kernel is eager)
 };
 
 // f64 is emulated as f32: the CPU kernels compute in fp32.
@@ -51,6 +57,18 @@ void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const 
 // a constant: no gradient flows to q or k, yet 0 * NaN stays NaN as in the reference).
 void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf);
 
+// LSE = m + log l in fp32, as the forward stores it (forward_epilogue) and a from_lse backward
+// recomputes it.
+inline float lse_of(float m, float l) {
+  return m + std::log(l);
+}
+
+// Dropout of tile t: out(r, c) = p(r, c) * (keep(i, j) ? kept : 0) with keep the keep-mask of
+// head (x.b, x.h); p and out like the score tile (they may alias). A dropped entry becomes
+// exactly 0 unless p is NaN / Inf (0 * NaN stays NaN, as in the reference). Only with x.dropout.
+void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, float* out,
+                   float kept);
+
 // Online softmax over one more kv tile, per row r (all fp32):
 //   m_new = max(m, rowmax S)        (NaN if a score is NaN, as torch.max: the row is NaN)
 //   alpha = exp(m - m_new);  P = exp(S - m_new);  l = alpha * l + rowsum P;  acc *= alpha
@@ -60,11 +78,14 @@ void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf);
 void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
                            float* acc, int64_t dim_v);
 
-// acc += round(P) V: P is rounded in place (it is the low-precision matmul operand), v holds
-// rows t.j0.. of V [cols x Dv] (row stride Dv), acc [rows x Dv].
+// acc += round(P o keep) V: P is rounded in place and, with dropout, its dropped entries
+// zeroed (it is the low-precision matmul operand; m and l stay those of the undropped P, and
+// 1 / (1 - p) waits for forward_epilogue), v holds rows t.j0.. of V [cols x Dv] (row stride
+// Dv), acc [rows x Dv].
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc);
 
-// Final per-row outputs: O = round(acc / l), LSE = m + log l, m and l as accumulated. A row
+// Final per-row outputs: O = round(acc * (1 / l)) (with dropout round(acc * (1 / l *
+// dropout_scale)), FA2's epilogue), LSE = lse_of(m, l), m and l as accumulated. A row
 // with m = -inf (every score -inf) gives O = 0, l = 0, LSE = -inf under MaskFill::safe and
 // O = l = LSE = NaN otherwise (exp(-inf - -inf) in the reference). o [rows x Dv].
 void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,

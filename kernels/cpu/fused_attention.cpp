@@ -49,6 +49,10 @@ void validate(const AttnParams& p, const CpuAttnInputs& in) {
   }
   if (p.heads % p.kv_heads != 0) fail("kv_heads must divide heads (GQA)");
   if (in.q == nullptr || in.k == nullptr || in.v == nullptr) fail("q, k and v are required");
+  if (!(p.dropout_p >= 0 && p.dropout_p < 1)) fail("dropout_p must lie in [0, 1)");
+  if (p.dropout_keep == nullptr && p.dropout_p != 0) {
+    fail("dropout_p needs the keep-mask dropout_keep (dropout is replayed, not sampled)");
+  }
 }
 
 PreparedInputs prepare_inputs(const AttnParams& p, const CpuAttnInputs& in, bool backward,

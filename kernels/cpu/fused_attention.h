@@ -20,10 +20,15 @@ struct PooledCapture;
 //   fused:   FlashAttention-2. Q, K, V, dO (and bias) rounded to the precision; matmuls, the
 //            online softmax, m, l, LSE and D in fp32; P rounded before P V and P^T dO; dS
 //            rounded before dS K and dS^T Q; dQ accumulated in fp32; O, dQ, dK, dV rounded
-//            once when stored. The mask fill value stays fp32 (-1e9 stays finite).
+//            once when stored. The mask fill value stays fp32 (-1e9 stays finite). Dropout:
+//            round(P) o keep is the operand of P V and P^T dO; 1 / (1 - p) in fp32 multiplies
+//            1 / l in the forward epilogue, dP before dS and dV's accumulator before its store.
+//            The backward's P follows AttnParams::backward_p (from m and l, or exp(S - LSE)).
 //   unfused: eager math attention. Every op's output rounded: Q K^T, the scaling, softcap,
-//            bias add, the fill value, softmax (computed in fp32 from rounded scores), P V,
-//            LSE, and in the backward dV, dP, dS, the softcap and scale multiplies, dQ, dK.
+//            bias add, the fill value, softmax (computed in fp32 from rounded scores), dropout
+//            (P * round(1 / (1 - p))), P V, LSE, and in the backward dV, dP (and its dropout),
+//            dS, the softcap and scale multiplies, dQ, dK. The backward uses the saved softmax
+//            output whatever AttnParams::backward_p says.
 enum class Mode : uint8_t { fused, unfused };
 
 struct CpuAttnOptions {
@@ -68,6 +73,7 @@ struct CpuForwardOutputs {
 };
 
 // Forward results the fused backward reads (the unfused backward recomputes everything).
+// BackwardP::from_lse recomputes the LSE from m and l bit for bit as the forward stored it.
 struct CpuForwardView {
   const float* o = nullptr;  // [B, H, Sq, Dv]
   const float* m = nullptr;  // [B, H, Sq]

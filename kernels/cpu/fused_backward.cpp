@@ -128,7 +128,7 @@ class FusedBackward {
       }
     }
     backward_postprocess(x0_, w.dk.data(), cols * D, out_.dk + (bkv * Sk + j0) * D);
-    backward_postprocess(x0_, w.dv.data(), cols * Dv, out_.dv + (bkv * Sk + j0) * Dv);
+    backward_postprocess_dv(x0_, w.dv.data(), cols * Dv, out_.dv + (bkv * Sk + j0) * Dv);
   }
 
   // dQ = round(partial_0 + partial_1 + ...), summed in chunk order, per q tile.

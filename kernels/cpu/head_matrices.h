@@ -40,8 +40,10 @@ struct ForwardRows {
 // Full-resolution matrices of a window, row-major [rows x cols] (rows = row_end - row_begin,
 // cols = col_end - col_begin); unselected ones are empty.
 //   s:  final scores (scale, softcap, bias, mask fill) as the kernel holds them
-//   p:  fused: the backward's recomputed fp32 P = exp(S - m) / l; unfused: round(softmax(S))
-//   dp: fused: dO V^T in fp32; unfused: round(dO V^T)
+//   p:  fused: the backward's recomputed fp32 P = exp(S - m) / l (BackwardP::from_lse:
+//       exp(S - LSE)); unfused: round(softmax(S)). Undropped: dropout enters only P V, P^T dO
+//   dp: the dP that enters dS: fused Z o (dO V^T) in fp32 with Z = keep / (1 - p) (1 without
+//       dropout); unfused round(dO V^T), with dropout then round(that * noise)
 //   ds: fused: round(P (dP - D) f') with f' the softcap derivative (0 where masked);
 //       unfused: round(P (dP - D)), the softmax backward before softcap and scale
 //   masked: MaskedEntry per entry

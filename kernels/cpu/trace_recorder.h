@@ -35,8 +35,9 @@ class TraceRecorder {
   TraceRecorder(const AttnParams& params, Mode mode, const PreparedInputs& in, bool backward,
                 int threads, CpuTrace& trace);
 
-  // Fused forward, after accumulate_pv of tile t: s the masked scores, p the rounded P, m the
-  // running row max after the update (tile rows), acc [rows x Dv].
+  // Fused forward, after accumulate_pv of tile t: s the masked scores, p the rounded P (o keep
+  // with dropout: the same non-finite entries, since 0 * NaN is NaN), m the running row max
+  // after the update (tile rows), acc [rows x Dv].
   void forward_tile(const HeadContext& x, const ScoreTile& t, const float* s, const float* p,
                     const float* m, const float* acc);
   // Unfused forward, row block t (t.j0 = 0, t.cols = Sk): scores, rounded P, row max m.
@@ -55,8 +56,8 @@ class TraceRecorder {
   // block (t.cols = Sk, accumulators null). m: the row max P is taken against (tile rows).
   struct BackwardBlock {
     const float* s = nullptr;       // masked scores, like the tile
-    const float* p = nullptr;       // fp32 P (unfused: rounded softmax)
-    const float* dp = nullptr;      // dP
+    const float* p = nullptr;       // fp32 P (unfused: rounded softmax), undropped
+    const float* dp = nullptr;      // dP as it enters dS (dropped and scaled with dropout)
     const float* ds = nullptr;      // dS
     const float* m = nullptr;       // [rows]
     const float* l = nullptr;       // [rows] the l P is normalised by

@@ -24,18 +24,18 @@ void add_rounded(Precision precision, float* src, float* dst, int64_t n) {
   for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
 }
 
-// Per-worker row-block buffers [Br, Sk].
+// Per-worker row-block buffers [Br, Sk]; pd (the dropped P) only with dropout.
 struct UnfusedScratch {
-  std::vector<float> s, gf, p, dp, ds;
+  std::vector<float> s, gf, p, pd, dp, ds;
   std::vector<float> m, l;  // [Br]
 };
 
-std::vector<UnfusedScratch> make_scratch(int threads, int64_t sk) {
+std::vector<UnfusedScratch> make_scratch(const AttnParams& prm, int threads) {
   std::vector<UnfusedScratch> scratch(static_cast<size_t>(threads));
   for (UnfusedScratch& w : scratch) {
-    for (std::vector<float>* buf : {&w.s, &w.gf, &w.p, &w.dp, &w.ds}) {
-      buf->resize(static_cast<size_t>(kTileRows * sk));
-    }
+    const size_t n = static_cast<size_t>(kTileRows * prm.seqlen_k);
+    for (std::vector<float>* buf : {&w.s, &w.gf, &w.p, &w.dp, &w.ds}) buf->resize(n);
+    if (prm.dropout_keep != nullptr) w.pd.resize(n);
     w.m.resize(static_cast<size_t>(kTileRows));
     w.l.resize(w.m.size());
   }
@@ -51,7 +51,7 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
   const int64_t n_q = tile_count(Sq, kTileRows);
   const int64_t n_kv = tile_count(Sk, kTileCols);
   const std::vector<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
-  std::vector<UnfusedScratch> scratch = make_scratch(threads, Sk);
+  std::vector<UnfusedScratch> scratch = make_scratch(prm, threads);
 
   parallel_for(prm.batch * H * n_q, threads, [&](int64_t item, int worker) {
     cancel.check();
@@ -65,8 +65,9 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
                    w.gf.data());
     unfused_softmax(x, t, w.s.data(), w.p.data(), out.m + row, out.l + row);
     if (rec != nullptr) rec->forward_rows(x, t, w.s.data(), w.p.data(), out.m + row);
+    const float* pd = unfused_dropout(x, t, w.p.data(), w.pd.data());
     float* o = out.o + row * Dv;
-    gemm_tile(t.rows, Dv, Sk, w.p.data(), Sk, 1, in.v + bkv * Sk * Dv, Dv, o, Dv, 1.0f, false);
+    gemm_tile(t.rows, Dv, Sk, pd, Sk, 1, in.v + bkv * Sk * Dv, Dv, o, Dv, 1.0f, false);
     round_copy(x.precision, o, o, t.rows * Dv);
     for (int64_t r = row; r < row + t.rows; ++r) {
       const bool empty = out.m[r] == -kInf;
@@ -77,9 +78,10 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
 }
 
 // Backward per (batch, kv head), op by op as autograd runs it on the expanded (GQA) k, v:
-// dV_h = round(P^T dO), dP = round(dO V^T), dS = round(P (dP - D)), g = unfused_score_grad,
+// dV_h = round(Pd^T dO) (Pd = round(P * noise) with dropout, else P), dP = round(dO V^T) (with
+// dropout then round(dP * noise)), dS = round(P (dP - D)), g = unfused_score_grad,
 // dQ = round(g K), dK_h = round(g^T Q); then dK, dV = round(sum over the group of round(dK_h),
-// round(dV_h)).
+// round(dV_h)). BackwardP is ignored: autograd of eager attention saves P.
 void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threads,
                       const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
                       const CancelPoll& cancel) {
@@ -89,7 +91,7 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
   const int64_t n_kv = tile_count(Sk, kTileCols);
   const std::vector<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
   const std::vector<float> vt = transpose_kv_tiles(in.v, prm.batch * Hk, Sk, Dv, threads);
-  std::vector<UnfusedScratch> scratch = make_scratch(threads, Sk);
+  std::vector<UnfusedScratch> scratch = make_scratch(prm, threads);
   std::vector<std::vector<float>> dk_head(static_cast<size_t>(threads)), dv_head(dk_head.size());
 
   parallel_for(prm.batch * Hk, threads, [&](int64_t bkv, int worker) {
@@ -116,7 +118,8 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
         unfused_scores(x, t, q, kt.data() + bkv * n_kv * D * kTileCols, w.s.data(), w.gf.data());
         unfused_softmax(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data());
         if (rec != nullptr) rec->rows_ready(bh, i0, t.rows, w.m.data(), w.l.data(), nullptr);
-        gemm_tile(Sk, Dv, t.rows, w.p.data(), 1, Sk, dout, Dv, dv_h.data(), Dv, 1.0f, true);
+        const float* pd = unfused_dropout(x, t, w.p.data(), w.pd.data());
+        gemm_tile(Sk, Dv, t.rows, pd, 1, Sk, dout, Dv, dv_h.data(), Dv, 1.0f, true);
         times_transposed(t.rows, Sk, Dv, dout, vt.data() + bkv * n_kv * Dv * kTileCols,
                          w.dp.data());
         unfused_softmax_backward(x, t, w.p.data(), w.dp.data(), out.d + row, w.ds.data());

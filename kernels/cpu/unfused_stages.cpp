@@ -74,13 +74,23 @@ void unfused_softmax(const HeadContext& x, const ScoreTile& t, const float* s, f
   }
 }
 
+const float* unfused_dropout(const HeadContext& x, const ScoreTile& t, const float* p, float* pd) {
+  if (!x.dropout) return p;
+  apply_dropout(x, t, p, pd, x.dropout_scale);
+  for (int64_t r = 0; r < t.rows; ++r)
+    round_copy(x.precision, pd + r * t.ld, pd + r * t.ld, t.cols);
+  return pd;
+}
+
 void unfused_softmax_backward(const HeadContext& x, const ScoreTile& t, const float* p, float* dp,
                               float* d, float* ds) {
+  for (int64_t r = 0; r < t.rows; ++r)
+    round_copy(x.precision, dp + r * t.ld, dp + r * t.ld, t.cols);
+  if (x.dropout) unfused_dropout(x, t, dp, dp);
   for (int64_t r = 0; r < t.rows; ++r) {
     float* dp_r = dp + r * t.ld;
     const float* p_r = p + r * t.ld;
     float* ds_r = ds + r * t.ld;
-    round_copy(x.precision, dp_r, dp_r, t.cols);
     d[r] = dot_f32(dp_r, p_r, t.cols);
     for (int64_t c = 0; c < t.cols; ++c) ds_r[c] = p_r[c] * (dp_r[c] - d[r]);
     round_copy(x.precision, ds_r, ds_r, t.cols);

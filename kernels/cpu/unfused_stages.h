@@ -1,5 +1,7 @@
 // Ops of the eager ("unfused") attention emulated at a low precision, each output rounded as
-// when `softmax(q @ k.T * scale).masked_fill(...) @ v` and its autograd run in fp16 / bf16.
+// when `dropout(softmax(q @ k.T * scale).masked_fill(...)) @ v` and its autograd run in fp16 /
+// bf16. Autograd saves the softmax output, so the backward always uses that P (BackwardP is
+// ignored).
 // They work on row blocks t of Br queries against all Sk keys (t.j0 = 0, t.cols = t.ld = Sk).
 #pragma once
 
@@ -25,8 +27,15 @@ void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, co
 void unfused_softmax(const HeadContext& x, const ScoreTile& t, const float* s, float* p, float* m,
                      float* l);
 
-// Softmax backward of a row block, op by op: dP = round(dP) in place, D = rowsum(dP * P) in
-// fp32 (d per row), ds = round(P (dP - D)) [rows x Sk].
+// torch.dropout of a row block: pd = round(p * noise), noise = x.dropout_scale (round(1 / (1 -
+// p))) where kept and 0 where dropped (0 * NaN stays NaN). Returns pd, or p itself without
+// dropout (pd untouched). p, pd [rows x Sk].
+const float* unfused_dropout(const HeadContext& x, const ScoreTile& t, const float* p, float* pd);
+
+// Dropout and softmax backward of a row block, op by op: dP = round(dP) in place (dO V^T),
+// with dropout then dP = round(dP * noise) (the dP the softmax backward receives, the one the
+// trace and head matrices show), D = rowsum(dP * P) in fp32 (d per row), ds = round(P (dP - D))
+// [rows x Sk] with P the undropped softmax output.
 void unfused_softmax_backward(const HeadContext& x, const ScoreTile& t, const float* p, float* dp,
                               float* d, float* ds);
 

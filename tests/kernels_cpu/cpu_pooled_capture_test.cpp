@@ -109,6 +109,24 @@ TEST(PooledCapture, equals_recomputed_pooling_messy_case_fused_unfused_f32_f16_b
   }
 }
 
+// Dropout and P from the LSE: the capture still pools the kernel's own tiles.
+TEST(PooledCapture, equals_recomputed_pooling_with_dropout_and_from_lse_fused_unfused_f32_bf16) {
+  const Pooling poolings[] = {{37, 23, {}}, {1, 1, {}}, {40, 40, {65, 140, 30, 199}}};
+  for (Precision precision : {Precision::f32, Precision::bf16}) {
+    TestCase t = messy_pooling_case(precision);
+    add_dropout(t, 0.3, true, 17);
+    t.config.backward_p = BackwardP::from_lse;
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      for (const Pooling& pl : poolings) {
+        SCOPED_TRACE(testing::Message()
+                     << "precision " << static_cast<int>(precision) << " mode "
+                     << static_cast<int>(mode) << " " << pl.rows << "x" << pl.cols);
+        check_capture(t, mode, 1, 1, pl, 2);
+      }
+    }
+  }
+}
+
 // Sq = Sk = 130 (a 2-row last tile), causal top-left: the fused backward skips the hidden
 // tiles above the diagonal and computes them for the capture only. Cells of 130 / 3 rows
 // straddle every tile boundary; one and three threads give the same bits.

@@ -126,6 +126,40 @@ TEST(HeadMatrices, fused_f32_close_to_fp64_reference_s_p_dp_ds) {
   }
 }
 
+// With dropout the matrices hold the undropped P and the dP that enters dS, Z o (dO V^T), as
+// the reference's p and dp; fused P from the LSE still matches the reference's P to rounding.
+TEST(HeadMatrices, f32_close_to_fp64_reference_with_dropout_and_from_lse_fused_unfused) {
+  CaseConfig c;
+  c.sq = 100;
+  c.sk = 130;
+  c.d = 32;
+  c.causal = true;
+  c.dropout = true;
+  c.dropout_p = 0.3;
+  c.backward_p = BackwardP::from_lse;
+  const TestCase t = make_case(c);
+  const ReferenceTrace ref = run_reference(t);
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    CpuAttnOptions o;
+    o.mode = mode;
+    const HeadMatrices hm = cpu_head_matrices(params_of(t), o, inputs_of(t), 0, 0);
+    for (const auto& [got, want] :
+         {std::pair{&hm.s, &ref.s}, {&hm.p, &ref.p}, {&hm.dp, &ref.dp}, {&hm.ds, &ref.ds}}) {
+      EXPECT_EQ(nonfinite_mismatches(*got, *want), 0);
+      EXPECT_LE(max_abs_diff(*got, *want), 2e-6 * std::max(1.0, max_abs(*want)));
+    }
+    int64_t dropped_visible = 0;
+    for (size_t e = 0; e < hm.dp.size(); ++e) {
+      if (t.keep[e] == 0 && hm.masked[e] == kEntryVisible) {
+        ++dropped_visible;
+        EXPECT_EQ(hm.dp[e], 0.0f) << e;
+        EXPECT_GT(hm.p[e], 0.0f) << e;
+      }
+    }
+    EXPECT_GT(dropped_visible, 1000);
+  }
+}
+
 TEST(HeadMatrices, window_is_the_exact_crop_of_the_full_matrices) {
   const TestCase t = messy_pooling_case(Precision::f16);
   for (Mode mode : {Mode::fused, Mode::unfused}) {

@@ -1,7 +1,8 @@
 // The backward stepper (kernels/cpu/backward_stepper.h): after the last step its dQ, dK, dV
 // and D are bit-identical to the one-shot fused backward; stepping back then forward, or
 // seeking, reproduces the state exactly; "run to next non-finite" stops at the first stage
-// and tile that produces one; the plan skips the kernel's tiles; tiles match the head matrices.
+// and tile that produces one; the plan skips the kernel's tiles; tiles match the head matrices
+// (final state and tiles also with dropout and BackwardP::from_lse).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -88,6 +89,38 @@ TEST(Stepper, final_dq_bit_identical_to_one_shot_with_gqa) {
   c.d = 16;
   c.causal = true;
   expect_stepped_equals_one_shot(c, 0, 3, false);
+}
+
+// Dropout (Z o dP, round(P o keep) into dV, dV scaled at its store) and P from the LSE run
+// through the same stage functions in the stepper as in the kernel.
+TEST(Stepper, final_state_bit_identical_to_one_shot_with_dropout_from_lse_bf16_and_gqa_f16) {
+  CaseConfig c;
+  c.batch = c.heads = c.kv_heads = 2;
+  c.sq = 200;
+  c.sk = 300;
+  c.d = 32;
+  c.causal = true;
+  c.align = CausalAlign::bottom_right;
+  c.mask = MaskKind::full;
+  c.bias = true;
+  c.softcap = 5.0;
+  c.precision = Precision::bf16;
+  c.dropout = true;
+  c.dropout_p = 0.3;
+  c.backward_p = BackwardP::from_lse;
+  expect_stepped_equals_one_shot(c, 1, 1, true);
+  CaseConfig g;
+  g.heads = 4;
+  g.kv_heads = 2;
+  g.sq = 150;
+  g.sk = 170;
+  g.d = 16;
+  g.causal = true;
+  g.precision = Precision::f16;
+  g.dropout = true;
+  g.dropout_p = 0.2;
+  g.dropout_broadcast = true;
+  expect_stepped_equals_one_shot(g, 0, 3, false);
 }
 
 void expect_same_state(const StepperState& a, const StepperState& b) {
@@ -195,13 +228,8 @@ TEST(Stepper, plan_skips_causally_hidden_tiles_and_describes_steps) {
   EXPECT_EQ(last.row_end, 200);
 }
 
-TEST(Stepper, tile_intermediates_equal_the_head_matrices_bit_for_bit) {
-  CaseConfig c;
-  c.sq = 130;
-  c.sk = 150;
-  c.d = 32;
-  c.mask = MaskKind::broadcast;
-  c.precision = Precision::bf16;
+// Every tile's S, P, dP, dS in the stepper equal the head matrices' (3 x 3 tiles of 130 x 150).
+void expect_tiles_equal_head_matrices(const CaseConfig& c) {
   const TestCase t = make_case(c);
   const CpuAttnResult r = run_cpu(t, Mode::fused);
   const HeadMatrices hm = cpu_head_matrices(params_of(t), {}, inputs_of(t), 0, 0);
@@ -223,6 +251,28 @@ TEST(Stepper, tile_intermediates_equal_the_head_matrices_bit_for_bit) {
     }
   }
   EXPECT_EQ(tiles, 3 * 3);
+}
+
+CaseConfig tiles_130x150_bf16() {
+  CaseConfig c;
+  c.sq = 130;
+  c.sk = 150;
+  c.d = 32;
+  c.mask = MaskKind::broadcast;
+  c.precision = Precision::bf16;
+  return c;
+}
+
+TEST(Stepper, tile_intermediates_equal_the_head_matrices_bit_for_bit) {
+  expect_tiles_equal_head_matrices(tiles_130x150_bf16());
+}
+
+TEST(Stepper, tile_intermediates_equal_the_head_matrices_with_dropout_and_from_lse_bf16) {
+  CaseConfig c = tiles_130x150_bf16();
+  c.dropout = true;
+  c.dropout_p = 0.4;
+  c.backward_p = BackwardP::from_lse;
+  expect_tiles_equal_head_matrices(c);
 }
 
 TEST(Stepper, unfused_mode_and_missing_forward_throw_invalid_argument) {

@@ -69,7 +69,20 @@ TestCase make_case(const CaseConfig& config) {
       if (g.bias_neg_inf && uniform(gen, 0, 1) < 0.1) b = -std::numeric_limits<double>::infinity();
     }
   }
+  if (g.dropout) add_dropout(c, g.dropout_p, g.dropout_broadcast, g.seed * 7919u + 13u);
   return c;
+}
+
+void add_dropout(TestCase& c, double p, bool broadcast, uint32_t seed) {
+  CaseConfig& g = c.config;
+  g.dropout = true;
+  g.dropout_p = p;
+  g.dropout_broadcast = broadcast;
+  const int64_t per_batch = g.heads * g.sq * g.sk;
+  c.keep.resize(static_cast<size_t>(broadcast ? per_batch : g.batch * per_batch));
+  c.keep_strides = {broadcast ? 0 : per_batch, g.sq * g.sk, g.sk, 1};
+  std::mt19937 gen(seed);
+  for (uint8_t& k : c.keep) k = uniform(gen, 0, 1) < p ? 0 : 1;
 }
 
 AttnParams params_of(const TestCase& c) {
@@ -96,6 +109,12 @@ AttnParams params_of(const TestCase& c) {
     p.bias = c.bias.data();
     p.bias_strides = c.bias_strides;
   }
+  if (!c.keep.empty()) {
+    p.dropout_keep = c.keep.data();
+    p.dropout_strides = c.keep_strides;
+    p.dropout_p = g.dropout_p;
+  }
+  p.backward_p = g.backward_p;
   return p;
 }
 

@@ -29,6 +29,12 @@ struct CaseConfig {
   MaskFill fill = MaskFill::neg_inf;
   Precision precision = Precision::f32;
   uint32_t seed = 1;
+  // Dropout from a random keep-mask (add_dropout): each entry kept with probability
+  // 1 - dropout_p; full [B, H, Sq, Sk], or [1, H, Sq, Sk] broadcast over the batch.
+  bool dropout = false;
+  double dropout_p = 0;
+  bool dropout_broadcast = false;
+  BackwardP backward_p = BackwardP::saved;
 };
 
 // gtest prints a case by its name.
@@ -41,11 +47,15 @@ struct TestCase {
   CaseConfig config;
   std::vector<float> q, k, v, dout;
   std::vector<double> bias;
-  std::vector<uint8_t> mask;
-  BroadcastStrides mask_strides, bias_strides;
+  std::vector<uint8_t> mask, keep;  // keep: the dropout keep-mask, empty without dropout
+  BroadcastStrides mask_strides, bias_strides, keep_strides;
 };
 
 TestCase make_case(const CaseConfig& config);
+
+// Gives c a dropout keep-mask drawn from `seed` (config.dropout_p, config.dropout_broadcast are
+// set to p, broadcast).
+void add_dropout(TestCase& c, double p, bool broadcast, uint32_t seed);
 
 // Causal (bottom-right) Sq = 150, Sk = 200, D = 32 with a broadcast bool mask and a bias
 // holding -inf entries, GQA 2:1; a NaN in q of (batch 1, head 1) row 70 and a NaN bias entry at

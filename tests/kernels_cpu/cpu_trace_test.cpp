@@ -53,6 +53,14 @@ void expect_all_codes(const CpuAttnResult& r, const CpuTrace& tr, const Want& ro
   expect_codes(r.dv, tr.backward.dv_provenance, col, "dv");
 }
 
+void expect_outputs_identical(const CpuAttnResult& off, const CpuAttnResult& on) {
+  for (auto field :
+       {&CpuAttnResult::o, &CpuAttnResult::lse, &CpuAttnResult::m, &CpuAttnResult::l,
+        &CpuAttnResult::d, &CpuAttnResult::dq, &CpuAttnResult::dk, &CpuAttnResult::dv}) {
+    EXPECT_TRUE(same_bits(off.*field, on.*field));
+  }
+}
+
 TEST(TraceOnOff, outputs_bit_identical_gqa_causal_mask_bias_softcap_nan_fused_unfused) {
   CaseConfig c;
   c.heads = 4;
@@ -74,11 +82,47 @@ TEST(TraceOnOff, outputs_bit_identical_gqa_causal_mask_bias_softcap_nan_fused_un
       const CpuAttnResult off = run_cpu(t, mode);
       const CpuAttnResult on = run_cpu_traced(t, mode, &trace);
       EXPECT_TRUE(trace.forward.valid && trace.backward.valid);
-      for (auto field :
-           {&CpuAttnResult::o, &CpuAttnResult::lse, &CpuAttnResult::m, &CpuAttnResult::l,
-            &CpuAttnResult::d, &CpuAttnResult::dq, &CpuAttnResult::dk, &CpuAttnResult::dv}) {
-        EXPECT_TRUE(same_bits(off.*field, on.*field));
-      }
+      expect_outputs_identical(off, on);
+    }
+  }
+}
+
+// Dropout (a NaN behind a dropped key too) and P from the LSE leave the outputs untouched by
+// the trace, and every non-finite output element still gets a cause.
+TEST(TraceOnOff, outputs_bit_identical_with_dropout_and_from_lse_every_nonfinite_coded) {
+  CaseConfig c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.sq = 150;
+  c.sk = 170;
+  c.d = 32;
+  c.causal = true;
+  c.bias = true;
+  c.dropout = true;
+  c.dropout_p = 0.3;
+  c.backward_p = BackwardP::from_lse;
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    c.precision = p;
+    TestCase t = make_case(c);
+    for (int64_t i = 0; i < c.sq; ++i) t.keep[static_cast<size_t>(i * c.sk + 120)] = 0;
+    t.v[static_cast<size_t>(120 * c.d)] = kNaN;
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      CpuTrace trace;
+      const CpuAttnResult off = run_cpu(t, mode);
+      const CpuAttnResult on = run_cpu_traced(t, mode, &trace);
+      expect_outputs_identical(off, on);
+      ASSERT_GT(count_nonfinite(on.o), 0);
+      const auto coded = [](const std::vector<float>& x, const std::vector<Provenance>& codes) {
+        int64_t bad = 0;
+        for (size_t e = 0; e < x.size(); ++e) {
+          bad += std::isfinite(x[e]) != (codes[e] == Provenance::finite);
+        }
+        return bad;
+      };
+      EXPECT_EQ(coded(on.o, trace.forward.o_provenance), 0);
+      EXPECT_EQ(coded(on.dq, trace.backward.dq_provenance), 0);
+      EXPECT_EQ(coded(on.dk, trace.backward.dk_provenance), 0);
+      EXPECT_EQ(coded(on.dv, trace.backward.dv_provenance), 0);
     }
   }
 }
