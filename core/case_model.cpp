@@ -47,6 +47,14 @@ bool is_sequence_tensor(const std::string& name) {
          name == "dk" || name == "dv";
 }
 
+bool is_score_tensor(const std::string& name) {
+  return name == "mask" || name == "bias" || name == "dropout_mask";
+}
+
+bool is_bool_tensor(const std::string& name) {
+  return name == "mask" || name == "dropout_mask";
+}
+
 double CaseConfig::effective_scale(int64_t head_dim) const {
   if (scale) return *scale;
   return head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
@@ -123,11 +131,12 @@ Error shape_error(const std::string& where, const TensorInfo& t, const std::stri
 }
 
 std::optional<Error> check_dtype(const TensorInfo& t, const std::string& where) {
-  const bool is_mask = t.name == "mask";
+  const bool is_mask = is_bool_tensor(t.name);
   if (is_mask == (t.dtype == DType::u8 || t.dtype == DType::boolean)) return std::nullopt;
   if (is_mask) {
     return make_error(ErrorCode::format,
-                      where + "/" + t.dataset + ": mask has element type " + dtype_name(t.dtype) +
+                      where + "/" + t.dataset + ": " + t.name + " has element type " +
+                          dtype_name(t.dtype) +
                           ", expected bool or uint8",
                       "store a float mask as 'bias' (0 / -inf), or a boolean mask as bool");
   }
@@ -237,7 +246,7 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
     if (t.name == "dk") e = expect_shape(t, k->shape, "k", where);
     if (t.name == "dv") e = expect_shape(t, v->shape, "v", where);
     if (t.name == "lse") e = expect_shape(t, lse_shape, "[B,H,Sq]", where);
-    if (t.name == "mask" || t.name == "bias") e = expect_broadcastable(t, scores, where);
+    if (is_score_tensor(t.name)) e = expect_broadcastable(t, scores, where);
     if (e) return *e;
   }
   return dims;
@@ -280,7 +289,7 @@ HostTensor drop_leading(HostTensor t, size_t rank) {
 }  // namespace
 
 HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout) {
-  if (name == "mask" || name == "bias") return pad_leading(stored, 4);
+  if (is_score_tensor(name)) return pad_leading(stored, 4);
   if (name == "lse") return pad_leading(stored, 3);
   if (!is_sequence_tensor(name)) return stored;
   if (layout == Layout::bshd && stored.shape.size() == 4) return swap_dims_12(stored);
@@ -288,7 +297,7 @@ HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layou
 }
 
 HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout) {
-  if (name == "mask" || name == "bias") return canonical;
+  if (is_score_tensor(name)) return canonical;
   const size_t rank = layout_rank(layout);
   if (name == "lse") return drop_leading(canonical, rank - 1);
   if (!is_sequence_tensor(name)) return canonical;
@@ -350,10 +359,12 @@ int path_compare(const std::string& a, const std::string& b) {
 }  // namespace
 
 bool case_order_less(const CaseInfo& a, const CaseInfo& b) {
-  // Cases with a step (then layer) attribute come first, ordered by it; the rest by path.
+  // Cases with a step (then micro-batch, layer) attribute come first, ordered by it; the rest
+  // by path.
   auto key = [](const CaseInfo& c) {
     return std::make_tuple(!c.config.step.has_value(), c.config.step.value_or(0),
-                           !c.config.layer.has_value(), c.config.layer.value_or(0));
+                           c.config.run.micro_batch.value_or(0), !c.config.layer.has_value(),
+                           c.config.layer.value_or(0));
   };
   if (key(a) != key(b)) return key(a) < key(b);
   return path_compare(a.path, b.path) < 0;

@@ -21,9 +21,10 @@ enum class Layout : uint8_t { bhsd, bshd, hsd, sd };
 const char* layout_name(Layout layout);  // "BHSD", "BSHD", "HSD", "SD"
 std::optional<Layout> parse_layout(const std::string& text);
 
-// Canonical tensor names of schema 1 (aliases are resolved by the readers).
-inline constexpr const char* kTensorNames[] = {"q", "k",   "v",  "do", "mask", "bias",
-                                               "o", "lse", "dq", "dk", "dv"};
+// Canonical tensor names of schema 1.1 (aliases are resolved by the readers). dropout_mask is
+// the run's attention-dropout keep-mask (bool, 1 = kept, broadcastable to [B, H, Sq, Sk]).
+inline constexpr const char* kTensorNames[] = {"q",    "k",  "v",   "do", "mask", "bias",
+                                               "dropout_mask", "o", "lse", "dq", "dk", "dv"};
 
 // Canonical name of a dataset name ("dout" / "grad_out" -> "do", "attn_bias" -> "bias",
 // "q" -> "q"); nullptr for names that are not schema-1 tensors.
@@ -31,10 +32,30 @@ const char* canonical_tensor_name(const std::string& dataset);
 
 // True for tensors laid out like q/k/v (q, k, v, do, o, dq, dk, dv); false for mask, bias, lse.
 bool is_sequence_tensor(const std::string& name);
+// True for tensors broadcast over the score matrix [B, H, Sq, Sk]: mask, bias, dropout_mask.
+bool is_score_tensor(const std::string& name);
+// True for the boolean tensors (bool / uint8 elements): mask, dropout_mask.
+bool is_bool_tensor(const std::string& name);
 
 // The layout tensors of rank `rank` are in: 3 -> hsd, 2 -> sd whatever was declared; 4 -> the
 // declared bhsd / bshd (bhsd when the declaration names a 3-D / 2-D layout).
 Layout layout_for_rank(size_t rank, Layout declared);
+
+// What the recorder knew about the run that produced a case (schema 1.1 run semantics, DESIGN
+// §2; all optional: dumps of schema 1 or of other writers leave them empty).
+struct RunRecord {
+  std::string torch_version;   // "2.11.0+cu130"
+  std::string backend;         // "sdpa_flash", "sdpa_math", "sdpa_efficient", "sdpa_cudnn", ...
+  std::string device;          // "cpu", "cuda:0"
+  std::string autocast_dtype;  // "bfloat16" when autocast was active (dtype is then that too)
+  double dropout_p = 0;        // attention dropout probability of the call
+  std::string dropout_replay;  // "mask" (dropout_mask stored) or "unavailable"; "" unknown
+  std::string dropout_note;    // why the keep-mask is unavailable
+  // "attend" (bool, True = attend: SDPA), "masked_out" (bool, True = masked out:
+  // TransformerEngine; readers invert it), "additive" (float bias); "" unknown.
+  std::string mask_convention;
+  std::optional<int64_t> micro_batch;  // gradient-accumulation index within the step
+};
 
 // Group attributes of a case; all optional in the file.
 struct CaseConfig {
@@ -48,6 +69,7 @@ struct CaseConfig {
   std::optional<int64_t> layer;
   std::string name;
   std::string description;
+  RunRecord run;
 
   double effective_scale(int64_t head_dim) const;
 };
@@ -78,8 +100,8 @@ struct CaseInfo {
 };
 
 // A loaded case. Tensors are canonical: q [B,H,Sq,D], k [B,Hk,Sk,D], v [B,Hk,Sk,Dv],
-// do / o [B,H,Sq,Dv], dq [B,H,Sq,D], dk / dv like k / v, lse [B,H,Sq], mask / bias rank 4 and
-// broadcastable to [B,H,Sq,Sk] (missing leading dims become 1).
+// do / o [B,H,Sq,Dv], dq [B,H,Sq,D], dk / dv like k / v, lse [B,H,Sq], mask / bias /
+// dropout_mask rank 4 and broadcastable to [B,H,Sq,Sk] (missing leading dims become 1).
 struct CaseData {
   CaseInfo info;
   std::map<std::string, HostTensor> tensors;
@@ -102,8 +124,8 @@ HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layou
 // from_canonical to hsd / sd needs the dropped leading dims to be 1; mask / bias stay rank 4.
 HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout);
 
-// Case order (DESIGN §2): by step then layer attribute (cases carrying them first), then by the
-// group path compared segment by segment with numbers compared numerically
+// Case order (DESIGN §2): by step, micro_batch, then layer attribute (cases carrying them
+// first), then by the group path compared segment by segment with numbers compared numerically
 // ("/step_2/layer_9" < "/step_2/layer_10"), then by the path bytes.
 bool case_order_less(const CaseInfo& a, const CaseInfo& b);
 void sort_cases(std::vector<CaseInfo>& cases);

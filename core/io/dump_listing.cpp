@@ -129,6 +129,13 @@ void put_case(Writer& w, const CaseInfo& c) {
   w.optional_number(cfg.layer);
   w.text(cfg.name);
   w.text(cfg.description);
+  const RunRecord& run = cfg.run;
+  for (const std::string* t : {&run.torch_version, &run.backend, &run.device, &run.autocast_dtype,
+                               &run.dropout_replay, &run.dropout_note, &run.mask_convention}) {
+    w.text(*t);
+  }
+  w.real(run.dropout_p);
+  w.optional_number(run.micro_batch);
   const CaseDims& d = c.dims;
   for (int64_t v :
        {d.batch, d.heads, d.kv_heads, d.seqlen_q, d.seqlen_k, d.head_dim, d.head_dim_v}) {
@@ -158,6 +165,13 @@ CaseInfo get_case(Reader& r) {
   cfg.layer = r.optional_number();
   cfg.name = r.text();
   cfg.description = r.text();
+  RunRecord& run = cfg.run;
+  for (std::string* t : {&run.torch_version, &run.backend, &run.device, &run.autocast_dtype,
+                         &run.dropout_replay, &run.dropout_note, &run.mask_convention}) {
+    *t = r.text();
+  }
+  run.dropout_p = r.real();
+  run.micro_batch = r.optional_number();
   CaseDims& d = c.dims;
   for (int64_t* v :
        {&d.batch, &d.heads, &d.kv_heads, &d.seqlen_q, &d.seqlen_k, &d.head_dim, &d.head_dim_v}) {

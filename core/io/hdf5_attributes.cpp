@@ -22,8 +22,9 @@ std::string lower(std::string s) {
 
 Error attribute_error(const std::string& where, const char* attr, const std::string& problem) {
   return make_error(ErrorCode::format, where + ": attribute '" + attr + "' " + problem,
-                    "schema-1 attributes: scale/softcap floats, causal bool, step/layer ints, "
-                    "causal_align/dtype/layout/name/description strings");
+                    "schema-1.1 attributes: scale/softcap/dropout_p floats, causal bool, "
+                    "step/layer/micro_batch ints, causal_align/dtype/layout/name/description/"
+                    "torch_version/backend/device/autocast_dtype/mask_convention strings");
 }
 
 // An open attribute holding exactly one element.
@@ -62,6 +63,28 @@ std::string normalise_dtype(std::string text) {
   if (text == "float32" || text == "float" || text == "fp32" || text == "f32") return "float32";
   if (text == "float64" || text == "double" || text == "fp64" || text == "f64") return "float64";
   return {};
+}
+
+// The string field of the run record an attribute fills (nullptr for other attributes).
+std::string* run_text_field(RunRecord& run, const std::string& name) {
+  if (name == "torch_version") return &run.torch_version;
+  if (name == "backend") return &run.backend;
+  if (name == "device") return &run.device;
+  if (name == "autocast_dtype") return &run.autocast_dtype;
+  if (name == "dropout_replay") return &run.dropout_replay;
+  if (name == "dropout_note") return &run.dropout_note;
+  if (name == "mask_convention") return &run.mask_convention;
+  return nullptr;
+}
+
+bool mask_convention_valid(const std::string& text) {
+  return text == "attend" || text == "masked_out" || text == "additive";
+}
+
+// dropout_p in [0, 1); micro_batch a non-negative integer.
+bool run_number_valid(const std::string& name, double x) {
+  if (name == "dropout_p") return x >= 0 && x < 1;
+  return x >= 0 && x == std::floor(x) && x < 9.0e15;
 }
 
 }  // namespace
@@ -143,8 +166,24 @@ Result<CaseConfig> read_case_config(hid_t group, const std::string& where) {
   CaseConfig config;
   for (const std::string& name : attribute_names(group)) {
     const char* attr = name.c_str();
-    if (name == "scale" || name == "softcap" || name == "causal" || name == "step" ||
-        name == "layer") {
+    if (name == "dropout_p" || name == "micro_batch") {
+      auto number = read_number_attribute(group, attr, where);
+      if (!number) return number.error();
+      if (!run_number_valid(name, *number)) {
+        return attribute_error(where, attr, "= " + std::to_string(*number) + " is out of range");
+      }
+      if (name == "dropout_p") config.run.dropout_p = *number;
+      if (name == "micro_batch") config.run.micro_batch = static_cast<int64_t>(*number);
+    } else if (std::string* text = run_text_field(config.run, name)) {
+      auto value = read_string_attribute(group, attr, where);
+      if (!value) return value.error();
+      *text = name == "autocast_dtype" ? normalise_dtype(*value) : *value;
+      if (name == "mask_convention" && !mask_convention_valid(*value)) {
+        return attribute_error(where, attr,
+                               "= '" + *value + "' is not attend, masked_out or additive");
+      }
+    } else if (name == "scale" || name == "softcap" || name == "causal" || name == "step" ||
+               name == "layer") {
       auto number = read_number_attribute(group, attr, where);
       if (!number) return number.error();
       const double x = *number;
@@ -231,6 +270,14 @@ Status write_case_config(hid_t group, const CaseConfig& c) {
   if (!c.description.empty()) {
     done.push_back(write_string_attribute(group, "description", c.description));
   }
+  RunRecord run = c.run;
+  for (const char* name : {"torch_version", "backend", "device", "autocast_dtype",
+                           "dropout_replay", "dropout_note", "mask_convention"}) {
+    const std::string& text = *run_text_field(run, name);
+    if (!text.empty()) done.push_back(write_string_attribute(group, name, text));
+  }
+  if (run.dropout_p != 0) done.push_back(write_double_attribute(group, "dropout_p", run.dropout_p));
+  if (run.micro_batch) done.push_back(write_int_attribute(group, "micro_batch", *run.micro_batch));
   for (Status& s : done) {
     if (!s) return s;
   }

@@ -21,11 +21,13 @@ namespace h5 {
 class Handle;
 }
 
-// Schema version written as an int attribute on the root group by DumpWriter. Files without it
-// (h5py exports, older attnscope) are read as schema 1; newer versions are read as far as
-// schema 1 goes.
+// Schema version written as int attributes on the root group by DumpWriter and attnscope_record:
+// major and minor (1.1 added the run semantics, DESIGN §2). Files without them (h5py exports,
+// older attnscope) are read as schema 1; newer versions are read as far as schema 1.1 goes.
 inline constexpr const char* kSchemaVersionAttribute = "attnscope_schema";
+inline constexpr const char* kSchemaMinorAttribute = "attnscope_schema_minor";
 inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaMinor = 1;
 
 struct OpenOptions {
   bool allow_external = false;  // follow external links / external raw storage / virtual datasets

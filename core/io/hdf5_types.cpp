@@ -121,7 +121,7 @@ Result<ElementMapping> map_element_type(hid_t file_type, const std::string& name
                                         const std::string& object) {
   const H5T_class_t cls = H5Tget_class(file_type);
   const size_t size = H5Tget_size(file_type);
-  const bool is_mask = name == "mask";
+  const bool is_mask = is_bool_tensor(name);
   const bool tagged_bf16 = names_bfloat16(bf16_tag);
   const std::string float_hint = "re-export " + name +
                                  " with h5py as float16/float32 (bfloat16 as uint16 with attribute "

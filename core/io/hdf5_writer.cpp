@@ -182,6 +182,9 @@ Result<DumpWriter> DumpWriter::create(const std::string& path, const WriteOption
   }
   Handle root = h5::object_handle(H5Oopen(file.get(), "/", H5P_DEFAULT));
   Status version = h5::write_int_attribute(root.get(), kSchemaVersionAttribute, kSchemaVersion);
+  if (version) {
+    version = h5::write_int_attribute(root.get(), kSchemaMinorAttribute, kSchemaMinor);
+  }
   if (!version) return make_error(ErrorCode::io, path + ": " + version.error().message);
   auto state = std::make_unique<State>(path, options, std::move(*atomic));
   state->file = std::move(file);

@@ -1,6 +1,7 @@
 """Writes finished calls as schema-1.1 cases into one HDF5 file: /step_NNNNNN/layer_MM, or
 /step_NNNNNN/micro_KK/layer_MM when the step had several micro-batches. The file root carries
-schema_version and writer.
+the schema version (attnscope_schema = 1, attnscope_schema_minor = 1, as attnscope's own
+writer) and writer.
 
 The file is created (truncated) at the first write and reopened in append mode for each
 later flush, so it is a complete, readable dump between steps even if the run dies. A size
@@ -16,7 +17,7 @@ import torch
 
 from .version import __version__
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = (1, 1)  # (attnscope_schema, attnscope_schema_minor)
 WRITER = f"attnscope_record {__version__}"
 # Upper bound on HDF5 metadata per dataset / group (headers, attributes, B-tree nodes).
 DATASET_OVERHEAD = 4096
@@ -83,7 +84,7 @@ class DumpWriter:
                     raise OSError(f"directory {parent} does not exist")
             with h5py.File(self.path, "a" if self._created else "w") as f:
                 if not self._created:
-                    f.attrs["schema_version"] = SCHEMA_VERSION
+                    f.attrs["attnscope_schema"], f.attrs["attnscope_schema_minor"] = SCHEMA_VERSION
                     f.attrs["writer"] = WRITER
                 self._created = True
                 if where in f:

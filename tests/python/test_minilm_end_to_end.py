@@ -42,7 +42,8 @@ class MiniLMEndToEndTest(unittest.TestCase):
     def test_recorder_wrote_sdpa_run_semantics(self):
         for name, dtype in (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16")):
             with h5py.File(self.dumps[name], "r") as f:
-                self.assertEqual(f.attrs["schema_version"], "1.1")
+                self.assertEqual((f.attrs["attnscope_schema"], f.attrs["attnscope_schema_minor"]),
+                                 (1, 1))
                 self.assertTrue(f.attrs["writer"].startswith("attnscope_record "))
             for i, group in enumerate(LAYERS):
                 t, attrs = read_case(self.dumps[name], group)

@@ -1,7 +1,7 @@
 """Run semantics written per case (schema 1.1): torch_version, backend (the SDPA kernel the
 dispatcher chose, sdpa_kernel contexts respected; "custom" for @attention functions), dtype as
 the kernel ran it (autocast included), autocast_dtype, mask_convention, call_index; the file
-root's schema_version and writer; and the warning for a step without any attention call."""
+root's attnscope_schema(_minor) and writer; and the warning for a step without any attention call."""
 import os
 import tempfile
 import tomllib
@@ -58,7 +58,7 @@ class SemanticsTest(unittest.TestCase):
             version = tomllib.load(f)["project"]["version"]
         self.assertEqual(version, "0.2.0")
         with h5py.File(self.path, "r") as f:
-            self.assertEqual(dict(f.attrs), {"schema_version": "1.1",
+            self.assertEqual(dict(f.attrs), {"attnscope_schema": 1, "attnscope_schema_minor": 1,
                                              "writer": f"attnscope_record {version}"})
 
     def test_plain_precisions_record_their_dtype_and_cpu_flash(self):
