@@ -147,9 +147,11 @@ void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const 
     float* o_r = o + r * x.dim_v;
     m_out[r] = m[r];
     if (m[r] == -kInf) {
-      const float value = x.safe ? 0.0f : kNaN;
-      std::fill(o_r, o_r + x.dim_v, value);
-      l_out[r] = value;
+      // Every score -inf: P was 0 on every key, so acc = sum 0 * v (0, or NaN where a value
+      // is non-finite); `safe` stores that as O, otherwise the row is NaN.
+      const float* acc_r = acc + r * x.dim_v;
+      for (int64_t c = 0; c < x.dim_v; ++c) o_r[c] = x.safe ? acc_r[c] : kNaN;
+      l_out[r] = x.safe ? 0.0f : kNaN;
       lse[r] = x.safe ? -kInf : kNaN;
       continue;
     }

@@ -86,8 +86,9 @@ void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const flo
 
 // Final per-row outputs: O = round(acc * (1 / l)) (with dropout round(acc * (1 / l *
 // dropout_scale)), FA2's epilogue), LSE = lse_of(m, l), m and l as accumulated. A row
-// with m = -inf (every score -inf) gives O = 0, l = 0, LSE = -inf under MaskFill::safe and
-// O = l = LSE = NaN otherwise (exp(-inf - -inf) in the reference). o [rows x Dv].
+// with m = -inf (every score -inf) gives O = acc = sum 0 * v (0, NaN where a value is NaN /
+// Inf, as PyTorch's P @ V), l = 0, LSE = -inf under MaskFill::safe and O = l = LSE = NaN
+// otherwise (exp(-inf - -inf) in the reference). o [rows x Dv].
 void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,
                       const float* acc, float* o, float* lse, float* m_out, float* l_out);
 

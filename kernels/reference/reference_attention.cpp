@@ -98,15 +98,19 @@ void forward_head(const AttnParams& prm, int64_t b, int64_t h, const HeadView& x
     }
     if (nan_score) m = std::numeric_limits<double>::quiet_NaN();  // max propagates NaN
     // A row whose every score is -inf (fully masked, or -inf bias everywhere): under `safe` it
-    // attends to nothing (l = 0, LSE = -inf, P = 0, O = 0); otherwise exp(-inf - -inf) = NaN
-    // flows through l, LSE, P and O exactly as in PyTorch's eager softmax.
+    // attends to nothing (l = 0, LSE = -inf, P = 0, O = P V = 0, but 0 * NaN = NaN when a
+    // value is non-finite, as PyTorch's _safe_softmax followed by P @ V); otherwise
+    // exp(-inf - -inf) = NaN flows through l, LSE, P and O exactly as in eager softmax.
     double* p_row = x.p + i * x.sk;
     double* o_i = x.o + i * x.dim_v;
     x.m[i] = m;
     if (m == -kInf && prm.mask_fill == MaskFill::safe) {
       x.l[i] = 0;
       x.lse[i] = -kInf;
-      for (int64_t j = 0; j < x.sk; ++j) p_row[j] = 0;
+      for (int64_t j = 0; j < x.sk; ++j) {
+        p_row[j] = 0;
+        if (!x.skip_zero_weights) axpy(0.0, x.v + j * x.dim_v, o_i, x.dim_v);
+      }
       continue;
     }
     double l = 0;
