@@ -1,8 +1,10 @@
 // Conversion of canonical case tensors into kernel inputs, with broadcast strides for the
-// mask and the bias.
+// mask, the bias and the dropout keep-mask, under the recorded run's semantics.
 #include "core/case_inputs.h"
 
 #include <cmath>
+
+#include "core/replay.h"
 
 namespace attnscope {
 namespace {
@@ -45,6 +47,20 @@ const char* precision_name(Precision p) {
   return "unknown";
 }
 
+const char* mask_fill_name(MaskFill fill) {
+  switch (fill) {
+    case MaskFill::neg_inf:
+      return "neg_inf";
+    case MaskFill::neg_1e9:
+      return "-1e9";
+    case MaskFill::finfo_min:
+      return "finfo_min";
+    case MaskFill::safe:
+      return "safe";
+  }
+  return "unknown";
+}
+
 std::vector<float> CaseInputs::q_f32() const { return to_f32(q); }
 std::vector<float> CaseInputs::k_f32() const { return to_f32(k); }
 std::vector<float> CaseInputs::v_f32() const { return to_f32(v); }
@@ -81,9 +97,10 @@ Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& set
   p.softcap = cfg.softcap;
   p.causal = cfg.causal;
   p.causal_align = cfg.causal_align;
-  p.mask_fill = settings.mask_fill;
-  p.precision = settings.precision ? *settings.precision
-                                   : precision_from_dtype(cfg.dtype).value_or(Precision::f32);
+  const Replay replay = replay_of(data.info);
+  p.mask_fill = settings.mask_fill.value_or(replay.mask_fill);
+  p.precision = settings.precision.value_or(replay.precision);
+  p.backward_p = replay.backward_p;
 
   in.q = data.q().to_double();
   in.k = data.k().to_double();
@@ -102,8 +119,26 @@ Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& set
                         "store the mask as [B|1, H|1, Sq|1, Sk]");
     }
     in.mask = mask->to_mask();
+    if (replay.invert_mask) {
+      for (uint8_t& m : in.mask) m = m ? 0 : 1;
+    }
     p.mask = in.mask.data();
     p.mask_strides = *strides;
+  }
+  // A keep-mask only means something with the dropout probability that scaled it.
+  const HostTensor* keep = cfg.run.dropout_p > 0 ? data.find("dropout_mask") : nullptr;
+  if (keep != nullptr) {
+    const auto strides = broadcast_strides(keep->shape, full);
+    if (!strides) {
+      return make_error(ErrorCode::format,
+                        where + "/dropout_mask: shape " + keep->shape_string() +
+                            " is not broadcastable to [B, H, Sq, Sk]",
+                        "store the keep-mask as [B, H, Sq, Sk] bool");
+    }
+    in.dropout_keep = keep->to_mask();
+    p.dropout_keep = in.dropout_keep.data();
+    p.dropout_strides = *strides;
+    p.dropout_p = cfg.run.dropout_p;
   }
   if (const HostTensor* bias = data.find("bias")) {
     const auto strides = broadcast_strides(bias->shape, full);

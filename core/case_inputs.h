@@ -12,11 +12,12 @@
 
 namespace attnscope {
 
-// What-if settings that change how a case is recomputed (DESIGN §5 controls).
+// What-if settings that change how a case is recomputed (DESIGN §5 controls). Each absent
+// setting replays the recorded run (core/replay.h).
 struct RunSettings {
   std::optional<double> scale;  // absent: the case's scale attribute, else 1/sqrt(D)
-  std::optional<Precision> precision;  // absent: the case's dtype attribute, else f32
-  MaskFill mask_fill = MaskFill::neg_inf;
+  std::optional<Precision> precision;  // absent: the run's precision (autocast, dtype), else f32
+  std::optional<MaskFill> mask_fill;   // absent: the recorded framework's semantics
 };
 
 // Owns the converted inputs; params' mask / bias pointers point into this object, so it moves
@@ -27,6 +28,7 @@ struct CaseInputs {
   std::vector<double> dout;     // [B,H,Sq,Dv]; empty when the case has no dO (dO = 1)
   std::vector<uint8_t> mask;    // canonical mask, 1 = attend; empty when absent
   std::vector<double> bias;     // canonical bias; empty when absent
+  std::vector<uint8_t> dropout_keep;  // canonical dropout keep-mask, 1 = kept; empty when absent
   bool has_dout = false;
 
   CaseInputs() = default;
@@ -45,13 +47,20 @@ struct CaseInputs {
 // Precision named by a dtype attribute ("float16", "bfloat16", "float32", "float64").
 std::optional<Precision> precision_from_dtype(const std::string& dtype);
 const char* precision_name(Precision p);  // "fp64", "fp32", "fp16", "bf16"
+const char* mask_fill_name(MaskFill fill);  // "neg_inf", "-1e9", "finfo_min", "safe"
+// A cache-key number of a mask fill setting: the enum value, -1 for "as recorded".
+inline int fill_key(const std::optional<MaskFill>& fill) {
+  return fill ? static_cast<int>(*fill) : -1;
+}
 
 // The softmax scale a run uses: the override, else the case's attribute, else 1/sqrt(D). Fails
 // (invalid_argument) when it is not a positive finite number.
 Result<double> resolve_scale(const CaseData& data, const RunSettings& settings);
 
-// Fails (invalid_argument) on a non-finite or non-positive scale override or a mask / bias
-// that is not broadcastable (the readers already validated shapes, so this guards the API).
+// Fails (invalid_argument) on a non-finite or non-positive scale override or a mask / bias /
+// dropout mask that is not broadcastable (the readers already validated shapes, so this guards
+// the API). The run semantics the settings leave open come from replay_of(data.info): mask
+// fill, precision, the backward's P source, the dropout keep-mask, the mask's polarity.
 Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings);
 
 }  // namespace attnscope

@@ -20,7 +20,8 @@ std::optional<Precision> parse_precision_option(const std::string& text) {
 }
 
 std::optional<std::vector<Mode>> parse_modes(const std::string& text) {
-  if (text == "fused") return std::vector<Mode>{Mode::fused};
+  if (text == "recorded") return std::vector<Mode>{};
+  if (text == "fused" || text == "upcast") return std::vector<Mode>{Mode::fused};
   if (text == "unfused") return std::vector<Mode>{Mode::unfused};
   if (text == "both") return std::vector<Mode>{Mode::fused, Mode::unfused};
   return std::nullopt;
@@ -32,20 +33,6 @@ std::optional<MaskFill> parse_mask_fill(const std::string& text) {
   if (text == "finfo_min" || text == "min") return MaskFill::finfo_min;
   if (text == "safe") return MaskFill::safe;
   return std::nullopt;
-}
-
-const char* mask_fill_name(MaskFill fill) {
-  switch (fill) {
-    case MaskFill::neg_inf:
-      return "neg_inf";
-    case MaskFill::neg_1e9:
-      return "-1e9";
-    case MaskFill::finfo_min:
-      return "finfo_min";
-    case MaskFill::safe:
-      return "safe";
-  }
-  return "unknown";
 }
 
 std::optional<double> parse_positive(const std::string& text) {
@@ -191,13 +178,28 @@ bool read_run_settings(const CommandArgs& args, const std::string& command, RunS
     run.scale = parse_positive(*s);
     if (!run.scale) return reject(command, "bad --scale '" + *s + "'", "a positive number");
   }
-  if (const std::string* f = args.option("mask-fill")) {
+  if (const std::string* f = args.option("mask-fill"); f && *f != "recorded") {
     const auto fill = parse_mask_fill(*f);
     if (!fill)
       return reject(command, "bad --mask-fill '" + *f + "'",
-                    "use inf, 1e9, min or safe (or neg_inf, -1e9, finfo_min)");
+                    "use recorded, inf, 1e9, min or safe (or neg_inf, -1e9, finfo_min)");
     run.mask_fill = *fill;
   }
+  return true;
+}
+
+bool read_mode_option(const CommandArgs& args, const std::string& command, bool one_mode,
+                      AnalysisSettings& s) {
+  const std::string* m = args.option("mode");
+  if (m == nullptr) return true;
+  const auto modes = parse_modes(*m);
+  if (!modes || (one_mode && *m == "both")) {
+    return reject(command, "bad --mode '" + *m + "'",
+                  one_mode ? "use recorded, fused, unfused or upcast"
+                           : "use recorded, fused, unfused, upcast or both");
+  }
+  s.modes = *modes;
+  s.upcast = *m == "upcast";
   return true;
 }
 

@@ -14,10 +14,11 @@
 namespace attnscope {
 
 std::optional<Precision> parse_precision_option(const std::string& text);  // fp16|bf16|fp32
-std::optional<std::vector<Mode>> parse_modes(const std::string& text);     // fused|unfused|both
+// recorded (empty: the replay's) | fused | unfused | upcast (fused, with AnalysisSettings::upcast)
+// | both.
+std::optional<std::vector<Mode>> parse_modes(const std::string& text);
 std::optional<MaskFill> parse_mask_fill(
     const std::string& text);  // inf|1e9|min|safe, or neg_inf|-inf|-1e9|neg_1e9|finfo_min
-const char* mask_fill_name(MaskFill fill);
 std::optional<double> parse_positive(const std::string& text);
 std::optional<int> parse_threads(const std::string& text);  // 1..1024
 
@@ -68,6 +69,11 @@ std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& comm
 // Reads the shared what-if options (--precision fp32|fp16|bf16|recorded, --scale, --mask-fill)
 // into `run`; false after printing the problem.
 bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run);
+
+// --mode into s.modes / s.upcast (absent: the replay of the recorded run); `one_mode` refuses
+// "both". False after printing the problem.
+bool read_mode_option(const CommandArgs& args, const std::string& command, bool one_mode,
+                      AnalysisSettings& s);
 
 // The index option --NAME (0 when absent) checked against [0, size); nullopt after printing the
 // problem.

@@ -45,14 +45,35 @@ void write_config(JsonWriter& json, const CaseInfo& info, const CaseAnalysis& a,
   json.field("run_scale", a.params.scale);
   json.field("precision", precision_name(a.params.precision));
   json.key("modes").begin_array();
-  for (Mode m : settings.modes) json.value(mode_name(m));
+  for (const ModeRun& r : a.runs) json.value(run_name(r));
   json.end_array();
-  json.field("mask_fill", mask_fill_name(settings.run.mask_fill));
+  json.field("mask_fill", mask_fill_name(a.params.mask_fill));
   json.key("clip_norm");
   if (settings.clip_norm)
     json.value(*settings.clip_norm);
   else
     json.null();
+  json.field("what_if", a.what_if).field("judged_under", a.judged_under);
+  json.end_object();
+}
+
+// What the recorded run did and how it is replayed (core/replay.h).
+void write_replay(JsonWriter& json, const CaseInfo& info, const Replay& r) {
+  const RunRecord& run = info.config.run;
+  json.key("replay").begin_object();
+  json.field("backend", run.backend).field("torch_version", run.torch_version);
+  json.field("backend_known", r.backend_known);
+  json.key("modes").begin_array();
+  for (Mode m : r.modes) json.value(m == Mode::fused && r.upcast ? "upcast" : mode_name(m));
+  json.end_array();
+  json.field("precision", precision_name(r.precision));
+  json.field("mask_fill", mask_fill_name(r.mask_fill));
+  json.field("backward_p", r.backward_p == BackwardP::from_lse ? "from_lse" : "saved");
+  json.field("dropout", r.dropout == DropoutReplay::none   ? "none"
+                        : r.dropout == DropoutReplay::mask ? "mask"
+                                                           : "unavailable");
+  json.field("exact", r.dropout != DropoutReplay::unavailable);
+  json.field("text", r.text);
   json.end_object();
 }
 
@@ -68,7 +89,8 @@ void write_stats(JsonWriter& json, const CaseAnalysis& a) {
   json.key("runs").begin_array();
   for (const RunStats& r : a.stats.runs) {
     json.begin_object();
-    json.field("mode", mode_name(r.mode)).field("precision", precision_name(r.precision));
+    json.field("mode", r.upcast ? "upcast" : mode_name(r.mode));
+    json.field("precision", precision_name(r.precision));
     json.field("max_abs_s", r.max_abs_s).field("min_lse", r.min_lse).field("max_lse", r.max_lse);
     json.key("nonfinite").begin_object();
     write_tally(json, "o", r.o);
@@ -139,6 +161,19 @@ void write_finding(JsonWriter& json, const Finding& f) {
   json.key("modes").begin_array();
   for (const std::string& m : f.modes) json.value(m);
   json.end_array();
+  json.field("judged_under", f.what_if ? "what-if" : "recorded");
+  json.key("locations").begin_array();
+  for (const FindingLocation& l : f.locations) {
+    json.begin_object();
+    write_index(json, "batch", l.batch);
+    write_index(json, "head", l.head);
+    write_range(json, "heads", l.heads);
+    write_range(json, "rows", l.rows);
+    write_range(json, "cols", l.cols);
+    json.field("count", l.count);
+    json.end_object();
+  }
+  json.end_array();
   json.end_object();
 }
 
@@ -149,6 +184,7 @@ void write_case_analysis(JsonWriter& json, const CaseInfo& info, const CaseAnaly
   json.field("name", info.config.name);
   write_case_shape(json, info.dims);
   write_config(json, info, a, settings);
+  write_replay(json, info, a.replay);
   write_stats(json, a);
   json.key("findings").begin_array();
   for (const Finding& f : a.findings) write_finding(json, f);

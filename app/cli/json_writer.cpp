@@ -161,4 +161,10 @@ JsonWriter& JsonWriter::value(const std::vector<double>& numbers) {
   return *this;
 }
 
+JsonWriter& JsonWriter::value(const std::vector<std::string>& texts) {
+  begin_array();
+  for (const std::string& t : texts) value(t);
+  return end_array();
+}
+
 }  // namespace attnscope

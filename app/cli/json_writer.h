@@ -28,6 +28,7 @@ class JsonWriter {
   JsonWriter& null();
   JsonWriter& value(const std::vector<int64_t>& numbers);
   JsonWriter& value(const std::vector<double>& numbers);
+  JsonWriter& value(const std::vector<std::string>& texts);
 
   // key(name).value(v) in one call.
   template <typename T>

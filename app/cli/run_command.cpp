@@ -62,9 +62,9 @@ Status write_run_record(DumpWriter& writer, const std::string& path, const CaseD
   return writer.write_attributes(
       path, {{"findings", findings_text(analysis.findings)},
              {"run_precision", std::string(precision_name(run.precision))},
-             {"run_mode", std::string(mode_name(run.mode))},
+             {"run_mode", std::string(run_name(run))},
              {"run_scale", scale},
-             {"run_mask_fill", std::string(mask_fill_name(settings.run.mask_fill))},
+             {"run_mask_fill", std::string(mask_fill_name(analysis.params.mask_fill))},
              {"run_backend", std::string("cpu_instrumented")}});
 }
 
@@ -73,16 +73,10 @@ bool same_file(const std::string& a, const std::string& b) {
   return std::filesystem::exists(b, error) && std::filesystem::equivalent(a, b, error);
 }
 
-// --mode fused|unfused (default fused) and the shared run settings.
+// --mode recorded|fused|unfused|upcast (default recorded) and the shared run settings.
 bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
   if (!read_run_settings(args, kCommand, s.run)) return false;
-  s.modes = {Mode::fused};
-  if (const std::string* m = args.option("mode")) {
-    const auto modes = parse_modes(*m);
-    if (!modes || modes->size() != 1)
-      return reject(kCommand, "bad --mode '" + *m + "'", "use fused or unfused");
-    s.modes = *modes;
-  }
+  if (!read_mode_option(args, kCommand, true, s)) return false;
   if (const std::string* t = args.option("threads")) {
     const auto threads = parse_threads(*t);
     if (!threads) return reject(kCommand, "bad --threads '" + *t + "'", "a count from 1 to 1024");
@@ -153,7 +147,9 @@ int run_results(const CommandArgs& args) {
   };
   auto emit = [&](size_t n) {
     Slot slot = std::move(slots[n]);
-    const ModeRun* run = slot.analysis ? slot.analysis->run(settings.modes[0]) : nullptr;
+    // The replay's kernel (or the --mode what-if): the analysis' first run.
+    const ModeRun* run =
+        slot.analysis && !slot.analysis->runs.empty() ? &slot.analysis->runs.front() : nullptr;
     Status written = !slot.analysis ? Status(slot.error)
                      : run          ? writer->write_case(paths[n], results_case(*slot.data, *run))
                                     : Status(make_error(ErrorCode::io, "the analysis made no run"));

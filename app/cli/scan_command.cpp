@@ -19,11 +19,7 @@ constexpr const char* kCommand = "scan";
 // --mode / --clip / --clip-scope on top of the shared run settings.
 bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
   if (!read_run_settings(args, kCommand, s.run)) return false;
-  if (const std::string* m = args.option("mode")) {
-    const auto modes = parse_modes(*m);
-    if (!modes) return reject(kCommand, "bad --mode '" + *m + "'", "use fused, unfused or both");
-    s.modes = *modes;
-  }
+  if (!read_mode_option(args, kCommand, false, s)) return false;
   if (const std::string* c = args.option("clip")) {
     s.clip_norm = parse_positive(*c);
     if (!s.clip_norm) return reject(kCommand, "bad --clip '" + *c + "'", "a positive max_norm");

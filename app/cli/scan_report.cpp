@@ -7,6 +7,7 @@
 
 #include "case_format.h"
 #include "core/analysis/finding_text.h"
+#include "core/analysis/first_bad_case.h"
 #include "findings_json.h"
 
 namespace attnscope {
@@ -76,6 +77,7 @@ class TableReport : public ScanReport {
   }
 
   void add(const CaseInfo& info, const CaseAnalysis& a, const AnalysisSettings&) override {
+    verdicts_.push_back(verdict_of(info, a));
     int64_t n[3];
     for (int s = 0; s < 3; ++s) {
       n[s] = count_severity(a.findings, static_cast<Severity>(s));
@@ -92,6 +94,9 @@ class TableReport : public ScanReport {
   }
 
   void end(const ScanTotals& t) override {
+    if (const std::optional<FirstBadCase> first = first_bad_case(verdicts_)) {
+      out_ << "\nfirst bad case: " << first->text << "\n  " << first->lead << "\n";
+    }
     for (const Detail& d : details_) {
       out_ << "\n" << d.path << "\n";
       for (const std::string& line : d.clips) out_ << "  " << line << "\n";
@@ -140,7 +145,36 @@ class TableReport : public ScanReport {
   std::vector<size_t> widths_;
   int64_t totals_[3] = {0, 0, 0};
   std::vector<Detail> details_;
+  std::vector<CaseVerdict> verdicts_;
 };
+
+// "first_bad": the origin case, whether it started in the backward, the cases it propagates
+// into (paths), the later steps with errors and the one-line text; null without errors.
+void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts) {
+  json.key("first_bad");
+  const std::optional<FirstBadCase> first = first_bad_case(verdicts);
+  if (!first) {
+    json.null();
+    return;
+  }
+  const CaseVerdict& v = verdicts[first->index];
+  const auto paths = [&](const std::vector<size_t>& cases) {
+    std::vector<std::string> out;
+    for (size_t n : cases) out.push_back(verdicts[n].path);
+    return out;
+  };
+  json.begin_object().field("path", v.path);
+  json.key("step");
+  if (v.step) json.value(*v.step); else json.null();
+  json.key("layer");
+  if (v.layer) json.value(*v.layer); else json.null();
+  json.field("from_backward", first->from_backward).field("kinds", v.kinds);
+  json.field("forward_into", paths(first->forward_into));
+  json.field("backward_into", paths(first->backward_into));
+  json.field("later_steps", first->later_steps).field("text", first->text);
+  json.field("lead", first->lead);
+  json.end_object();
+}
 
 class JsonReport : public ScanReport {
  public:
@@ -152,12 +186,14 @@ class JsonReport : public ScanReport {
   }
 
   void add(const CaseInfo& info, const CaseAnalysis& a, const AnalysisSettings& s) override {
+    verdicts_.push_back(verdict_of(info, a));
     write_case_analysis(json_, info, a, s);
     out_.flush();
   }
 
   void end(const ScanTotals& t) override {
     json_.end_array();
+    write_first_bad(json_, verdicts_);
     json_.field("cases_total", static_cast<int64_t>(t.total));
     json_.field("interrupted", t.interrupted);
     json_.key("broken").begin_array();
@@ -173,6 +209,7 @@ class JsonReport : public ScanReport {
  private:
   std::ostream& out_;
   JsonWriter json_;
+  std::vector<CaseVerdict> verdicts_;
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ constexpr int kPartialMs = 250;  // partial (step x layer) results are shown thi
 std::string settingsKey(const SummarySettings& s) {
   return std::to_string(static_cast<int>(*s.run.precision)) + "|" +
          (s.run.scale ? std::to_string(*s.run.scale) : std::string("default")) + "|" +
-         std::to_string(static_cast<int>(s.run.mask_fill)) + "|" +
+         std::to_string(fill_key(s.run.mask_fill)) + "|" +
          std::to_string(static_cast<int>(s.mode)) + "|" +
          (s.clip_norm ? std::to_string(*s.clip_norm) : std::string("noclip"));
 }
@@ -178,7 +178,7 @@ void AnalysisController::refresh() {
   const std::string seriesKey = file + "|" + settingsKey(s);
   if (seriesKey != seriesKey_) startSeries(seriesKey);
   const std::string sweepKey = file + "|" + casePath + "|" +
-                               std::to_string(static_cast<int>(s.run.mask_fill)) + "|" +
+                               std::to_string(fill_key(s.run.mask_fill)) + "|" +
                                std::to_string(static_cast<int>(s.mode));
   if (sweepEnabled_ && sweepKey != sweepKey_) startSweep(sweepKey);
 }

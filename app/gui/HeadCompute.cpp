@@ -44,7 +44,7 @@ std::string inputs_key(const HeadRequest& r) {
   const RunSettings& s = r.settings;
   return std::to_string(r.batch) + "/" + std::to_string(r.head) + "/" +
          (s.precision ? std::to_string(static_cast<int>(*s.precision)) : std::string("case")) +
-         "/" + std::to_string(static_cast<int>(s.mask_fill));
+         "/" + std::to_string(fill_key(s.mask_fill));
 }
 
 std::string plan_key(const GridPlan& p) {

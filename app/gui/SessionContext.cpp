@@ -297,7 +297,7 @@ QString SessionContext::stamp() const {
              .arg(r.request.head)
              .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode))
              .arg(r.scale, 0, 'g', 8)
-             .arg(maskFillName(r.request.settings.mask_fill)) +
+             .arg(maskFillName(r.request.settings.mask_fill.value_or(MaskFill::neg_inf))) +
          QStringLiteral(" · clip %1")
              .arg(r.request.clip_norm ? QString::number(*r.request.clip_norm, 'g', 6)
                                       : QStringLiteral("off")) +

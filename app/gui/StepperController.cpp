@@ -23,7 +23,7 @@ std::string requestKey(const std::string& file, const std::string& casePath, con
   return file + "|" + casePath + "|" + std::to_string(r.batch) + "|" + std::to_string(r.head) +
          "|" + std::to_string(static_cast<int>(*r.settings.precision)) + "|" +
          (r.settings.scale ? std::to_string(*r.settings.scale) : std::string("default")) + "|" +
-         std::to_string(static_cast<int>(r.settings.mask_fill));
+         std::to_string(fill_key(r.settings.mask_fill));
 }
 
 }  // namespace

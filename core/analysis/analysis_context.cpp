@@ -31,7 +31,7 @@ std::string AnalysisContext::precision_text() const {
 std::vector<std::string> AnalysisContext::mode_names(
     const std::vector<const ModeRun*>& list) const {
   std::vector<std::string> names;
-  for (const ModeRun* r : list) names.push_back(mode_name(r->mode));
+  for (const ModeRun* r : list) names.push_back(run_name(*r));
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -23,6 +23,12 @@ struct AnalysisContext {
   const Reference64* reference = nullptr;  // null when not computed
   const std::vector<RecordedComparison>& recorded;
   const std::vector<ClipReport>& clips;
+  const Replay& replay;  // what the recorded run did
+  // The fp64 reference and the kernel run of the replay (the analysis' own under recorded
+  // settings); null when the case holds no recorded output.
+  const Reference64* recorded_reference = nullptr;
+  const ModeRun* recorded_run = nullptr;
+  bool what_if = false;  // the runs are a what-if, not the replay of the recorded run
 
   Precision precision() const { return in.params.precision; }
   std::string precision_text() const;  // "fp16"
@@ -83,7 +89,10 @@ std::optional<double> add_score_findings(const AnalysisContext& cx, std::vector<
 void add_forward_findings(const AnalysisContext& cx, std::vector<Finding>& out);
 // nonfinite_gradient, gradient_explosion, clip_spreads_nan.
 void add_gradient_findings(const AnalysisContext& cx, std::vector<Finding>& out);
-// recorded_mismatch, precision_loss, and the recorded o / lse's silent_zero_row / exp_overflow.
+// Against the replay of the recorded run: recorded_mismatch, recorded_convention, the recorded
+// o / lse's silent_zero_row / exp_overflow, and replay_inexact.
 void add_recorded_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+// precision_loss: a finite low-precision run far from fp64.
+void add_precision_findings(const AnalysisContext& cx, std::vector<Finding>& out);
 
 }  // namespace attnscope

@@ -1,5 +1,6 @@
 // analyze_case: kernel runs per mode, masking analysis, fp64 recomputation where needed,
-// recorded-output comparisons, clipping, then the findings passes and the summary stats.
+// recorded-output comparisons against the replay of the recorded run, clipping, then the
+// findings passes (grouped per kind and tensor) and the summary stats.
 #include "core/analysis/case_analysis.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "core/analysis/reference64.h"
 #include "core/memory_budget.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/precision.h"
 
 namespace attnscope {
 namespace {
@@ -29,17 +31,31 @@ struct KernelInputs {
   }
 };
 
-ModeRun run_mode(const AttnParams& params, const KernelInputs& in, Mode mode, int threads,
-                 bool trace, const std::function<bool()>& cancelled = {}) {
+void round_in_place(Precision p, std::vector<float>& x) {
+  for (float& v : x) v = round_to(p, v);
+}
+
+// One kernel run at params.precision; `upcast` runs the fused kernel at fp32 and rounds o, dq,
+// dk, dv once to params.precision (SDPA MATH on CPU).
+ModeRun run_mode(const AttnParams& params, const KernelInputs& in, Mode mode, bool upcast,
+                 int threads, bool trace, const std::function<bool()>& cancelled = {}) {
   ModeRun r;
   r.mode = mode;
   r.precision = params.precision;
+  r.upcast = upcast && mode == Mode::fused && params.precision != Precision::f32;
+  AttnParams kernel = params;
+  if (r.upcast) kernel.precision = Precision::f32;
   CpuAttnOptions options;
   options.mode = mode;
   options.threads = threads;
   options.cancelled = cancelled;
   if (trace) options.trace = &r.trace;
-  r.out = cpu_attention(params, options, in.view());
+  r.out = cpu_attention(kernel, options, in.view());
+  if (r.upcast) {
+    for (std::vector<float>* x : {&r.out.o, &r.out.dq, &r.out.dk, &r.out.dv}) {
+      round_in_place(params.precision, *x);
+    }
+  }
   return r;
 }
 
@@ -59,6 +75,7 @@ RunStats run_stats(const AttnParams& params, const ModeRun& r) {
   RunStats s;
   s.mode = r.mode;
   s.precision = r.precision;
+  s.upcast = r.upcast;
   for (const TileStats& t : r.trace.forward.tiles) {
     s.max_abs_s = std::max(s.max_abs_s, double{t.max_abs_s});
   }
@@ -101,43 +118,63 @@ TensorGeometry geometry_of(const AttnParams& p, const std::string& name) {
   return {p.batch * heads, rows, cols, heads};
 }
 
-// Recorded tensors vs fp64, with the accuracy rule's baseline (unfused) and the fused run at
-// the recorded precision (run here when the analysis used another precision or mode set).
-std::vector<RecordedComparison> compare_recordings(const CaseData& data, const CaseInputs& in,
-                                                   const KernelInputs& kin,
-                                                   const std::vector<ModeRun>& runs,
-                                                   const Reference64& ref, int threads) {
-  std::vector<RecordedComparison> out;
-  const Precision recorded =
-      precision_from_dtype(data.info.config.dtype).value_or(in.params.precision);
-  AttnParams params = in.params;
-  params.precision = recorded;
-  std::vector<const ModeRun*> same(2, nullptr);
-  std::vector<ModeRun> extra;
-  extra.reserve(2);
-  for (Mode m : {Mode::fused, Mode::unfused}) {
-    for (const ModeRun& r : runs) {
-      if (r.mode == m && r.precision == recorded) same[static_cast<size_t>(m)] = &r;
+// What the recorded-output check compares against: the replay of the recorded run (its
+// inputs, fp64 reference and the runs at the recorded precision), whatever the what-if.
+struct RecordedReplay {
+  const CaseInputs* in = nullptr;
+  const KernelInputs* kin = nullptr;
+  const Reference64* reference = nullptr;
+  const ModeRun* run = nullptr;       // the replay's own kernel (its first mode)
+  const ModeRun* baseline = nullptr;  // unfused at the recorded precision (accuracy rule)
+  std::vector<ModeRun> extra;         // runs made here because the analysis did not have them
+};
+
+// Points r.run / r.baseline at analysis runs with the recorded semantics, or runs them.
+void find_or_run(RecordedReplay& r, const Replay& replay, const std::vector<ModeRun>* runs,
+                 int threads) {
+  const Mode mode = replay.modes.front();
+  const bool upcast = replay.upcast;
+  auto pick = [&](Mode m, bool up) -> const ModeRun* {
+    if (runs == nullptr) return nullptr;
+    for (const ModeRun& run : *runs) {
+      if (run.mode == m && run.upcast == up) return &run;
     }
-    if (same[static_cast<size_t>(m)] == nullptr) {
-      extra.push_back(run_mode(params, kin, m, threads, false));
-      same[static_cast<size_t>(m)] = &extra.back();
-    }
+    return nullptr;
+  };
+  r.extra.reserve(2);
+  r.run = pick(mode, upcast);
+  if (r.run == nullptr) {
+    r.extra.push_back(run_mode(r.in->params, *r.kin, mode, upcast, threads, false));
+    r.run = &r.extra.back();
   }
+  r.baseline = mode == Mode::unfused && !upcast ? r.run : pick(Mode::unfused, false);
+  if (r.baseline == nullptr) {
+    r.extra.push_back(run_mode(r.in->params, *r.kin, Mode::unfused, false, threads, false));
+    r.baseline = &r.extra.back();
+  }
+}
+
+// Recorded tensors vs the fp64 replay, with the accuracy rule's baseline (unfused at the
+// recorded precision) and the replay's kernel compared per head too. o and the gradients are
+// left out when the run's dropout cannot be replayed.
+std::vector<RecordedComparison> compare_recordings(const CaseData& data, const RecordedReplay& r,
+                                                   const Replay& replay) {
+  std::vector<RecordedComparison> out;
   for (const char* name : kRecordedNames) {
     const HostTensor* t = data.find(name);
-    const std::vector<double>* reference = recorded_output(ref, name);
+    const std::vector<double>* reference = recorded_output(*r.reference, name);
     if (t == nullptr || reference == nullptr) continue;
+    if (replay.dropout == DropoutReplay::unavailable && std::string(name) != "lse") continue;
     const std::vector<double> rec = t->to_double();
-    const std::vector<double> fused = to_double(run_output(*same[0], name));
-    const std::vector<double> unfused = to_double(run_output(*same[1], name));
+    const std::vector<double> same = to_double(run_output(*r.run, name));
+    const std::vector<double> unfused = to_double(run_output(*r.baseline, name));
     RecordedComparisonInputs c;
     c.tensor = name;
-    c.geometry = geometry_of(in.params, name);
+    c.geometry = geometry_of(r.in->params, name);
     c.recorded = &rec;
     c.reference = reference;
     c.baseline = &unfused;
-    c.same_precision = &fused;
+    c.same_precision = &same;
     c.gradient = name[0] == 'd';
     out.push_back(compare_recorded(c));
   }
@@ -150,6 +187,10 @@ bool has_recorded_gradients(const CaseData& data) {
 
 }  // namespace
 
+const char* run_name(const ModeRun& r) {
+  return r.upcast ? "upcast" : mode_name(r.mode);
+}
+
 const ModeRun* CaseAnalysis::run(Mode mode) const {
   for (const ModeRun& r : runs) {
     if (r.mode == mode) return &r;
@@ -157,23 +198,68 @@ const ModeRun* CaseAnalysis::run(Mode mode) const {
   return nullptr;
 }
 
+namespace {
+
+// The settings that differ from the replay, as "precision fp16, mask fill -1e9"; empty when
+// the analysis replays the recorded run.
+std::string what_if_text(const CaseData& data, const AnalysisSettings& s, const Replay& replay,
+                         const AttnParams& p) {
+  std::vector<std::string> parts;
+  if (s.run.precision && *s.run.precision != replay.precision) {
+    parts.push_back(std::string("precision ") + precision_name(*s.run.precision));
+  }
+  if (s.run.mask_fill && *s.run.mask_fill != replay.mask_fill) {
+    parts.push_back(std::string("mask fill ") + mask_fill_name(*s.run.mask_fill));
+  }
+  if (s.run.scale) {
+    const Result<double> recorded = resolve_scale(data, RunSettings{});
+    if (!recorded || *recorded != p.scale) parts.push_back("scale " + num(p.scale));
+  }
+  // A mode is a what-if when the recorded run cannot have used it (an unknown backend may
+  // have been fused or eager).
+  const bool other_mode =
+      std::any_of(s.modes.begin(), s.modes.end(),
+                  [&](Mode m) {
+                    return std::find(replay.modes.begin(), replay.modes.end(), m) ==
+                           replay.modes.end();
+                  }) ||
+      (!s.modes.empty() && s.upcast != replay.upcast);
+  if (other_mode) {
+    std::vector<std::string> names;
+    for (Mode m : s.modes) names.push_back(m == Mode::fused && s.upcast ? "upcast" : mode_name(m));
+    parts.push_back("mode " + modes_text(names, ""));
+  }
+  std::string out;
+  for (const std::string& part : parts) out += (out.empty() ? "" : ", ") + part;
+  return out;
+}
+
+}  // namespace
+
 Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& settings) {
+  const Replay replay = replay_of(data.info);
+  const std::vector<Mode> modes = settings.modes.empty() ? replay.modes : settings.modes;
+  const bool upcast = settings.modes.empty() ? replay.upcast : settings.upcast;
   const bool recorded = settings.recorded_check &&
                         std::any_of(std::begin(kRecordedNames), std::end(kRecordedNames),
                                     [&](const char* n) { return data.find(n) != nullptr; });
-  // Everything but the fp64 naive backward, checked before any allocation.
-  int64_t extra_elements = 0;
-  for (const char* name : {"mask", "bias"}) {
-    if (const HostTensor* t = data.find(name)) extra_elements += t->numel();
-  }
-  const int64_t needed = analysis_bytes(data.info.dims, extra_elements,
-                                        static_cast<int64_t>(settings.modes.size()), recorded);
-  if (Status fits = check_memory(data.info.path + ": analysing the case", needed); !fits) {
-    return fits.error();
-  }
   Result<CaseInputs> made = make_case_inputs(data, settings.run);
   if (!made) return made.error();
   CaseInputs& in = *made;
+  const std::string what_if = what_if_text(data, settings, replay, in.params);
+  // Everything but the fp64 naive backward, checked before any allocation; a what-if with
+  // recorded outputs also holds the replay's inputs, two runs and its fp64 reference.
+  int64_t extra_elements = 0;
+  for (const char* name : {"mask", "bias", "dropout_mask"}) {
+    if (const HostTensor* t = data.find(name)) extra_elements += t->numel();
+  }
+  const int64_t replay_runs = !what_if.empty() && recorded ? 4 : 0;
+  const int64_t needed =
+      analysis_bytes(data.info.dims, extra_elements,
+                     static_cast<int64_t>(modes.size()) + replay_runs, recorded);
+  if (Status fits = check_memory(data.info.path + ": analysing the case", needed); !fits) {
+    return fits.error();
+  }
   KernelInputs kin{in.q_f32(), in.k_f32(), in.v_f32(),
                    in.has_dout ? in.dout_f32() : std::vector<float>{}};
 
@@ -182,14 +268,20 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   a.params = in.params;
   a.params.mask = nullptr;
   a.params.bias = nullptr;
+  a.params.dropout_keep = nullptr;
+  a.replay = replay;
+  a.what_if = !what_if.empty();
+  a.judged_under = a.what_if ? "what-if: " + what_if + " (recorded: " + replay.text + ")"
+                             : "as recorded (" + replay.text + ")";
   const auto stop = [&] {
     a.interrupted = a.interrupted || (settings.cancelled && settings.cancelled());
     return a.interrupted;
   };
-  for (Mode m : settings.modes) {
+  for (Mode m : modes) {
     if (stop()) return a;
     try {  // the kernels poll `cancelled` per tile and throw when it fires
-      a.runs.push_back(run_mode(in.params, kin, m, settings.threads, true, settings.cancelled));
+      a.runs.push_back(
+          run_mode(in.params, kin, m, upcast, settings.threads, true, settings.cancelled));
     } catch (const KernelCancelled&) {
       a.interrupted = true;
       return a;
@@ -199,26 +291,47 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const MaskInfo masks = analyze_masks(in.params);
 
   const AttnParams& p = in.params;
-  if (settings.precision_check || recorded) {
-    // The naive backward holds S, P, dP, dS of a kv group per worker: recorded gradients are
-    // checked up to 16M entries per group, precision_loss of gradients within
-    // reference_gradient_budget; as many groups run at once as the memory budget leaves room
-    // for, none when one does not fit.
-    const bool within_budget =
-        p.batch * p.heads * p.seqlen_q * p.seqlen_k <= settings.reference_gradient_budget;
-    const bool group_fits = p.group_size() * p.seqlen_q * p.seqlen_k <= (int64_t{1} << 24);
-    const bool gradients = group_fits && ((recorded && has_recorded_gradients(data)) ||
-                                          (settings.precision_check && within_budget));
+  // The naive backward holds S, P, dP, dS of a kv group per worker: recorded gradients are
+  // checked up to 16M entries per group, precision_loss of gradients within
+  // reference_gradient_budget; as many groups run at once as the memory budget leaves room
+  // for, none when one does not fit.
+  const bool group_fits = p.group_size() * p.seqlen_q * p.seqlen_k <= (int64_t{1} << 24);
+  const bool within_budget =
+      p.batch * p.heads * p.seqlen_q * p.seqlen_k <= settings.reference_gradient_budget;
+  const bool recorded_gradients = recorded && has_recorded_gradients(data);
+  const auto reference_of = [&](const CaseInputs& inputs, bool wanted) {
     const ReferencePlan plan =
-        plan_reference(data.info.dims, gradients, cpu::resolve_threads(settings.threads),
-                       memory_budget().bytes - needed);
-    a.reference_note = plan.skipped;
-    a.reference = compute_reference64(
-        in, plan.gradients, plan.gradients ? plan.workers : settings.threads, settings.cancelled);
+        plan_reference(data.info.dims, group_fits && wanted,
+                       cpu::resolve_threads(settings.threads), memory_budget().bytes - needed);
+    if (a.reference_note.empty()) a.reference_note = plan.skipped;
+    return compute_reference64(inputs, plan.gradients,
+                               plan.gradients ? plan.workers : settings.threads,
+                               settings.cancelled);
+  };
+  if (settings.precision_check || recorded) {
+    const bool replays = !a.what_if;
+    a.reference = reference_of(
+        in, (settings.precision_check && within_budget) || (replays && recorded_gradients));
   }
   if (stop()) return a;
+  // A what-if keeps the recorded-output check on the replay of the recorded run.
+  std::optional<CaseInputs> replay_in;
+  std::optional<KernelInputs> replay_kin;
+  std::optional<Reference64> replay_reference;
+  RecordedReplay rr;
   if (recorded) {
-    a.recorded = compare_recordings(data, in, kin, a.runs, *a.reference, settings.threads);
+    rr = RecordedReplay{&in, &kin, &*a.reference, nullptr, nullptr, {}};
+    if (a.what_if) {
+      Result<CaseInputs> as_recorded = make_case_inputs(data, RunSettings{});
+      if (!as_recorded) return as_recorded.error();
+      replay_in.emplace(std::move(*as_recorded));
+      replay_kin = KernelInputs{replay_in->q_f32(), replay_in->k_f32(), replay_in->v_f32(),
+                                replay_in->has_dout ? replay_in->dout_f32() : std::vector<float>{}};
+      replay_reference = reference_of(*replay_in, recorded_gradients);
+      rr = RecordedReplay{&*replay_in, &*replay_kin, &*replay_reference, nullptr, nullptr, {}};
+    }
+    find_or_run(rr, replay, a.what_if ? nullptr : &a.runs, settings.threads);
+    a.recorded = compare_recordings(data, rr, replay);
   }
   if (stop()) return a;
   if (settings.clip_norm) {
@@ -228,13 +341,16 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   }
 
   const Reference64* reference = a.reference ? &*a.reference : nullptr;
-  const AnalysisContext cx{data, in, settings, a.runs, masks, reference, a.recorded, a.clips};
+  const AnalysisContext cx{data,      in,      settings, a.runs,       masks,  reference,
+                           a.recorded, a.clips, replay,   rr.reference, rr.run, a.what_if};
   add_input_findings(cx, a.findings);
   a.stats.max_abs_qk = add_score_findings(cx, a.findings);
   add_forward_findings(cx, a.findings);
   add_gradient_findings(cx, a.findings);
-  add_recorded_findings(cx, a.findings);
-  sort_findings(a.findings);
+  add_precision_findings(cx, a.findings);
+  for (Finding& f : a.findings) f.what_if = a.what_if;
+  add_recorded_findings(cx, a.findings);  // judged against the replay of the recorded run
+  group_findings(a.findings);
 
   for (const ModeRun& r : a.runs) a.stats.runs.push_back(run_stats(p, r));
   a.stats.fully_masked_rows = masks.fully_masked_rows;

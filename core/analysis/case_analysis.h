@@ -16,16 +16,22 @@
 #include "core/case_inputs.h"
 #include "core/case_model.h"
 #include "core/kernel_registry.h"  // mode_name, precision_name
+#include "core/replay.h"
 #include "core/result.h"
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope {
 
+// Every setting left at its default replays the recorded run (core/replay.h); any other value
+// is a what-if: its findings say so, and the recorded-output check still compares the recorded
+// tensors with the replay of the recorded run, never with the what-if.
 struct AnalysisSettings {
-  RunSettings run;  // scale / precision override (default: the case's dtype) / mask fill
-  // Kernel semantics to emulate; by default both, since the user may have run either a fused
-  // kernel (FlashAttention, SDPA) or eager attention.
-  std::vector<Mode> modes = {Mode::fused, Mode::unfused};
+  RunSettings run;  // scale / precision / mask fill overrides
+  // Kernel semantics to emulate; empty = the recorded backend's (fused and unfused when the
+  // dump does not name it: the user may have run a fused kernel or eager attention).
+  std::vector<Mode> modes;
+  // With modes set: the fused runs emulate SDPA MATH's upcast (fp32 compute, outputs rounded).
+  bool upcast = false;
   std::optional<double> clip_norm;  // clip_grad_norm_(max_norm); absent = no clipping
   ClipScope clip_scope = ClipScope::whole_case;
   bool recorded_check = true;   // compare recorded o / lse / dq / dk / dv when the case has them
@@ -46,6 +52,9 @@ struct AnalysisSettings {
 struct ModeRun {
   Mode mode = Mode::fused;
   Precision precision = Precision::f32;
+  // SDPA MATH's upcast: the fused kernel ran at fp32 on the inputs exact in `precision`, and
+  // o, dq, dk, dv were rounded once to `precision` (lse stays fp32).
+  bool upcast = false;
   CpuAttnResult out;  // o, lse, m, l, d, dq, dk, dv as fp32 (values exact in the precision)
   CpuTrace trace;     // tile stats, provenance, row and head gradient norms
 };
@@ -68,6 +77,9 @@ struct ClipReport {
   CaseGradients clipped;  // the gradients after clipping
 };
 
+// "fused", "unfused" or "upcast" (SDPA MATH) for a run.
+const char* run_name(const ModeRun& r);
+
 // Non-finite elements of one tensor by class.
 struct NonfiniteTally {
   int64_t nan = 0, pos_inf = 0, neg_inf = 0;
@@ -77,6 +89,7 @@ struct NonfiniteTally {
 struct RunStats {
   Mode mode = Mode::fused;
   Precision precision = Precision::f32;
+  bool upcast = false;
   double max_abs_s = 0;             // over finite visible scores
   double min_lse = 0, max_lse = 0;  // over finite LSE (0 / 0 when none)
   NonfiniteTally o, lse, dq, dk, dv;
@@ -98,11 +111,18 @@ struct CaseStats {
 
 struct CaseAnalysis {
   std::string path;
-  AttnParams params;  // the run's parameters; mask / bias pointers are cleared
+  AttnParams params;  // the run's parameters; mask / bias / dropout pointers are cleared
+  Replay replay;      // what the recorded run did (the dump's run semantics)
+  // Some setting differs from the replay: the runs (and their findings) are a what-if.
+  bool what_if = false;
+  // Under which semantics the runs were judged: "as recorded (sdpa_flash, torch 2.11.0, fp32:
+  // fully masked rows give O = 0)" or "what-if: precision fp16, mask fill 1e9 (recorded: ...)".
+  std::string judged_under;
   std::vector<ModeRun> runs;
   std::vector<ClipReport> clips;  // one per run when clip_norm is set
   // o, lse, dq, dk, dv present in the case (gradients only when the fp64 backward fits:
-  // kv group * Sq * Sk <= 2^24 entries).
+  // kv group * Sq * Sk <= 2^24 entries), each against the replay of the recorded run; o and
+  // the gradients are left out when the run's dropout cannot be replayed.
   std::vector<RecordedComparison> recorded;
   std::optional<Reference64> reference;
   // Why the fp64 reference has no gradients though they were wanted (the memory budget), else

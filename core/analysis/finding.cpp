@@ -34,6 +34,10 @@ const char* finding_kind_name(FindingKind kind) {
       return "precision_loss";
     case FindingKind::silent_zero_row:
       return "silent_zero_row";
+    case FindingKind::replay_inexact:
+      return "replay_inexact";
+    case FindingKind::recorded_convention:
+      return "recorded_convention";
   }
   return "unknown";
 }
@@ -56,6 +60,15 @@ IndexRange IndexRange::merged(const IndexRange& other) const {
   return {std::min(first, other.first), std::max(last, other.last)};
 }
 
+bool is_backward_finding(const Finding& f) {
+  if (f.kind == FindingKind::nonfinite_gradient || f.kind == FindingKind::gradient_explosion ||
+      f.kind == FindingKind::clip_spreads_nan) {
+    return true;
+  }
+  const std::string& t = f.tensor;
+  return t == "dO" || t == "dq" || t == "dk" || t == "dv" || t == "dQ" || t == "dK" || t == "dV";
+}
+
 bool has_error(const std::vector<Finding>& findings) {
   return count_severity(findings, Severity::error) > 0;
 }
@@ -67,8 +80,9 @@ int64_t count_severity(const std::vector<Finding>& findings, Severity severity) 
 
 void sort_findings(std::vector<Finding>& findings) {
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
-    return std::make_tuple(a.severity, a.kind, a.batch, a.head, a.rows.first) <
-           std::make_tuple(b.severity, b.kind, b.batch, b.head, b.rows.first);
+    return std::make_tuple(a.severity, is_backward_finding(a), a.kind, a.batch, a.head,
+                           a.rows.first) < std::make_tuple(b.severity, is_backward_finding(b),
+                                                           b.kind, b.batch, b.head, b.rows.first);
   });
 }
 

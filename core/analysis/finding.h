@@ -26,6 +26,12 @@ enum class FindingKind : uint8_t {
   recorded_mismatch,
   precision_loss,
   silent_zero_row,
+  // The recorded run cannot be replayed exactly (dropout without its keep-mask): which checks
+  // were left out.
+  replay_inexact,
+  // A recorded tensor follows another convention than schema 1 expects (LSE in base 2 or in
+  // another layout, a mask of the opposite polarity) and matches once read that way.
+  recorded_convention,
 };
 
 inline constexpr FindingKind kAllFindingKinds[] = {
@@ -33,7 +39,7 @@ inline constexpr FindingKind kAllFindingKinds[] = {
     FindingKind::fully_masked_row, FindingKind::masked_nan_leak,    FindingKind::exp_overflow,
     FindingKind::nonfinite_output, FindingKind::nonfinite_gradient, FindingKind::gradient_explosion,
     FindingKind::clip_spreads_nan, FindingKind::recorded_mismatch,  FindingKind::precision_loss,
-    FindingKind::silent_zero_row};
+    FindingKind::silent_zero_row,  FindingKind::replay_inexact,     FindingKind::recorded_convention};
 
 const char* finding_kind_name(FindingKind kind);
 const char* severity_name(Severity severity);
@@ -44,6 +50,13 @@ struct IndexRange {
   bool valid() const { return first <= last; }
   // Smallest range holding both (an invalid side is ignored).
   IndexRange merged(const IndexRange& other) const;
+};
+
+// One place a finding was seen: a batch and one head or a run of heads.
+struct FindingLocation {
+  int64_t batch = -1, head = -1;  // -1 = all / several / not applicable, as in Finding
+  IndexRange heads, rows, cols;
+  int64_t count = 0;
 };
 
 struct Finding {
@@ -61,12 +74,26 @@ struct Finding {
   // which the finding was seen; empty when it does not depend on a run (inputs, recordings).
   std::string precision;
   std::vector<std::string> modes;
+  // Judged under what-if settings (CaseAnalysis::judged_under says which) rather than the
+  // replay of the recorded run.
+  bool what_if = false;
+  // Every place of the finding once grouped (group_findings); the first is batch / head /
+  // heads / rows / cols above. Empty before grouping.
+  std::vector<FindingLocation> locations;
 };
 
 bool has_error(const std::vector<Finding>& findings);
+// A finding about dO or the gradients (the backward side of a case), not its inputs / forward.
+bool is_backward_finding(const Finding& f);
 int64_t count_severity(const std::vector<Finding>& findings, Severity severity);
 
-// Stable order for reports: severity (errors first), then kind, batch, head, first row.
+// Stable order for reports: severity (errors first), the forward side before the backward,
+// then kind, batch, head, first row.
 void sort_findings(std::vector<Finding>& findings);
+
+// One finding per (kind, tensor, severity, judgement) (DESIGN §4): findings of the same kind
+// and tensor at other batches / heads become locations of the first one (in report order),
+// whose count is the sum and whose message adds where else it was seen. Sorted on return.
+void group_findings(std::vector<Finding>& findings);
 
 }  // namespace attnscope

@@ -111,6 +111,74 @@ Finding located(FindingKind kind, Severity severity, const std::string& tensor, 
   return f;
 }
 
+namespace {
+
+FindingLocation location_of(const Finding& f) {
+  return {f.batch, f.head, f.heads, f.rows, f.cols, f.count};
+}
+
+// "batch 1, heads 0-3 (26)"
+std::string location_text(const FindingLocation& l) {
+  HitGroup g{l.batch, l.head >= 0 ? IndexRange{l.head, l.head} : l.heads, {}, {}, 0, "", {}};
+  std::string where = where_text(g);
+  if (where.empty()) where = "the whole case";
+  return where + " (" + count_text(l.count) + ")";
+}
+
+}  // namespace
+
+void group_findings(std::vector<Finding>& findings) {
+  sort_findings(findings);
+  std::vector<Finding> out;
+  for (Finding& f : findings) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const Finding& g) {
+      return g.kind == f.kind && g.tensor == f.tensor && g.severity == f.severity &&
+             g.what_if == f.what_if;
+    });
+    if (same == out.end()) {
+      f.locations = {location_of(f)};
+      out.push_back(std::move(f));
+      continue;
+    }
+    same->locations.push_back(location_of(f));
+    same->count += f.count;
+    for (const std::string& m : f.modes) {
+      if (std::find(same->modes.begin(), same->modes.end(), m) == same->modes.end()) {
+        same->modes.push_back(m);
+      }
+    }
+  }
+  // Several places: the lead keeps its own message (the first place's evidence), says where
+  // else the finding was seen, and names its batch / heads only where they are common.
+  constexpr size_t kListed = 6;
+  for (Finding& f : out) {
+    if (f.locations.size() < 2) continue;
+    std::string others;
+    for (size_t n = 1; n < f.locations.size() && n <= kListed; ++n) {
+      others += (n == 1 ? "" : "; ") + location_text(f.locations[n]);
+    }
+    if (f.locations.size() > kListed + 1) {
+      others += "; and " + std::to_string(f.locations.size() - kListed - 1) + " more";
+    }
+    f.message += " [" + std::to_string(f.locations.size()) + " places, " +
+                 count_text(f.count) + " in all; also " + others + "]";
+    IndexRange heads, rows, cols;
+    bool one_batch = true;
+    for (const FindingLocation& l : f.locations) {
+      heads = heads.merged(l.head >= 0 ? IndexRange{l.head, l.head} : l.heads);
+      rows = rows.merged(l.rows);
+      cols = cols.merged(l.cols);
+      one_batch = one_batch && l.batch == f.locations.front().batch;
+    }
+    f.batch = one_batch ? f.locations.front().batch : -1;
+    f.head = heads.valid() && heads.first == heads.last ? heads.first : -1;
+    f.heads = f.head >= 0 ? IndexRange{} : heads;
+    f.rows = rows;
+    f.cols = cols;
+  }
+  findings = std::move(out);
+}
+
 std::string modes_text(const std::vector<std::string>& modes, const std::string& precision) {
   std::string out;
   for (size_t n = 0; n < modes.size(); ++n) {

@@ -83,14 +83,26 @@ void fully_masked_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   }
   for (const HitGroup& g : group_hits(hits)) {
     const std::string& o = worst[g.hits.front()];
-    const Severity s = o == "NaN"       ? Severity::error
-                       : o == "uniform" ? Severity::warning
-                                        : Severity::info;
+    // Under `safe` a fully masked row is 0, or NaN only through 0 * NaN from a non-finite
+    // value (masked_nan_leak's finding); elsewhere NaN is the masking's own doing: an error.
+    // O = 0 and the uniform rows of finite sentinels are what the recorded kernel did
+    // (intentional padding) unless a what-if produced them.
+    const bool safe = cx.in.params.mask_fill == MaskFill::safe;
+    const Severity s = o == "NaN" && !safe            ? Severity::error
+                       : o == "uniform" && cx.what_if ? Severity::warning
+                                                      : Severity::info;
     Finding f = located(FindingKind::fully_masked_row, s, "O", g);
     f.message = rows_count_text(g) + " attend to no key in " + where_text(g) + " (" + g.tag;
+    if (safe && o != "uniform") {
+      f.message += o == "NaN" ? "; the kernel gives them P = 0, and 0 x NaN from non-finite "
+                                "keys / values turns them NaN (see masked_nan_leak)"
+                              : "; intentional padding: the kernel returns O = 0 and zero "
+                                "gradients there, they would be NaN under eager math "
+                                "attention or PyTorch < 2.5";
+    }
     f.remedy = remedy_fully_masked_row(o);
     f.precision = cx.precision_text();
-    for (const ModeRun& r : cx.runs) f.modes.push_back(mode_name(r.mode));
+    for (const ModeRun& r : cx.runs) f.modes.push_back(run_name(r));
     out.push_back(f);
   }
 }
@@ -153,11 +165,23 @@ void nonfinite_lse(const AnalysisContext& cx, std::vector<Finding>& out) {
   }
 }
 
+// True when dropout dropped every key row `row` = (b * H + h) * Sq + i can see: its O is 0 by
+// the run's own randomness.
+bool dropped_entirely(const AttnParams& p, int64_t row) {
+  if (p.dropout_keep == nullptr) return false;
+  const int64_t i = row % p.seqlen_q, bh = row / p.seqlen_q;
+  const int64_t b = bh / p.heads, h = bh % p.heads;
+  for (int64_t j = 0; j < p.seqlen_k; ++j) {
+    if (!is_masked(p, b, h, i, j) && dropout_factor(p, b, h, i, j) != 0) return false;
+  }
+  return true;
+}
+
 void silent_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   const int64_t Dv = cx.in.params.head_dim_v;
   const RunRowHits zero = row_hits(cx, [&](const ModeRun& r, int64_t row) {
     return cx.masks.row_mask[at(row)] == RowMask::open && r.trace.forward.o_max_abs[at(row)] == 0 &&
-           row_finite(r.out.o, row, Dv);
+           row_finite(r.out.o, row, Dv) && !dropped_entirely(cx.in.params, row);
   });
   for (const HitGroup& g : group_hits(zero.hits)) {
     Finding f = located(FindingKind::silent_zero_row, Severity::warning, "O", g);

@@ -136,13 +136,15 @@ void masked_nan_leak(const AnalysisContext& cx, std::vector<Finding>& out) {
         const int64_t row = (b * p.heads + h) * Sq + i;
         bool masked_bad = false, visible_bad = false;
         for (int64_t j : bad_keys) (hidden(p, b, h, i, j) ? masked_bad : visible_bad) = true;
-        if (!masked_bad || visible_bad || bad_row(cx.in.q, row, D) ||
-            (cx.in.has_dout && bad_row(cx.in.dout, row, Dv))) {
-          continue;
-        }
+        if (!masked_bad || visible_bad || bad_row(cx.in.q, row, D)) continue;
+        // The forward shows the leak whatever dO holds (a real NaN step has NaN in dO
+        // everywhere); dQ counts only where dO is finite.
+        const bool dout_ok = !cx.in.has_dout || !bad_row(cx.in.dout, row, Dv);
         bool leaked = false;
         for (const ModeRun& r : cx.runs) {
-          if (!row_nonfinite(r.out.o, row, Dv) && !row_nonfinite(r.out.dq, row, D)) continue;
+          if (!row_nonfinite(r.out.o, row, Dv) && !(dout_ok && row_nonfinite(r.out.dq, row, D))) {
+            continue;
+          }
           leaked = true;
           if (std::find(runs.begin(), runs.end(), &r) == runs.end()) runs.push_back(&r);
         }

@@ -51,6 +51,8 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
     head.norm_ratio = s.norm_ratio;
     head.max_error = s.max_error;
     head.nonfinite_mismatch = s.nonfinite_mismatch;
+    head.recorded_only = s.nonfinite_a_only;
+    head.reference_only = s.nonfinite_ref_only;
     head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
     for (int64_t e = base; e < base + per_outer; ++e) {
       const bool finite = std::isfinite(rec[e]) && std::isfinite(ref[e]);

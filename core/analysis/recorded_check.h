@@ -20,7 +20,9 @@ struct PairStats {
   double rel_l2 = 0;
   double max_abs_ref = 0;
   int64_t nonfinite = 0;           // non-finite elements of a
-  int64_t nonfinite_mismatch = 0;  // finite in one and not the other
+  int64_t nonfinite_mismatch = 0;  // finite in one and not the other (a_only + ref_only)
+  int64_t nonfinite_a_only = 0;    // non-finite in a, finite in ref
+  int64_t nonfinite_ref_only = 0;  // finite in a, non-finite in ref
 };
 
 template <typename T>
@@ -30,7 +32,10 @@ PairStats compare_values(const T* a, const double* ref, int64_t n) {
   for (int64_t e = 0; e < n; ++e) {
     const double x = static_cast<double>(a[e]), r = ref[e];
     if (!std::isfinite(x)) ++s.nonfinite;
-    if (std::isfinite(x) != std::isfinite(r)) ++s.nonfinite_mismatch;
+    if (std::isfinite(x) != std::isfinite(r)) {
+      ++s.nonfinite_mismatch;
+      ++(std::isfinite(x) ? s.nonfinite_ref_only : s.nonfinite_a_only);
+    }
     if (!std::isfinite(x) || !std::isfinite(r)) continue;
     dot += x * r;
     a_sq += x * x;
@@ -75,6 +80,8 @@ struct HeadComparison {
   double norm_ratio = 1;           // ||recorded|| / ||fp64||
   double max_error = 0;            // max |recorded - fp64| over finite pairs
   int64_t nonfinite_mismatch = 0;  // elements finite in one and not the other
+  int64_t recorded_only = 0;       // non-finite in the recording, finite in fp64
+  int64_t reference_only = 0;      // finite in the recording, non-finite in fp64
   bool within_rule = true;
   std::vector<double> column_max_error;  // [cols]: this head's max error per column
   double same_precision_cosine = 1;      // recorded vs same_precision (when given)

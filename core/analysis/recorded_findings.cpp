@@ -1,6 +1,7 @@
-// Findings against the fp64 recomputation: recorded_mismatch (a recorded o / lse / dq / dk /
-// dv breaking the accuracy rule per head, with cosine, norm ratio and bad head-dim columns),
-// the recorded o's silent_zero_row, the recorded lse's exp_overflow, and precision_loss (a
+// Findings against fp64: recorded_mismatch (a recorded o / lse / dq / dk / dv breaking the
+// accuracy rule vs the replay of the recorded run, one per tensor with the heads, cosine, norm
+// ratio, bad head-dim columns and which side is non-finite), the recorded o's
+// silent_zero_row, the recorded lse's exp_overflow, replay_inexact, and precision_loss (a
 // finite low-precision run far from fp64).
 #include <algorithm>
 #include <cmath>
@@ -50,42 +51,78 @@ std::string column_text(const HeadComparison& h, double threshold) {
          " (max " + num(worst) + "; the others <= " + num(others) + ")";
 }
 
+// "; 12 elements NaN/Inf in the recording where fp64 is finite" (and the other side).
+std::string nonfinite_sides(const HeadComparison& h) {
+  std::string out;
+  if (h.recorded_only > 0) {
+    out += "; " + count_text(h.recorded_only) +
+           " elements are NaN/Inf in the recording where the fp64 replay is finite";
+  }
+  if (h.reference_only > 0) {
+    out += "; " + count_text(h.reference_only) +
+           " elements are finite in the recording where the fp64 replay is NaN/Inf";
+  }
+  return out;
+}
+
+// One finding per recorded tensor: the heads breaking the rule, the worst one's evidence.
 void recorded_mismatch(const AnalysisContext& cx, std::vector<Finding>& out) {
-  const std::string prec = cx.precision_text();
   for (const RecordedComparison& c : cx.recorded) {
     const bool kv = is_kv_tensor(c.tensor);
+    const HeadComparison* worst = nullptr;
+    std::vector<HeadHit> hits;
     for (const HeadComparison& h : c.heads) {
       if (h.within_rule) continue;
-      Finding f;
-      f.kind = FindingKind::recorded_mismatch;
-      f.severity = Severity::error;
-      f.tensor = c.tensor;
-      f.batch = h.batch;
-      f.head = h.head;
-      if (h.bad_row_first >= 0) f.rows = {h.bad_row_first, h.bad_row_last};
-      const std::string columns = column_text(h, c.threshold);
-      f.count = 1;
-      f.message = "recorded " + c.tensor + " in batch " + std::to_string(h.batch) + ", " +
-                  (kv ? "kv head " : "head ") + std::to_string(h.head) + ": cosine " +
-                  fixed3(h.cosine) + " vs the fp64 recomputation, norm ratio " + num(h.norm_ratio) +
-                  ", max error " + num(h.max_error) + " > " + num(c.threshold) + " allowed (" +
-                  (c.tensor[0] == 'd' ? "3" : "2") + " x unfused " + prec + " error " +
-                  num(c.baseline_error) + " + floor)";
-      if (h.nonfinite_mismatch > 0) {
-        f.message +=
-            "; " + count_text(h.nonfinite_mismatch) + " elements finite in one and not the other";
-      }
-      f.message += columns;
-      f.remedy = remedy_recorded_mismatch(c.tensor, !columns.empty());
-      out.push_back(f);
+      IndexRange rows;
+      if (h.bad_row_first >= 0) rows = {h.bad_row_first, h.bad_row_last};
+      hits.push_back({h.batch, h.head, rows, {}, 1, ""});
+      const auto badness = [](const HeadComparison& x) {
+        return std::make_pair(x.nonfinite_mismatch, x.max_error);
+      };
+      if (worst == nullptr || badness(h) > badness(*worst)) worst = &h;
     }
+    if (worst == nullptr) continue;
+    const std::vector<HitGroup> groups = group_hits(hits);
+    HitGroup all{-1, {}, {}, {}, 0, "", {}};
+    std::string heads;
+    for (size_t n = 0; n < groups.size(); ++n) {
+      const HitGroup& g = groups[n];
+      all.heads = all.heads.merged(g.heads);
+      all.rows = all.rows.merged(g.rows);
+      all.count += g.count;
+      if (n < 6) heads += (n ? "; " : "") + where_text(g, kv ? "kv head" : "head");
+    }
+    if (groups.size() > 6) heads += "; and " + std::to_string(groups.size() - 6) + " more";
+    const bool one_batch = std::all_of(groups.begin(), groups.end(), [&](const HitGroup& g) {
+      return g.batch == groups.front().batch;
+    });
+    all.batch = one_batch ? groups.front().batch : -1;
+    const std::string columns = column_text(*worst, c.threshold);
+    Finding f = located(FindingKind::recorded_mismatch, Severity::error, c.tensor, all);
+    f.count = all.count;
+    f.message = "recorded " + c.tensor + " breaks the accuracy rule vs the fp64 replay of the " +
+                "recorded run in " + count_text(all.count) + (kv ? " kv heads" : " heads") +
+                " (" + heads + "); worst batch " + std::to_string(worst->batch) +
+                (kv ? ", kv head " : ", head ") + std::to_string(worst->head) + ": cosine " +
+                fixed3(worst->cosine) + ", norm ratio " + num(worst->norm_ratio);
+    if (worst->max_error > c.threshold) {
+      f.message += ", max error " + num(worst->max_error) + " > " + num(c.threshold) +
+                   " allowed (" + (c.tensor[0] == 'd' ? "3" : "2") + " x unfused " +
+                   cx.precision_text() + " error " + num(c.baseline_error) + " + floor)";
+    }
+    f.message += nonfinite_sides(*worst) + columns;
+    f.remedy = remedy_recorded_mismatch(c.tensor, !columns.empty());
+    out.push_back(f);
   }
 }
 
 // Rows of the recorded o that are exactly zero where the fp64 output is not.
 void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   const HostTensor* o = cx.data.find("o");
-  if (o == nullptr || cx.reference == nullptr) return;
+  if (o == nullptr || cx.recorded_reference == nullptr ||
+      cx.replay.dropout == DropoutReplay::unavailable) {
+    return;
+  }
   const std::vector<double> rec = o->to_double();
   const AttnParams& p = cx.in.params;
   const int64_t Dv = p.head_dim_v;
@@ -97,7 +134,7 @@ void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
       bool rec_zero = true, ref_nonzero = false;
       for (int64_t c = 0; c < Dv; ++c) {
         rec_zero = rec_zero && rec[at(row * Dv + c)] == 0;
-        const double r = cx.reference->o[at(row * Dv + c)];
+        const double r = cx.recorded_reference->o[at(row * Dv + c)];
         ref_nonzero = ref_nonzero || (std::isfinite(r) && r != 0);
       }
       if (!rec_zero || !ref_nonzero || cx.masks.row_mask[at(row)] != RowMask::open) continue;
@@ -115,21 +152,27 @@ void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   }
 }
 
-// The recorded LSE below a row's recomputed max score by more than log(FLT_MAX).
+// The recorded LSE below a row's max score in the replay by more than log(FLT_MAX).
 void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   const HostTensor* lse = cx.data.find("lse");
-  if (lse == nullptr || cx.runs.empty()) return;
+  if (lse == nullptr || cx.recorded_run == nullptr) return;
   const std::vector<double> rec = lse->to_double();
-  const ModeRun& run = cx.runs.front();
+  const AttnParams& p = cx.in.params;
   double worst = 0;
-  const RunRowHits hits = row_hits(cx, [&](const ModeRun& r, int64_t row) {
-    if (&r != &run) return false;
-    const double gap = static_cast<double>(r.out.m[at(row)]) - rec[at(row)];
-    if (!(gap > cpu::kExpOverflowArg)) return false;
-    worst = std::max(worst, gap);
-    return true;
-  });
-  for (const HitGroup& g : group_hits(hits.hits)) {
+  std::vector<HeadHit> hits;
+  for (int64_t bh = 0; bh < p.batch * p.heads; ++bh) {
+    HeadHit hit{bh / p.heads, bh % p.heads, {}, {}, 0, ""};
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      const int64_t row = bh * p.seqlen_q + i;
+      const double gap = static_cast<double>(cx.recorded_run->out.m[at(row)]) - rec[at(row)];
+      if (!(gap > cpu::kExpOverflowArg)) continue;
+      worst = std::max(worst, gap);
+      hit.rows = hit.rows.merged({i, i});
+      ++hit.count;
+    }
+    if (hit.count > 0) hits.push_back(hit);
+  }
+  for (const HitGroup& g : group_hits(hits)) {
     Finding f = located(FindingKind::exp_overflow, Severity::error, "lse", g);
     f.message = "recorded lse is below the row max of the recomputed scores by up to " +
                 num(worst) + " > " + num(cpu::kExpOverflowArg) + " in " + where_text(g) +
@@ -137,6 +180,25 @@ void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out)
     f.remedy = remedy_exp_overflow(true);
     out.push_back(f);
   }
+}
+
+// Dropout without its keep-mask: the comparisons the replay cannot make.
+void replay_inexact(const AnalysisContext& cx, std::vector<Finding>& out) {
+  if (cx.replay.dropout != DropoutReplay::unavailable) return;
+  Finding f;
+  f.kind = FindingKind::replay_inexact;
+  f.severity = Severity::info;
+  f.tensor = "o";
+  f.message = "the run used attention dropout (p = " + num(cx.data.info.config.run.dropout_p) +
+              ") but the dump holds no keep-mask" +
+              (cx.data.info.config.run.dropout_note.empty()
+                   ? std::string()
+                   : " (" + cx.data.info.config.run.dropout_note + ")") +
+              ": the recorded o, dq, dk, dv are not compared element-wise and the "
+              "recomputation runs without dropout; lse and the inputs are still checked";
+  f.remedy = "record the step with attnscope_record (it stores the keep-mask where it can "
+             "reproduce it), or record it in eval mode / with dropout_p = 0";
+  out.push_back(f);
 }
 
 // Precision loss is judged by e = max |x - fp64| / (max |fp64| + floor) per head: warning
@@ -249,7 +311,7 @@ void precision_loss(const AnalysisContext& cx, std::vector<Finding>& out) {
                   ", relative L2 " + num(100 * worst.rel_l2) + "%)";
       f.remedy = remedy_precision_loss(cx.precision());
       f.precision = cx.precision_text();
-      f.modes = {mode_name(r.mode)};
+      f.modes = {run_name(r)};
       out.push_back(f);
     }
   }
@@ -261,6 +323,10 @@ void add_recorded_findings(const AnalysisContext& cx, std::vector<Finding>& out)
   recorded_mismatch(cx, out);
   recorded_zero_rows(cx, out);
   recorded_lse_overflow(cx, out);
+  replay_inexact(cx, out);
+}
+
+void add_precision_findings(const AnalysisContext& cx, std::vector<Finding>& out) {
   precision_loss(cx, out);
 }
 

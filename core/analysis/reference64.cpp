@@ -30,7 +30,8 @@ double dot(const double* a, const double* b, int64_t n) {
 // Forward of head (b, h), row by row, as reference_attention's forward:
 //   s_ij = fill if masked, else softcap(scale q_i.k_j) + bias_ij;  m_i = max_j s_ij (NaN if
 //   any s_ij is NaN);  l_i = sum_j exp(s_ij - m_i);  lse_i = m_i + log l_i;
-//   o_i = sum_j exp(s_ij - m_i) / l_i v_j;  a row of -inf under `safe`: o_i = 0, lse_i = -inf.
+//   o_i = sum_j exp(s_ij - m_i) / l_i z_ij v_j (z the dropout factor);  a row of -inf under
+//   `safe`: o_i = sum_j 0 v_j (0 unless a value is NaN / Inf), lse_i = -inf.
 void forward_head(const CaseInputs& in, int64_t b, int64_t h, Reference64& r) {
   const AttnParams& p = in.params;
   const int64_t D = p.head_dim, Dv = p.head_dim_v, Sk = p.seqlen_k;
@@ -62,7 +63,11 @@ void forward_head(const CaseInputs& in, int64_t b, int64_t h, Reference64& r) {
     double* o_i = r.o.data() + row * Dv;
     if (m == -kInf && p.mask_fill == MaskFill::safe) {
       r.lse[at(row)] = -kInf;
-      continue;  // o_i stays 0
+      // P = 0 on every key: o_i = sum 0 * v_j, 0 unless a value is non-finite.
+      for (int64_t j = 0; j < Sk && !v_finite; ++j) {
+        for (int64_t c = 0; c < Dv; ++c) o_i[c] += 0.0 * v[j * Dv + c];
+      }
+      continue;
     }
     double l = 0;
     for (int64_t j = 0; j < Sk; ++j) {
@@ -71,7 +76,7 @@ void forward_head(const CaseInputs& in, int64_t b, int64_t h, Reference64& r) {
     }
     r.lse[at(row)] = m + std::log(l);
     for (int64_t j = 0; j < Sk; ++j) {
-      const double w = s[at(j)] / l;
+      const double w = s[at(j)] / l * dropout_factor(p, b, h, i, j);
       if (w == 0 && v_finite) continue;
       const double* v_j = v + j * Dv;
       for (int64_t c = 0; c < Dv; ++c) o_i[c] += w * v_j[c];
@@ -92,6 +97,9 @@ void reference_group(const CaseInputs& in, int64_t b, int64_t g, Reference64& r)
   slice.kv_heads = 1;
   if (p.mask != nullptr) slice.mask = p.mask + b * p.mask_strides.b + h0 * p.mask_strides.h;
   if (p.bias != nullptr) slice.bias = p.bias + b * p.bias_strides.b + h0 * p.bias_strides.h;
+  if (p.dropout_keep != nullptr) {
+    slice.dropout_keep = p.dropout_keep + b * p.dropout_strides.b + h0 * p.dropout_strides.h;
+  }
   const ReferenceTrace t = reference_attention(
       slice, in.q.data() + bh0 * Sq * D, in.k.data() + bkv * Sk * D, in.v.data() + bkv * Sk * Dv,
       in.has_dout ? in.dout.data() + bh0 * Sq * Dv : nullptr);

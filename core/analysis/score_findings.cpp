@@ -51,12 +51,16 @@ HeadScan scan_head(const CaseInputs& in, int64_t b, int64_t h, double limit) {
   for (int64_t i = 0; i < p.seqlen_q; ++i) {
     double row_qk = 0, row_s = 0;
     for (int64_t j = 0; j < Sk; ++j) {
-      if (is_masked(p, b, h, i, j)) continue;
+      // Masking sentinels are not scores, and a q.k that is already non-finite comes from a
+      // non-finite input (nonfinite_input), not from an overflow.
+      const double bias = bias_at(p, b, h, i, j);
+      if (is_masked(p, b, h, i, j) || bias <= kBiasSentinel) continue;
       double qk = 0;
       for (int64_t c = 0; c < D; ++c) qk += q[i * D + c] * k[j * D + c];
+      if (!std::isfinite(qk)) continue;
       double s = p.scale * qk;
       if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-      s += bias_at(p, b, h, i, j);
+      s += bias;
       row_qk = std::max(row_qk, std::fabs(qk));
       if (std::isfinite(s)) row_s = std::max(row_s, std::fabs(s));
     }

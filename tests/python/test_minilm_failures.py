@@ -76,7 +76,8 @@ class MiniLMFailuresTest(unittest.TestCase):
     def test_scan_finds_score_overflow_in_layer_2_only(self):
         scans = self.scans["overflow"]
         overflow = [f for f in scans[LAYERS[2]]["findings"] if f["kind"] == "score_overflow"]
-        self.assertEqual(sorted((f["batch"], f["head"]) for f in overflow),
+        self.assertEqual(len(overflow), 1)  # one finding per (kind, tensor), located per head
+        self.assertEqual(sorted((loc["batch"], loc["head"]) for loc in overflow[0]["locations"]),
                          [(b, h) for b in range(8) for h in range(12)])
         self.assertTrue(all(f["severity"] == "error" and f["tensor"] == "S"
                             and f["modes"] == ["unfused"] for f in overflow))
@@ -98,8 +99,8 @@ class MiniLMFailuresTest(unittest.TestCase):
         self.assertNotIn(("nonfinite_input", "q"), kinds(first))
         fill = [f for f in first["findings"] if f["kind"] == "mask_fill_overflow"]
         self.assertTrue(all("-1e9" in f["message"] for f in fill))
-        rows = sorted((f["batch"], f["rows"]) for f in first["findings"]
-                      if f["kind"] == "fully_masked_row")
+        rows = sorted((loc["batch"], loc["rows"]) for f in first["findings"]
+                      if f["kind"] == "fully_masked_row" for loc in f["locations"])
         expected = [(b, [n, 13]) for b, n in enumerate(self.valid_lengths) if n < 14]
         self.assertEqual(rows, expected)
         self.assertEqual(len(expected), 7)

@@ -1,0 +1,44 @@
+// The first bad case of a dump (DESIGN §4): where a failure starts and which cases it
+// propagates into. Within a training step the forward runs layer 0, 1, ... and the backward
+// the other way round, so a NaN made in layer L's forward poisons the later layers' inputs and,
+// through dO, the earlier layers' gradients; a NaN made in L's backward poisons only the
+// earlier layers' gradients.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/analysis/case_analysis.h"
+#include "core/case_model.h"
+
+namespace attnscope {
+
+// What one analysed case contributes: where it sits and which side of it went wrong.
+struct CaseVerdict {
+  std::string path;
+  std::optional<int64_t> step, micro_batch, layer;
+  bool forward_error = false;   // an error in the inputs q / k / v / mask / bias or the forward
+  bool backward_error = false;  // an error in dO or the gradients
+  bool dout_nonfinite = false;  // dO arrived non-finite (poisoned by a later layer)
+  std::vector<std::string> kinds;  // kinds of its error findings, in report order
+  std::string forward_lead, backward_lead;  // the first error message of each side
+};
+
+CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis);
+
+struct FirstBadCase {
+  size_t index = 0;  // into the verdicts
+  bool from_backward = false;  // the failure started in this case's backward
+  std::vector<size_t> forward_into;   // later cases of the step whose forward it poisoned
+  std::vector<size_t> backward_into;  // earlier cases of the step whose gradients it poisoned
+  std::vector<int64_t> later_steps;   // later steps with errors
+  std::string text;  // "step 0, layer 1 (/step_000000/layer_01): nonfinite_input, ...; ..."
+  std::string lead;  // the origin's first error message on the side where it started
+};
+
+// Verdicts in case order (core/case_model.h); nullopt when no case has an error.
+std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts);
+
+}  // namespace attnscope

@@ -1,0 +1,87 @@
+// The replay of a recorded run: backend -> mode and P source, framework version -> fully
+// masked row semantics, autocast / dtype -> precision, dropout -> keep-mask replay.
+#include "core/replay.h"
+
+#include <cstdio>
+
+#include "core/case_inputs.h"
+
+namespace attnscope {
+namespace {
+
+// PyTorch 2.5 made SDPA return 0 (and zero gradients) for rows that attend to no key: the MATH
+// backend's _safe_softmax, the flash and mem-efficient kernels alike.
+constexpr std::pair<int, int> kSafeSoftmaxSince = {2, 5};
+
+bool is_sdpa_backend(const std::string& backend) {
+  return backend.rfind("sdpa_", 0) == 0;
+}
+
+bool on_cpu(const RunRecord& run) {
+  return run.device.empty() || run.device.rfind("cpu", 0) == 0;
+}
+
+std::string fill_text(MaskFill fill) {
+  return fill == MaskFill::safe ? "fully masked rows give O = 0" : "fully masked rows give NaN";
+}
+
+}  // namespace
+
+std::pair<int, int> framework_version(const std::string& text) {
+  int major = 0, minor = 0;
+  if (std::sscanf(text.c_str(), "%d.%d", &major, &minor) != 2) return {0, 0};
+  return {major, minor};
+}
+
+bool is_fused_backend(const std::string& backend) {
+  for (const char* name : {"sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_overrideable",
+                           "flash_attn", "flex", "xformers"}) {
+    if (backend == name) return true;
+  }
+  return false;
+}
+
+Replay replay_of(const CaseInfo& info) {
+  const CaseConfig& config = info.config;
+  const RunRecord& run = config.run;
+  Replay r;
+  const std::string dtype = run.autocast_dtype.empty() ? config.dtype : run.autocast_dtype;
+  r.precision = precision_from_dtype(dtype).value_or(Precision::f32);
+  if (r.precision == Precision::f64) r.precision = Precision::f32;  // the kernels emulate fp32
+  const bool sdpa = is_sdpa_backend(run.backend);
+  const auto version = framework_version(run.torch_version);
+  r.mask_fill = sdpa && version >= kSafeSoftmaxSince ? MaskFill::safe : MaskFill::neg_inf;
+  if (is_fused_backend(run.backend)) {
+    r.backend_known = true;
+    r.modes = {Mode::fused};
+    r.backward_p = BackwardP::from_lse;
+  } else if (run.backend == "sdpa_math") {
+    r.backend_known = true;
+    // On CPU the MATH backend upcasts fp16 / bf16 to fp32 and rounds its results once; on a
+    // GPU it runs op by op in the input precision like eager attention.
+    const bool cpu = on_cpu(run);
+    r.modes = {cpu ? Mode::fused : Mode::unfused};
+    r.upcast = cpu && r.precision != Precision::f32;
+  } else {
+    r.modes = {Mode::fused, Mode::unfused};
+  }
+  r.dropout = run.dropout_p <= 0          ? DropoutReplay::none
+              : info.has("dropout_mask") ? DropoutReplay::mask
+                                         : DropoutReplay::unavailable;
+  r.invert_mask = run.mask_convention == "masked_out";
+
+  const std::string backend = run.backend.empty() ? "backend not recorded" : run.backend;
+  const std::string framework =
+      run.torch_version.empty() ? "framework not recorded" : "torch " + run.torch_version;
+  r.text = backend + ", " + framework + ", " + precision_name(r.precision) +
+           (r.upcast ? " computed in fp32" : "") + ": " + fill_text(r.mask_fill);
+  if (r.dropout != DropoutReplay::none) {
+    char p[32];
+    std::snprintf(p, sizeof p, "%g", run.dropout_p);
+    r.text += std::string(", dropout p = ") + p +
+              (r.dropout == DropoutReplay::mask ? " (keep-mask recorded)" : " (no keep-mask)");
+  }
+  return r;
+}
+
+}  // namespace attnscope

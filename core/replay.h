@@ -1,0 +1,54 @@
+// Replay as recorded (DESIGN §3): the kernel semantics that reproduce what the user's run did,
+// derived from the run record a dump carries (schema 1.1: framework version, SDPA backend,
+// autocast, dropout), with documented defaults where the dump says nothing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/case_model.h"
+#include "kernels/attn_params.h"
+#include "kernels/cpu/fused_attention.h"
+
+namespace attnscope {
+
+// How the run's attention dropout can be replayed.
+enum class DropoutReplay : uint8_t {
+  none,         // no dropout (dropout_p = 0)
+  mask,         // the keep-mask is in the dump: replayed exactly
+  unavailable,  // dropout without a keep-mask: the outputs cannot be reproduced element-wise
+};
+
+struct Replay {
+  // The dump names the backend that ran (schema 1.1); otherwise every mode is a candidate.
+  bool backend_known = false;
+  // The kernel semantics the run had: one mode for a known backend; fused and unfused when
+  // unknown (the user may have run either a fused kernel or eager attention).
+  std::vector<Mode> modes;
+  // SDPA MATH on CPU: fp16 / bf16 inputs are upcast, computed in fp32 and O and the gradients
+  // rounded once to `precision` (the fused mode at fp32, outputs rounded).
+  bool upcast = false;
+  Precision precision = Precision::f32;  // what the run's kernel stored in
+  // What masked scores and fully masked rows did: safe (O = 0, zero gradients) for PyTorch
+  // >= 2.5's SDPA, -inf (NaN rows) before and when the framework is unknown.
+  MaskFill mask_fill = MaskFill::neg_inf;
+  // FlashAttention-family backends recompute P from the stored LSE in the backward.
+  BackwardP backward_p = BackwardP::saved;
+  DropoutReplay dropout = DropoutReplay::none;
+  // mask_convention = masked_out: the stored bool mask says True = masked out.
+  bool invert_mask = false;
+  // One line for reports: "sdpa_flash, torch 2.11.0+cu130, fp16: fully masked rows give 0".
+  std::string text;
+};
+
+// The replay of a case from its group attributes and the tensors it holds (dropout_mask).
+Replay replay_of(const CaseInfo& info);
+
+// Major and minor version of a "2.11.0+cu130"-style version string; {0, 0} when unparsable.
+std::pair<int, int> framework_version(const std::string& text);
+
+// True for the backends that recompute P from the LSE (FlashAttention-2/3, PyTorch's CPU
+// flash, mem-efficient, cuDNN, FlexAttention, xFormers): "sdpa_flash", "flash_attn", ...
+bool is_fused_backend(const std::string& backend);
+
+}  // namespace attnscope
