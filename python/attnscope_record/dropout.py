@@ -84,6 +84,12 @@ def replay(tensors, attn_mask, args, state):
     target = autocast_dtype(q)
     cast = [t.to(target) if target is not None and t is not None and t.is_floating_point()
             else t for t in (q, k, v, attn_mask)]
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # SDPA turns a bool mask into an additive one before its MATH backend; called
+        # directly, the MATH op would add the bools as numbers.
+        dtype = cast[0].dtype
+        cast[3] = torch.zeros(attn_mask.shape, dtype=dtype, device=attn_mask.device).masked_fill(
+            ~attn_mask, float("-inf"))
     with torch.no_grad(), torch.autocast(q.device.type, enabled=False):
         with _rng_state_at(q.device, state):
             keep = torch.empty(keep_mask_shape(q, k, enable_gqa), dtype=torch.float32,
