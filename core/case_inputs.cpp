@@ -97,7 +97,7 @@ Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& set
   p.softcap = cfg.softcap;
   p.causal = cfg.causal;
   p.causal_align = cfg.causal_align;
-  const Replay replay = replay_of(data.info);
+  const Replay replay = replay_of(data.info.config, data.find("dropout_mask") != nullptr);
   p.mask_fill = settings.mask_fill.value_or(replay.mask_fill);
   p.precision = settings.precision.value_or(replay.precision);
   p.backward_p = replay.backward_p;

@@ -59,7 +59,7 @@ Result<double> resolve_scale(const CaseData& data, const RunSettings& settings);
 
 // Fails (invalid_argument) on a non-finite or non-positive scale override or a mask / bias /
 // dropout mask that is not broadcastable (the readers already validated shapes, so this guards
-// the API). The run semantics the settings leave open come from replay_of(data.info): mask
+// the API). The run semantics the settings leave open come from replay_of (core/replay.h): mask
 // fill, precision, the backward's P source, the dropout keep-mask, the mask's polarity.
 Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings);
 

@@ -245,7 +245,9 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
     if (t.name == "dq") e = expect_shape(t, q->shape, "q", where);
     if (t.name == "dk") e = expect_shape(t, k->shape, "k", where);
     if (t.name == "dv") e = expect_shape(t, v->shape, "v", where);
-    if (t.name == "lse") e = expect_shape(t, lse_shape, "[B,H,Sq]", where);
+    if (t.name == "lse" && !lse_sequence_major(t.shape, dims)) {
+      e = expect_shape(t, lse_shape, "[B,H,Sq] (or [B,Sq,H])", where);
+    }
     if (is_score_tensor(t.name)) e = expect_broadcastable(t, scores, where);
     if (e) return *e;
   }
@@ -288,8 +290,24 @@ HostTensor drop_leading(HostTensor t, size_t rank) {
 
 }  // namespace
 
-HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout) {
+bool lse_sequence_major(const std::vector<int64_t>& shape, const CaseDims& d) {
+  if (d.heads == d.seqlen_q || shape.size() < 2) return false;
+  const bool batched = shape.size() == 3;
+  return (!batched || shape[0] == d.batch) && shape[shape.size() - 2] == d.seqlen_q &&
+         shape.back() == d.heads && shape.size() <= 3;
+}
+
+HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout,
+                        const CaseDims& dims) {
   if (is_score_tensor(name)) return pad_leading(stored, 4);
+  if (name == "lse" && lse_sequence_major(stored.shape, dims)) {
+    // [.., Sq, H] -> [B, H, Sq] through the rank-4 swap of dims 1 and 2 ([B, Sq, H, 1]).
+    HostTensor t = pad_leading(stored, 3);
+    t.shape.push_back(1);
+    t = swap_dims_12(t);
+    t.shape.pop_back();
+    return t;
+  }
   if (name == "lse") return pad_leading(stored, 3);
   if (!is_sequence_tensor(name)) return stored;
   if (layout == Layout::bshd && stored.shape.size() == 4) return swap_dims_12(stored);

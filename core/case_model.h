@@ -119,8 +119,15 @@ struct CaseData {
 Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout layout,
                                  const std::string& where);
 
-// Converts a stored tensor to canonical layout (see CaseData) and back.
-HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout);
+// True when a stored lse of `shape` is sequence-major: [B, Sq, H] (or [Sq, H] for 3-D
+// layouts) where schema 1 expects [B, H, Sq], as FlashAttention's qv path and some varlen
+// kernels store it. Never when H == Sq (the shapes agree; the analysis then tells by value).
+bool lse_sequence_major(const std::vector<int64_t>& shape, const CaseDims& dims);
+
+// Converts a stored tensor to canonical layout (see CaseData) and back. `dims` tells a
+// sequence-major lse (lse_sequence_major) from the canonical one; only lse reads it.
+HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layout layout,
+                        const CaseDims& dims = {});
 // from_canonical to hsd / sd needs the dropped leading dims to be 1; mask / bias stay rank 4.
 HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout);
 

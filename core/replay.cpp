@@ -41,8 +41,7 @@ bool is_fused_backend(const std::string& backend) {
   return false;
 }
 
-Replay replay_of(const CaseInfo& info) {
-  const CaseConfig& config = info.config;
+Replay replay_of(const CaseConfig& config, bool keep_mask) {
   const RunRecord& run = config.run;
   Replay r;
   const std::string dtype = run.autocast_dtype.empty() ? config.dtype : run.autocast_dtype;
@@ -66,7 +65,7 @@ Replay replay_of(const CaseInfo& info) {
     r.modes = {Mode::fused, Mode::unfused};
   }
   r.dropout = run.dropout_p <= 0          ? DropoutReplay::none
-              : info.has("dropout_mask") ? DropoutReplay::mask
+              : keep_mask                ? DropoutReplay::mask
                                          : DropoutReplay::unavailable;
   r.invert_mask = run.mask_convention == "masked_out";
 

@@ -41,8 +41,9 @@ struct Replay {
   std::string text;
 };
 
-// The replay of a case from its group attributes and the tensors it holds (dropout_mask).
-Replay replay_of(const CaseInfo& info);
+// The replay of a case from its group attributes; `keep_mask` says whether the case holds a
+// dropout_mask (CaseData::find / CaseInfo::has).
+Replay replay_of(const CaseConfig& config, bool keep_mask);
 
 // Major and minor version of a "2.11.0+cu130"-style version string; {0, 0} when unparsable.
 std::pair<int, int> framework_version(const std::string& text);

@@ -9,6 +9,7 @@
 #include "core/analysis/analysis_context.h"
 #include "core/analysis/analysis_memory.h"
 #include "core/analysis/clip_report.h"
+#include "core/analysis/recorded_conventions.h"
 #include "core/analysis/reference64.h"
 #include "core/memory_budget.h"
 #include "kernels/cpu/parallel_for.h"
@@ -158,7 +159,8 @@ void find_or_run(RecordedReplay& r, const Replay& replay, const std::vector<Mode
 // recorded precision) and the replay's kernel compared per head too. o and the gradients are
 // left out when the run's dropout cannot be replayed.
 std::vector<RecordedComparison> compare_recordings(const CaseData& data, const RecordedReplay& r,
-                                                   const Replay& replay) {
+                                                   const Replay& replay,
+                                                   std::vector<Finding>& conventions) {
   std::vector<RecordedComparison> out;
   for (const char* name : kRecordedNames) {
     const HostTensor* t = data.find(name);
@@ -177,8 +179,18 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
     c.same_precision = &same;
     c.gradient = name[0] == 'd';
     out.push_back(compare_recorded(c));
+    if (auto base = lse_base_convention(out.back(), c)) conventions.push_back(*base);
   }
+  if (auto layout = lse_layout_finding(data.info)) conventions.push_back(*layout);
   return out;
+}
+
+const RecordedComparison* comparison_of(const std::vector<RecordedComparison>& list,
+                                        const std::string& tensor) {
+  for (const RecordedComparison& c : list) {
+    if (c.tensor == tensor) return &c;
+  }
+  return nullptr;
 }
 
 bool has_recorded_gradients(const CaseData& data) {
@@ -237,7 +249,7 @@ std::string what_if_text(const CaseData& data, const AnalysisSettings& s, const 
 }  // namespace
 
 Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& settings) {
-  const Replay replay = replay_of(data.info);
+  const Replay replay = replay_of(data.info.config, data.find("dropout_mask") != nullptr);
   const std::vector<Mode> modes = settings.modes.empty() ? replay.modes : settings.modes;
   const bool upcast = settings.modes.empty() ? replay.upcast : settings.upcast;
   const bool recorded = settings.recorded_check &&
@@ -314,6 +326,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
         in, (settings.precision_check && within_budget) || (replays && recorded_gradients));
   }
   if (stop()) return a;
+  std::vector<Finding> conventions;  // recorded_convention findings of the comparisons
   // A what-if keeps the recorded-output check on the replay of the recorded run.
   std::optional<CaseInputs> replay_in;
   std::optional<KernelInputs> replay_kin;
@@ -331,7 +344,20 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
       rr = RecordedReplay{&*replay_in, &*replay_kin, &*replay_reference, nullptr, nullptr, {}};
     }
     find_or_run(rr, replay, a.what_if ? nullptr : &a.runs, settings.threads);
-    a.recorded = compare_recordings(data, rr, replay);
+    a.recorded = compare_recordings(data, rr, replay, conventions);
+    // A bool mask of the opposite polarity: analysed again with the mask inverted.
+    const RecordedComparison* o = comparison_of(a.recorded, "o");
+    if (o != nullptr &&
+        mask_polarity_inverted(data, o->within_rule, o->threshold, settings.threads)) {
+      CaseData inverted = data;
+      inverted.info.config.run.mask_convention = "masked_out";
+      Result<CaseAnalysis> again = analyze_case(inverted, settings);
+      if (again) {
+        again->findings.push_back(mask_polarity_finding(data));
+        group_findings(again->findings);
+      }
+      return again;
+    }
   }
   if (stop()) return a;
   if (settings.clip_norm) {
@@ -350,6 +376,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   add_precision_findings(cx, a.findings);
   for (Finding& f : a.findings) f.what_if = a.what_if;
   add_recorded_findings(cx, a.findings);  // judged against the replay of the recorded run
+  a.findings.insert(a.findings.end(), conventions.begin(), conventions.end());
   group_findings(a.findings);
 
   for (const ModeRun& r : a.runs) a.stats.runs.push_back(run_stats(p, r));

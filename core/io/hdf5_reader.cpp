@@ -301,7 +301,7 @@ Result<CaseData> DumpReader::load(const std::string& case_path) const {
   for (const TensorInfo& t : info->tensors) {
     auto stored = read_tensor(state_->file.get(), state_->path, *info, t, state_->options);
     if (!stored) return stored.error();
-    data.tensors[t.name] = to_canonical(t.name, *stored, info->config.layout);
+    data.tensors[t.name] = to_canonical(t.name, *stored, info->config.layout, info->dims);
   }
   return data;
 }

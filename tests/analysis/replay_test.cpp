@@ -1,0 +1,245 @@
+// Replay as recorded (core/replay.h, analyze_case): the run record decides mode, fill, P
+// source and dropout; defaults judge the recording as it ran, what-ifs never make the
+// recorded-output check blame the recording; dropout without a keep-mask is named, not
+// reported as a mismatch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "analysis_test_util.h"
+#include "core/analysis/reference64.h"
+#include "core/replay.h"
+
+namespace attnscope::testing {
+namespace {
+
+RunRecord sdpa(const std::string& backend, const std::string& version = "2.11.0+cu130") {
+  RunRecord r;
+  r.backend = backend;
+  r.torch_version = version;
+  r.device = "cpu";
+  return r;
+}
+
+TEST(Replay, flash_backend_is_fused_from_lse_with_safe_rows_since_torch_2_5) {
+  CaseConfig c;
+  c.dtype = "float16";
+  c.run = sdpa("sdpa_flash");
+  const Replay r = replay_of(c, false);
+  EXPECT_TRUE(r.backend_known);
+  EXPECT_EQ(r.modes, std::vector<Mode>{Mode::fused});
+  EXPECT_FALSE(r.upcast);
+  EXPECT_EQ(r.precision, Precision::f16);
+  EXPECT_EQ(r.mask_fill, MaskFill::safe);
+  EXPECT_EQ(r.backward_p, BackwardP::from_lse);
+  EXPECT_NE(r.text.find("sdpa_flash"), std::string::npos) << r.text;
+  c.run.torch_version = "2.4.1";
+  EXPECT_EQ(replay_of(c, false).mask_fill, MaskFill::neg_inf);
+}
+
+TEST(Replay, sdpa_math_upcasts_low_precision_on_cpu_and_runs_eager_on_a_gpu) {
+  CaseConfig c;
+  c.dtype = "bfloat16";
+  c.run = sdpa("sdpa_math");
+  Replay r = replay_of(c, false);
+  EXPECT_EQ(r.modes, std::vector<Mode>{Mode::fused});
+  EXPECT_TRUE(r.upcast);
+  EXPECT_EQ(r.backward_p, BackwardP::saved);
+  c.dtype = "float32";
+  EXPECT_FALSE(replay_of(c, false).upcast);
+  c.dtype = "bfloat16";
+  c.run.device = "cuda:0";
+  r = replay_of(c, false);
+  EXPECT_EQ(r.modes, std::vector<Mode>{Mode::unfused});
+  EXPECT_FALSE(r.upcast);
+}
+
+TEST(Replay, unknown_backend_keeps_both_modes_neg_inf_rows_and_autocast_sets_precision) {
+  CaseConfig c;
+  c.dtype = "float32";
+  Replay r = replay_of(c, false);
+  EXPECT_FALSE(r.backend_known);
+  EXPECT_EQ(r.modes, (std::vector<Mode>{Mode::fused, Mode::unfused}));
+  EXPECT_EQ(r.mask_fill, MaskFill::neg_inf);
+  EXPECT_EQ(r.precision, Precision::f32);
+  c.run.autocast_dtype = "bfloat16";
+  EXPECT_EQ(replay_of(c, false).precision, Precision::bf16);
+}
+
+TEST(Replay, dropout_with_and_without_keep_mask_and_inverted_polarity) {
+  CaseConfig c;
+  EXPECT_EQ(replay_of(c, true).dropout, DropoutReplay::none);  // p = 0: the mask means nothing
+  c.run.dropout_p = 0.1;
+  EXPECT_EQ(replay_of(c, true).dropout, DropoutReplay::mask);
+  EXPECT_EQ(replay_of(c, false).dropout, DropoutReplay::unavailable);
+  c.run.mask_convention = "masked_out";
+  EXPECT_TRUE(replay_of(c, false).invert_mask);
+  EXPECT_EQ(framework_version("2.11.0+cu130"), std::make_pair(2, 11));
+  EXPECT_EQ(framework_version("nightly"), std::make_pair(0, 0));
+}
+
+// The case's fp64 outputs under its own replay, stored as the recording (fp32).
+void record_outputs(CaseData& c) {
+  Result<CaseInputs> in = make_case_inputs(c, RunSettings{});
+  ASSERT_TRUE(in.ok());
+  const Reference64 ref = compute_reference64(*in, true, 1);
+  const CaseDims& d = c.info.dims;
+  put(c, "o", DType::f32, {d.batch, d.heads, d.seqlen_q, d.head_dim_v}, ref.o);
+  put(c, "dq", DType::f32, {d.batch, d.heads, d.seqlen_q, d.head_dim}, ref.dq);
+  put(c, "dk", DType::f32, {d.batch, d.kv_heads, d.seqlen_k, d.head_dim}, ref.dk);
+  put(c, "dv", DType::f32, {d.batch, d.kv_heads, d.seqlen_k, d.head_dim_v}, ref.dv);
+}
+
+// Batch 0 of a 2-batch fp32 case: query rows 3 and 9 attend to no key (bool mask).
+CaseData padded_flash_case() {
+  CaseSpec s = spec(2, 2, "float32");
+  s.batch = 2;
+  CaseData c = make_case(s);
+  c.info.config.run = sdpa("sdpa_flash");
+  std::vector<double> mask(static_cast<size_t>(2 * 16 * 16), 1.0);
+  for (int64_t j = 0; j < 16; ++j) mask[3 * 16 + j] = mask[9 * 16 + j] = 0;
+  put(c, "mask", DType::boolean, {2, 1, 16, 16}, mask);
+  return c;
+}
+
+TEST(ReplayAnalysis, zeroed_padding_rows_of_a_recorded_sdpa_run_are_info_not_errors) {
+  CaseData c = padded_flash_case();
+  record_outputs(c);
+  const CaseAnalysis a = analyze(c);
+  EXPECT_FALSE(a.what_if);
+  EXPECT_EQ(a.judged_under.rfind("as recorded (sdpa_flash", 0), 0u) << a.judged_under;
+  EXPECT_FALSE(has_error(a.findings)) << summary(a);
+  const auto masked = of_kind(a, FindingKind::fully_masked_row);
+  ASSERT_EQ(masked.size(), 1u) << summary(a);
+  EXPECT_EQ(masked[0]->severity, Severity::info);
+  EXPECT_NE(masked[0]->message.find("intentional padding"), std::string::npos);
+  for (const RecordedComparison& r : a.recorded) EXPECT_TRUE(r.within_rule) << r.tensor;
+}
+
+TEST(ReplayAnalysis, what_if_fill_shows_nan_rows_but_never_blames_the_recording) {
+  CaseData c = padded_flash_case();
+  record_outputs(c);
+  AnalysisSettings s;
+  s.run.mask_fill = MaskFill::neg_inf;
+  const CaseAnalysis a = analyze(c, s);
+  EXPECT_TRUE(a.what_if);
+  EXPECT_EQ(a.judged_under.rfind("what-if: mask fill neg_inf", 0), 0u) << a.judged_under;
+  const auto masked = of_kind(a, FindingKind::fully_masked_row);
+  ASSERT_FALSE(masked.empty());
+  EXPECT_EQ(masked[0]->severity, Severity::error);
+  EXPECT_TRUE(masked[0]->what_if);
+  EXPECT_FALSE(has_kind(a, FindingKind::recorded_mismatch)) << summary(a);
+  for (const RecordedComparison& r : a.recorded) EXPECT_TRUE(r.within_rule) << r.tensor;
+}
+
+TEST(ReplayAnalysis, a_recording_that_breaks_the_replay_is_one_mismatch_per_tensor) {
+  CaseData c = padded_flash_case();
+  record_outputs(c);
+  std::vector<double> dq = values(c, "dq");
+  for (size_t e = 0; e < dq.size(); e += 2) dq[e] *= 3;  // every head of both batches
+  const CaseDims& d = c.info.dims;
+  put(c, "dq", DType::f32, {d.batch, d.heads, d.seqlen_q, d.head_dim}, dq);
+  std::vector<double> o = values(c, "o");
+  o[5] = NAN;  // batch 0, head 0, row 0
+  put(c, "o", DType::f32, {d.batch, d.heads, d.seqlen_q, d.head_dim_v}, o);
+  const CaseAnalysis a = analyze(c);
+  const auto mismatch = of_kind(a, FindingKind::recorded_mismatch);
+  ASSERT_EQ(mismatch.size(), 2u) << summary(a);  // o and dq, each once
+  for (const Finding* f : mismatch) {
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_FALSE(f->what_if);
+  }
+  const Finding* on_o = mismatch[0]->tensor == "o" ? mismatch[0] : mismatch[1];
+  EXPECT_NE(on_o->message.find("1 elements are NaN/Inf in the recording where the fp64 replay "
+                               "is finite"),
+            std::string::npos)
+      << on_o->message;
+  EXPECT_EQ(on_o->message.find("max error"), std::string::npos) << on_o->message;
+  const Finding* on_dq = mismatch[0]->tensor == "dq" ? mismatch[0] : mismatch[1];
+  EXPECT_EQ(on_dq->count, 4);  // 2 batches x 2 heads
+  EXPECT_NE(on_dq->message.find("in 4 heads"), std::string::npos) << on_dq->message;
+}
+
+TEST(ReplayAnalysis, dropout_is_replayed_from_the_keep_mask) {
+  CaseData c = make_case(spec(2, 1, "float32"));
+  c.info.config.run = sdpa("sdpa_math");
+  c.info.config.run.dropout_p = 0.25;
+  std::vector<double> keep(static_cast<size_t>(2 * 16 * 16));
+  for (size_t e = 0; e < keep.size(); ++e) keep[e] = (e * 7919 % 4) != 0;  // 25 % dropped
+  put(c, "dropout_mask", DType::boolean, {1, 2, 16, 16}, keep);
+  record_outputs(c);
+  const CaseAnalysis a = analyze(c);
+  EXPECT_EQ(a.replay.dropout, DropoutReplay::mask);
+  EXPECT_FALSE(has_error(a.findings)) << summary(a);
+  ASSERT_EQ(a.recorded.size(), 4u);
+  for (const RecordedComparison& r : a.recorded) EXPECT_TRUE(r.within_rule) << r.tensor;
+  // The same recording judged without its keep-mask would be wrong everywhere: the check is
+  // left out and named instead.
+  c.tensors.erase("dropout_mask");
+  const CaseAnalysis blind = analyze(c);
+  EXPECT_EQ(blind.replay.dropout, DropoutReplay::unavailable);
+  EXPECT_FALSE(has_kind(blind, FindingKind::recorded_mismatch)) << summary(blind);
+  ASSERT_EQ(of_kind(blind, FindingKind::replay_inexact).size(), 1u) << summary(blind);
+  EXPECT_EQ(of_kind(blind, FindingKind::replay_inexact)[0]->severity, Severity::info);
+  EXPECT_TRUE(blind.recorded.empty());
+}
+
+TEST(ReplayAnalysis, masked_nan_leak_is_found_from_the_forward_when_do_is_nan_too) {
+  CaseData c = padded_flash_case();
+  std::vector<double> v = values(c, "v"), dout = values(c, "do");
+  // Key 15 is masked for every query of batch 0 and holds NaN; dO is NaN everywhere.
+  std::vector<double> mask = values(c, "mask");
+  for (int64_t i = 0; i < 16; ++i) mask[static_cast<size_t>(i * 16 + 15)] = 0;
+  put(c, "mask", DType::boolean, {2, 1, 16, 16}, mask);
+  for (int64_t h = 0; h < 2; ++h) v[static_cast<size_t>((h * 16 + 15) * 8)] = NAN;
+  for (double& x : dout) x = NAN;
+  put(c, "v", DType::f32, {2, 2, 16, 8}, v);
+  put(c, "do", DType::f32, {2, 2, 16, 8}, dout);
+  const CaseAnalysis a = analyze(c);
+  const auto leak = of_kind(a, FindingKind::masked_nan_leak);
+  ASSERT_EQ(leak.size(), 1u) << summary(a);
+  EXPECT_EQ(leak[0]->batch, 0);
+  EXPECT_EQ(leak[0]->tensor, "v");
+  // Both heads, all 16 rows: the fully masked rows 3 and 9 too (P = 0, 0 x NaN in P V).
+  EXPECT_EQ(leak[0]->count, 2 * 16);
+}
+
+TEST(ReplayAnalysis, score_overflow_ignores_inf_inputs_and_mask_sentinels) {
+  CaseData c = make_case(spec(2, 2, "float16"));
+  c.info.config.run = sdpa("sdpa_flash");
+  std::vector<double> q = values(c, "q");
+  q[0] = INFINITY;  // batch 0, head 0, row 0
+  put(c, "q", DType::f16, {1, 2, 16, 8}, q);
+  std::vector<double> bias(static_cast<size_t>(16 * 16), 0.0);
+  for (int64_t i = 0; i < 16; ++i) bias[static_cast<size_t>(i * 16 + 15)] = -65504;  // finfo.min
+  put(c, "bias", DType::f16, {1, 1, 16, 16}, bias);
+  const CaseAnalysis a = analyze(c);
+  EXPECT_TRUE(has_kind(a, FindingKind::nonfinite_input)) << summary(a);
+  EXPECT_FALSE(has_kind(a, FindingKind::score_overflow)) << summary(a);
+}
+
+TEST(ReplayAnalysis, findings_of_one_kind_and_tensor_are_grouped_with_locations) {
+  CaseSpec s = spec(4, 4, "float32");
+  s.batch = 2;
+  CaseData c = make_case(s);
+  std::vector<double> k = values(c, "k");
+  k[0] = NAN;                                   // batch 0, kv head 0, key 0
+  k[static_cast<size_t>((1 * 4 + 3) * 16 * 8)] = NAN;  // batch 1, kv head 3, key 0
+  put(c, "k", DType::f32, {2, 4, 16, 8}, k);
+  const CaseAnalysis a = analyze(c);
+  std::vector<const Finding*> k_input;
+  for (const Finding* f : of_kind(a, FindingKind::nonfinite_input)) {
+    if (f->tensor == "k") k_input.push_back(f);
+  }
+  ASSERT_EQ(k_input.size(), 1u) << summary(a);
+  ASSERT_EQ(k_input[0]->locations.size(), 2u);
+  EXPECT_EQ(k_input[0]->locations[0].batch, 0);
+  EXPECT_EQ(k_input[0]->locations[1].batch, 1);
+  EXPECT_EQ(k_input[0]->locations[1].head, 3);
+  EXPECT_EQ(k_input[0]->count, 2);
+  EXPECT_EQ(k_input[0]->batch, -1);  // several batches
+  EXPECT_NE(k_input[0]->message.find("[2 places"), std::string::npos) << k_input[0]->message;
+}
+
+}  // namespace
+}  // namespace attnscope::testing
