@@ -54,12 +54,25 @@ class CudaFusedRun final : public VariantRun {
   std::unique_ptr<cuda::CudaAttention> run_;
 };
 
-// Support check of an SDPA backend.
+// Support check of an SDPA backend: its limits, then dropout and the backward's P. Its kernels
+// draw their own dropout mask and recompute P from the LSE.
 std::function<Support(const AttnParams&)> torch_cuda_check(const std::string& backend) {
   return [backend](const AttnParams& p) {
     const std::string why = torch_cuda_unsupported(backend, p);
-    return why.empty() ? Support::yes() : Support::no(why);
+    if (!why.empty()) return Support::no(why);
+    const std::string name = "torch-cuda-" + backend;
+    const Support dropout = refuse_dropout_keep(
+        name, p, "PyTorch's CUDA SDPA kernels draw their own dropout mask (Philox RNG)");
+    return dropout ? fixed_backward_p(name, BackwardP::from_lse, p) : dropout;
   };
+}
+
+// The own CUDA kernel: its limits, no dropout, P from the forward's fp32 m and l.
+Support cuda_fused_check(const AttnParams& p) {
+  const std::string why = cuda::unsupported_reason(p);
+  if (!why.empty()) return Support::no("cuda-fused: " + why);
+  const Support dropout = refuse_dropout_keep("cuda-fused", p, "the CUDA kernel has no dropout");
+  return dropout ? fixed_backward_p("cuda-fused", BackwardP::saved, p) : dropout;
 }
 
 PrepareFn torch_cuda_prepare(const std::string& backend) {
@@ -78,41 +91,33 @@ std::unique_ptr<VariantRun> make_cuda_fused_run(const AttnParams& params, const 
 void add_cuda_variants(std::vector<KernelVariant>& t) {
   if (cuda::device_count() == 0) return;
   const std::vector<Precision> low = {Precision::f32, Precision::f16, Precision::bf16};
-  t.push_back({"cuda-fused",
-               "cuda",
-               "own FlashAttention-2 CUDA kernel (" + cuda::device_description() +
-                   "), WMMA tensor cores for fp16/bf16, fp32 accumulation, stores rounded",
-               low,
-               {Mode::fused},
-               [](const AttnParams& p) {
-                 const std::string why = cuda::unsupported_reason(p);
-                 return why.empty() ? Support::yes() : Support::no("cuda-fused: " + why);
-               },
-               make_cuda_fused_run});
+  t.push_back(make_variant(
+      {"cuda-fused", "cuda",
+       "FlashAttention-2 on CUDA: fp32 accumulation, stores rounded once, P from m and l",
+       "own CUDA kernel (" + cuda::device_description() + "), WMMA tensor cores for fp16/bf16",
+       "no dropout; the backward takes P from the forward's fp32 m and l (saved), so "
+       "backward_p = from_lse is refused where it matters"},
+      low, {Mode::fused}, cuda_fused_check, make_cuda_fused_run));
   if (!load_torch_cuda().empty()) return;
   const std::vector<Precision> half = {Precision::f16, Precision::bf16};
-  t.push_back({"torch-cuda-flash",
-               "torch-cuda",
-               "PyTorch SDPA flash attention on CUDA (at::_scaled_dot_product_flash_attention)",
-               half,
-               {Mode::fused},
-               torch_cuda_check("flash"),
-               torch_cuda_prepare("flash")});
-  t.push_back({"torch-cuda-efficient",
-               "torch-cuda",
-               "PyTorch SDPA memory-efficient attention on CUDA "
-               "(at::_scaled_dot_product_efficient_attention)",
-               low,
-               {Mode::fused},
-               torch_cuda_check("efficient"),
-               torch_cuda_prepare("efficient")});
-  t.push_back({"torch-cuda-cudnn",
-               "torch-cuda",
-               "PyTorch SDPA cuDNN attention on CUDA (at::_scaled_dot_product_cudnn_attention)",
-               half,
-               {Mode::fused},
-               torch_cuda_check("cudnn"),
-               torch_cuda_prepare("cudnn")});
+  const std::string notes =
+      "its own dropout RNG (a keep-mask is refused); backward_p = saved is refused where it "
+      "matters";
+  t.push_back(make_variant(
+      {"torch-cuda-flash", "torch-cuda", "FlashAttention-2 on CUDA, P from the LSE in the backward",
+       "PyTorch SDPA flash attention on CUDA (at::_scaled_dot_product_flash_attention)", notes},
+      half, {Mode::fused}, torch_cuda_check("flash"), torch_cuda_prepare("flash")));
+  t.push_back(make_variant({"torch-cuda-efficient", "torch-cuda",
+                            "memory-efficient attention on CUDA, P from the LSE in the backward",
+                            "PyTorch SDPA memory-efficient attention on CUDA "
+                            "(at::_scaled_dot_product_efficient_attention)",
+                            notes},
+                           low, {Mode::fused}, torch_cuda_check("efficient"),
+                           torch_cuda_prepare("efficient")));
+  t.push_back(make_variant(
+      {"torch-cuda-cudnn", "torch-cuda", "cuDNN fused attention, P from the LSE in the backward",
+       "PyTorch SDPA cuDNN attention on CUDA (at::_scaled_dot_product_cudnn_attention)", notes},
+      half, {Mode::fused}, torch_cuda_check("cudnn"), torch_cuda_prepare("cudnn")));
 }
 
 }  // namespace attnscope

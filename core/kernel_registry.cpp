@@ -1,9 +1,10 @@
-// The registry table: reference, cpu-fused, cpu-unfused, torch-math, torch-flash-cpu (plus the
-// GPU variants of core/cuda_variants.h on CUDA machines); support checks with reasons and the
-// error-as-value runner.
+// The registry table: reference, cpu-fused, cpu-upcast, cpu-unfused, torch-eager,
+// torch-sdpa-math, torch-flash-cpu (plus the GPU variants of core/cuda_variants.h on CUDA
+// machines); support checks with reasons and the error-as-value runner.
 #include "core/kernel_registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <string>
 
@@ -40,7 +41,8 @@ Support valid_sizes(const AttnParams& p) {
   return Support::yes();
 }
 
-// PyTorch's CPU flash kernel: equal q/k/v head sizes, no softcap, causal only top-left.
+// PyTorch's CPU flash kernel: equal q/k/v head sizes, no softcap, causal only top-left, no
+// dropout.
 Support torch_flash_cpu_limits(const AttnParams& p) {
   if (p.head_dim != p.head_dim_v) {
     return Support::no("torch-flash-cpu needs equal q/k and v head sizes (head_dim " +
@@ -53,7 +55,22 @@ Support torch_flash_cpu_limits(const AttnParams& p) {
         "torch-flash-cpu aligns causal masks top-left only (PyTorch SDPA); "
         "bottom-right with seqlen_q != seqlen_k is unsupported");
   }
-  return Support::yes();
+  return refuse_dropout_keep("torch-flash-cpu", p, "PyTorch's CPU flash kernel has no dropout");
+}
+
+// Autograd differentiates the forward's own softmax: P saved.
+Support torch_eager_limits(const AttnParams& p) {
+  return fixed_backward_p("torch-eager", BackwardP::saved, p);
+}
+
+Support torch_sdpa_math_limits(const AttnParams& p) {
+  if (p.softcap > 0) return Support::no("torch-sdpa-math: SDPA has no tanh softcap");
+  if (p.dropout_keep != nullptr && p.dropout_p == 0) {
+    return Support::no(
+        "torch-sdpa-math: SDPA MATH applies a dropout_mask only when dropout_p > 0 "
+        "(the keep-mask has dropout_p = 0)");
+  }
+  return fixed_backward_p("torch-sdpa-math", BackwardP::saved, p);
 }
 
 // The CPU kernels in a fixed mode, whatever the caller's config says.
@@ -71,46 +88,72 @@ std::string first_line(const char* what) {
   return text.substr(0, text.find('\n'));
 }
 
+// Largest finite |bias| over the bias's broadcast extent (stride-0 dims read once).
+double max_finite_bias(const AttnParams& p) {
+  const BroadcastStrides& st = p.bias_strides;
+  const int64_t nb = st.b ? p.batch : 1, nh = st.h ? p.heads : 1;
+  const int64_t nq = st.q ? p.seqlen_q : 1, nk = st.k ? p.seqlen_k : 1;
+  double top = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t h = 0; h < nh; ++h) {
+      for (int64_t i = 0; i < nq; ++i) {
+        const double* row = p.bias + b * st.b + h * st.h + i * st.q;
+        for (int64_t j = 0; j < nk; ++j) {
+          const double x = std::abs(row[j * st.k]);
+          if (std::isfinite(x) && x > top) top = x;
+        }
+      }
+    }
+  }
+  return top;
+}
+
 std::vector<KernelVariant> build_table() {
   const std::vector<Precision> low = {Precision::f32, Precision::f16, Precision::bf16};
   const std::vector<Precision> all = {Precision::f64, Precision::f32, Precision::f16,
                                       Precision::bf16};
+  const std::string as_asked = "honours the dropout keep-mask and backward_p (saved or from_lse)";
   std::vector<KernelVariant> t;
-  t.push_back({"reference",
-               "reference",
-               "naive fp64 attention materialising every intermediate (the test oracle)",
-               {Precision::f64},
-               {},
-               nullptr,
-               make_reference_run});
-  t.push_back({"cpu-fused",
-               "cpu",
-               "own tiled FlashAttention-2 CPU kernel, fp32 accumulation, stores rounded",
-               low,
-               {Mode::fused},
-               nullptr,
-               cpu_in_mode(Mode::fused)});
-  t.push_back({"cpu-unfused",
-               "cpu",
-               "own op-by-op eager attention emulation, every op's output rounded",
-               low,
-               {Mode::unfused},
-               nullptr,
-               cpu_in_mode(Mode::unfused)});
-  t.push_back({"torch-math",
-               "torch",
-               "LibTorch eager math attention (matmul, softmax, matmul) with autograd",
-               all,
-               {Mode::unfused},
-               nullptr,
-               make_torch_math_run});
-  t.push_back({"torch-flash-cpu",
-               "torch",
-               "PyTorch's CPU flash SDPA kernel (_scaled_dot_product_flash_attention_for_cpu)",
-               all,
-               {Mode::fused},
-               torch_flash_cpu_limits,
-               make_torch_flash_cpu_run});
+  t.push_back(
+      make_variant({"reference", "reference", "fp64 throughout",
+                    "naive attention materialising every intermediate (the oracle)", as_asked},
+                   {Precision::f64}, {}, nullptr, make_reference_run));
+  t.push_back(make_variant(
+      {"cpu-fused", "cpu",
+       "FlashAttention-2 emulation: fp32 accumulation, P and dS rounded, stores rounded once",
+       "own tiled CPU kernel", as_asked},
+      low, {Mode::fused}, nullptr, cpu_in_mode(Mode::fused)));
+  t.push_back(make_variant(
+      {"cpu-upcast", "cpu", "SDPA MATH emulation: fp16/bf16 upcast to fp32, outputs rounded once",
+       "own tiled CPU kernel at fp32 on inputs rounded to the precision, O, dQ, dK, dV rounded "
+       "once to it",
+       as_asked},
+      low, {Mode::fused}, nullptr, make_cpu_upcast_run));
+  t.push_back(make_variant(
+      {"cpu-unfused", "cpu", "eager math, every op's output in the precision",
+       "own op-by-op emulation of eager PyTorch attention",
+       "honours the dropout keep-mask; the backward uses the saved softmax whatever backward_p "
+       "says (eager autograd by definition)"},
+      low, {Mode::unfused}, nullptr, cpu_in_mode(Mode::unfused)));
+  t.push_back(make_variant(
+      {"torch-eager", "torch", "eager math, every op in the precision",
+       "LibTorch eager attention op by op (matmul, softmax, matmul) with autograd",
+       "dropout keep-mask as P * keep / (1 - p); P saved, so backward_p = from_lse is refused "
+       "where it matters"},
+      all, {Mode::unfused}, torch_eager_limits, make_torch_eager_run));
+  t.push_back(make_variant(
+      {"torch-sdpa-math", "torch", "SDPA MATH: fp16/bf16 upcast to fp32, output rounded once",
+       "LibTorch at::_scaled_dot_product_attention_math with autograd",
+       "_safe_softmax (fully masked rows give 0); a finite mask fill is added like a float "
+       "mask; dropout keep-mask via dropout_mask; P saved, so backward_p = from_lse is refused "
+       "where it matters"},
+      all, {Mode::fused}, torch_sdpa_math_limits, make_torch_sdpa_math_run));
+  t.push_back(make_variant(
+      {"torch-flash-cpu", "torch", "FlashAttention-2, P from the LSE in the backward",
+       "PyTorch's CPU flash SDPA kernel (_scaled_dot_product_flash_attention_for_cpu)",
+       "its backward recomputes P = exp(S - LSE) whatever backward_p says; fully masked rows "
+       "give 0; no dropout"},
+      all, {Mode::fused}, torch_flash_cpu_limits, make_torch_flash_cpu_run));
 #if defined(ATTNSCOPE_WITH_CUDA)
   add_cuda_variants(t);  // only when a CUDA device is present
 #endif
@@ -121,6 +164,7 @@ std::vector<KernelVariant> build_table() {
 
 Support KernelVariant::supports(const AttnParams& params, Precision precision, Mode mode) const {
   if (Support s = valid_sizes(params); !s) return s;
+  if (Support s = supported_dropout(params); !s) return Support::no(name + ": " + s.reason);
   if (!contains(precisions, precision)) {
     return Support::no(name + " runs " + join_precisions(precisions) + ", not " +
                        precision_name(precision));
@@ -166,6 +210,61 @@ Result<VariantOutputs> run_variant(const KernelVariant& variant, const AttnParam
     return make_error(ErrorCode::invalid_argument, variant.name + ": " + first_line(e.what()),
                       "check the shapes against AttnParams' layout contract");
   }
+}
+
+KernelVariant make_variant(const VariantText& text, std::vector<Precision> precisions,
+                           std::vector<Mode> modes,
+                           std::function<Support(const AttnParams&)> check_params,
+                           PrepareFn prepare) {
+  return {text.name,
+          text.backend,
+          text.semantics,
+          text.what + ": " + text.semantics + "; " + text.notes,
+          std::move(precisions),
+          std::move(modes),
+          std::move(check_params),
+          std::move(prepare)};
+}
+
+Support supported_dropout(const AttnParams& p) {
+  if (!(p.dropout_p >= 0 && p.dropout_p < 1)) {
+    return Support::no("dropout_p " + std::to_string(p.dropout_p) + " is outside [0, 1)");
+  }
+  if (p.dropout_p > 0 && p.dropout_keep == nullptr) {
+    return Support::no("dropout p = " + std::to_string(p.dropout_p) +
+                       " without its keep-mask cannot be replayed element-wise");
+  }
+  return Support::yes();
+}
+
+Support refuse_dropout_keep(const std::string& variant, const AttnParams& p,
+                            const std::string& why) {
+  if (p.dropout_keep == nullptr) return Support::yes();
+  return Support::no(variant + " cannot replay a dropout keep-mask: " + why);
+}
+
+bool backward_p_matters(const AttnParams& p) {
+  const double huge = finfo_max(Precision::f16);
+  // Causality alone hides every key of a row only bottom-right with Sq > Sk.
+  const bool row_can_be_hidden =
+      p.mask != nullptr ||
+      (p.causal && p.causal_align == CausalAlign::bottom_right && p.seqlen_q > p.seqlen_k);
+  const double fill = mask_fill_value(p.mask_fill, p.precision);
+  if (row_can_be_hidden && std::isfinite(fill) && std::abs(fill) >= huge) return true;
+  return p.bias != nullptr && max_finite_bias(p) >= huge;
+}
+
+Support fixed_backward_p(const std::string& variant, BackwardP runs, const AttnParams& p) {
+  if (p.backward_p == runs || !backward_p_matters(p)) return Support::yes();
+  const std::string source = runs == BackwardP::saved ? "the saved softmax" : "exp(S - LSE)";
+  return Support::no(variant + " takes the backward's P from " + source + ", not " +
+                     backward_p_name(p.backward_p) +
+                     " as asked, and this case has huge finite scores (a finite mask fill or a "
+                     "bias of magnitude >= 65504) where the two differ");
+}
+
+const char* backward_p_name(BackwardP b) {
+  return b == BackwardP::saved ? "saved" : "from_lse";
 }
 
 const char* mode_name(Mode m) {

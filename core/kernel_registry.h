@@ -67,9 +67,12 @@ using PrepareFn = std::function<std::unique_ptr<VariantRun>(const AttnParams&, c
                                                             const VariantInputs&)>;
 
 struct KernelVariant {
-  std::string name;         // "cpu-fused": what the backend picker and the CLI show
-  std::string backend;      // "reference", "cpu", "torch", "cuda", "torch-cuda"
-  std::string description;  // one line for tooltips and --help
+  std::string name;     // "cpu-fused": what the backend picker and the CLI show
+  std::string backend;  // "reference", "cpu", "torch", "cuda", "torch-cuda"
+  // The numerics it runs, in a few words ("eager math, every op in the precision"): the
+  // matrix rows and `attnscope-cli compare` show it.
+  std::string semantics;
+  std::string description;  // one line for tooltips and --help; contains `semantics`
   std::vector<Precision> precisions;
   // The kernel semantics (DESIGN §3) the variant implements; empty = any mode (the fp64
   // reference, where fused and unfused coincide).
@@ -78,9 +81,19 @@ struct KernelVariant {
   std::function<Support(const AttnParams&)> check_params;
   PrepareFn prepare;
 
-  // Sizes valid, precision and mode listed, then check_params.
+  // Sizes and dropout valid (supported_dropout), precision and mode listed, then check_params.
   Support supports(const AttnParams& params, Precision precision, Mode mode) const;
 };
+
+// What a variant is called and says about itself; its description reads
+// "<what>: <semantics>; <notes>" (notes: dropout, backward_p and what it refuses).
+struct VariantText {
+  std::string name, backend, semantics, what, notes;
+};
+KernelVariant make_variant(const VariantText& text, std::vector<Precision> precisions,
+                           std::vector<Mode> modes,
+                           std::function<Support(const AttnParams&)> check_params,
+                           PrepareFn prepare);
 
 // Every registered variant, in display order.
 const std::vector<KernelVariant>& kernel_variants();
@@ -92,6 +105,24 @@ const KernelVariant* find_variant(const std::string& name);
 // sizes and exceptions from the kernels or LibTorch come back as errors.
 Result<VariantOutputs> run_variant(const KernelVariant& variant, const AttnParams& params,
                                    const RunConfig& config, const VariantInputs& inputs);
+
+// Support checks the variants share; their reasons start with the variant's name (supports()
+// prefixes supported_dropout's).
+// Every variant: dropout_p in [0, 1), and dropout_p > 0 only with its keep-mask (without it the
+// run's dropout cannot be replayed element-wise).
+Support supported_dropout(const AttnParams& params);
+// A variant that applies no dropout keep-mask (its own RNG, or no dropout at all): refuses one.
+Support refuse_dropout_keep(const std::string& variant, const AttnParams& params,
+                            const std::string& why);
+// True when a row's scores may all be one huge finite value, |s| >= 65504 (finfo(fp16).max):
+// a finite mask fill where a mask or causality hides keys, or such a bias entry. There the LSE
+// absorbs log l, so P recomputed from it (BackwardP::from_lse) differs from the saved P.
+// Reads the bias values (its broadcast extent only).
+bool backward_p_matters(const AttnParams& params);
+// A variant whose backward always takes P from `runs`: refuses params asking for the other
+// source where backward_p_matters.
+Support fixed_backward_p(const std::string& variant, BackwardP runs, const AttnParams& params);
+const char* backward_p_name(BackwardP b);  // "saved", "from_lse"
 
 // precision_name(Precision) comes with core/case_inputs.h.
 const char* mode_name(Mode m);  // "fused", "unfused"

@@ -1,9 +1,10 @@
 // Registry runs of the native kernels: the naive fp64 reference and the CPU fused / unfused
-// kernels with precision emulation.
+// kernels with precision emulation, plus the fused kernel upcast to fp32 (SDPA MATH on CPU).
 #include <memory>
 #include <vector>
 
 #include "core/variant_runs.h"
+#include "kernels/precision.h"
 #include "kernels/reference/reference_attention.h"
 
 namespace attnscope {
@@ -46,13 +47,18 @@ class ReferenceRun final : public VariantRun {
   ReferenceTrace trace_;
 };
 
+void round_in_place(Precision p, std::vector<float>& x) {
+  for (float& e : x) e = round_to(p, e);
+}
+
 // Inputs converted to fp32 once (the kernel rounds them to the precision); outputs allocated
-// once and overwritten by each forward / backward.
+// once and overwritten by each forward / backward. `upcast`: the kernel runs at fp32 on inputs
+// rounded to config.precision, and outputs() rounds O, dQ, dK, dV once to it.
 class CpuRun final : public VariantRun {
  public:
-  CpuRun(const AttnParams& params, const RunConfig& config, const VariantInputs& in)
-      : params_(params) {
-    params_.precision = config.precision;
+  CpuRun(const AttnParams& params, const RunConfig& config, const VariantInputs& in, bool upcast)
+      : params_(params), stored_(config.precision), upcast_(upcast) {
+    params_.precision = upcast ? Precision::f32 : config.precision;
     options_.mode = config.mode;
     options_.threads = config.threads;
     if (config.instrument) options_.trace = &trace_;
@@ -63,6 +69,9 @@ class CpuRun final : public VariantRun {
     k_ = to_float(in.k, B * Hk * Sk * D);
     v_ = to_float(in.v, B * Hk * Sk * Dv);
     if (in.dout != nullptr) dout_ = to_float(in.dout, B * H * Sq * Dv);
+    if (upcast_) {
+      for (std::vector<float>* x : {&q_, &k_, &v_, &dout_}) round_in_place(stored_, *x);
+    }
     o_.resize(B * H * Sq * Dv);
     lse_.resize(B * H * Sq);
     m_.resize(B * H * Sq);
@@ -84,15 +93,23 @@ class CpuRun final : public VariantRun {
   }
 
   VariantOutputs outputs() const override {
-    return {to_double(o_), to_double(lse_), to_double(dq_), to_double(dk_), to_double(dv_)};
+    return {stored(o_), to_double(lse_), stored(dq_), stored(dk_), stored(dv_)};
   }
 
  private:
+  // An output as stored: rounded once to the precision when upcast (else already exact in it).
+  std::vector<double> stored(std::vector<float> x) const {
+    if (upcast_) round_in_place(stored_, x);
+    return to_double(x);
+  }
+
   CpuAttnInputs inputs() const {
     return {q_.data(), k_.data(), v_.data(), dout_.empty() ? nullptr : dout_.data()};
   }
 
   AttnParams params_;
+  Precision stored_;
+  bool upcast_;
   CpuAttnOptions options_;
   CpuTrace trace_;
   std::vector<float> q_, k_, v_, dout_;
@@ -108,7 +125,14 @@ std::unique_ptr<VariantRun> make_reference_run(const AttnParams& params, const R
 
 std::unique_ptr<VariantRun> make_cpu_run(const AttnParams& params, const RunConfig& config,
                                          const VariantInputs& inputs) {
-  return std::make_unique<CpuRun>(params, config, inputs);
+  return std::make_unique<CpuRun>(params, config, inputs, false);
+}
+
+std::unique_ptr<VariantRun> make_cpu_upcast_run(const AttnParams& params, const RunConfig& config,
+                                                const VariantInputs& inputs) {
+  RunConfig fused = config;
+  fused.mode = Mode::fused;
+  return std::make_unique<CpuRun>(params, fused, inputs, true);
 }
 
 }  // namespace attnscope

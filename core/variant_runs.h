@@ -17,9 +17,19 @@ std::unique_ptr<VariantRun> make_reference_run(const AttnParams& params, const R
 std::unique_ptr<VariantRun> make_cpu_run(const AttnParams& params, const RunConfig& config,
                                          const VariantInputs& inputs);
 
-// LibTorch eager math attention at the precision's dtype, backward by autograd.
-std::unique_ptr<VariantRun> make_torch_math_run(const AttnParams& params, const RunConfig& config,
+// SDPA MATH's CPU semantics on the own kernel: the fused kernel at fp32 on inputs rounded to
+// config.precision, then O, dQ, dK, dV rounded once to it (LSE stays fp32).
+std::unique_ptr<VariantRun> make_cpu_upcast_run(const AttnParams& params, const RunConfig& config,
                                                 const VariantInputs& inputs);
+
+// LibTorch eager math attention op by op at the precision's dtype, backward by autograd.
+std::unique_ptr<VariantRun> make_torch_eager_run(const AttnParams& params, const RunConfig& config,
+                                                 const VariantInputs& inputs);
+
+// at::_scaled_dot_product_attention_math at the precision's dtype, backward by autograd.
+std::unique_ptr<VariantRun> make_torch_sdpa_math_run(const AttnParams& params,
+                                                     const RunConfig& config,
+                                                     const VariantInputs& inputs);
 
 // PyTorch's CPU flash SDPA kernel (at::_scaled_dot_product_flash_attention_for_cpu and its
 // backward) at the precision's dtype.

@@ -1,6 +1,7 @@
-// `attnscope-cli matrix FILE::CASE`: the backend matrix (core/analysis/backend_matrix.h) as a
-// table or JSON: per kernel variant and precision, finite-ness, max error and cosine vs fp64,
-// the accuracy rule, and the reason for unsupported combinations.
+// `attnscope-cli matrix FILE::CASE` (alias compare): the backend matrix
+// (core/analysis/backend_matrix.h) as a table or JSON: the semantics each kernel variant runs,
+// and per variant and precision finite-ness, max error and cosine vs fp64, the accuracy rule,
+// and the reason for unsupported combinations.
 #include <algorithm>
 #include <iostream>
 
@@ -59,9 +60,27 @@ std::pair<std::string, std::string> gradient_cells(const MatrixRow& r) {
   return {num(err), buf};
 }
 
+// Each variant's semantics once, in row order: "  torch-sdpa-math  SDPA MATH: ...".
+void print_semantics(const BackendMatrix& m) {
+  std::vector<const MatrixRow*> firsts;
+  size_t width = 0;
+  for (const MatrixRow& r : m.rows) {
+    if (!firsts.empty() && firsts.back()->variant == r.variant) continue;
+    firsts.push_back(&r);
+    width = std::max(width, r.variant.size());
+  }
+  std::cout << "semantics:\n";
+  for (const MatrixRow* r : firsts) {
+    std::cout << "  " << r->variant << std::string(width - r->variant.size() + 2, ' ')
+              << r->semantics << "\n";
+  }
+  std::cout << "\n";
+}
+
 void print_table(const std::string& where, const CaseData& data, const BackendMatrix& m) {
-  std::cout << where << "  " << dims_text(data.info.dims) << ": outputs vs fp64\nrule: " << m.rule
-            << "\n\n";
+  std::cout << where << "  " << dims_text(data.info.dims)
+            << ": outputs vs fp64\noracle: " << m.oracle << "\nrule: " << m.rule << "\n\n";
+  print_semantics(m);
   TextTable table({"variant", "precision", "mode", "o err", "o cos", "lse err", "grad err",
                    "grad cos", "rule", "status"});
   for (const MatrixRow& r : m.rows) {
@@ -83,11 +102,12 @@ void write_json(const std::string& file, const CaseData& data, const BackendMatr
   JsonWriter json(std::cout);
   json.begin_object().field("file", file).field("case", data.info.path);
   write_case_shape(json, data.info.dims);
-  json.field("rule", m.rule);
+  json.field("rule", m.rule).field("oracle", m.oracle);
   json.key("rows").begin_array();
   for (const MatrixRow& r : m.rows) {
     json.begin_object();
     json.field("variant", r.variant).field("backend", r.backend);
+    json.field("semantics", r.semantics);
     json.field("precision", precision_name(r.precision)).field("mode", mode_name(r.mode));
     json.field("supported", r.supported).field("reason", r.reason);
     json.field("ran", r.ran).field("error", r.error);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 
@@ -41,6 +42,18 @@ std::optional<double> threshold(Precision p, const std::string& name, const Pair
   const double factor = name[0] == 'd' ? 3.0 : 2.0;
   const double rule = factor * base.max_error + accuracy_floor(s.max_abs_ref);
   return p == Precision::f32 ? std::max(rule, 1e-5 * s.max_abs_ref) : rule;
+}
+
+// "fp64 reference: mask fill safe, backward P saved, dropout keep-mask p = 0.1".
+std::string oracle_text(const AttnParams& p) {
+  std::string text = std::string("fp64 reference: mask fill ") + mask_fill_name(p.mask_fill) +
+                     ", backward P " + backward_p_name(p.backward_p);
+  if (p.dropout_keep != nullptr) {
+    char prob[32];
+    std::snprintf(prob, sizeof prob, "%g", p.dropout_p);
+    text += std::string(", dropout keep-mask p = ") + prob;
+  }
+  return text;
 }
 
 MatrixRow judge(MatrixRow row, const VariantOutputs& out, const Reference64& ref,
@@ -90,6 +103,7 @@ Result<BackendMatrix> backend_matrix(const CaseData& data, const MatrixSettings&
       "max error <= 2x (3x for gradients) the error of cpu-unfused at the same precision "
       "+ fp32 floor (fp32: at least 1e-5 relative; fp64: 1e-9 relative); n/a where that "
       "baseline is non-finite";
+  m.oracle = oracle_text(p);
   // cpu-unfused per low precision: the accuracy rule's baseline, run first and reused.
   std::map<Precision, Result<VariantOutputs>> unfused;
   if (const KernelVariant* base = find_variant("cpu-unfused")) {
@@ -108,6 +122,7 @@ Result<BackendMatrix> backend_matrix(const CaseData& data, const MatrixSettings&
       MatrixRow row;
       row.variant = v.name;
       row.backend = v.backend;
+      row.semantics = v.semantics;
       row.precision = prec;
       row.mode = v.modes.empty() ? Mode::fused : v.modes.front();
       const Support s = v.supports(p, prec, row.mode);

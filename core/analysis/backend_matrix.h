@@ -38,6 +38,7 @@ struct TensorAccuracy {
 
 struct MatrixRow {
   std::string variant, backend;
+  std::string semantics;  // the numerics the variant runs (KernelVariant::semantics)
   Precision precision = Precision::f32;
   Mode mode = Mode::fused;
   bool supported = true;
@@ -51,6 +52,9 @@ struct MatrixRow {
 
 struct BackendMatrix {
   std::string rule;  // how the accuracy rule was applied, for the report
+  // What the fp64 oracle computed: the case's mask fill, backward P source and dropout (the
+  // replay of the recorded run unless settings say otherwise).
+  std::string oracle;
   std::vector<MatrixRow> rows;
 };
 

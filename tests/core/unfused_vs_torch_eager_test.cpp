@@ -1,5 +1,5 @@
 // Our op-by-op unfused emulation (cpu-unfused) against what PyTorch's eager math attention
-// really computes at fp16 / bf16 (torch-math) on the harness shapes: at least 95 % of the
+// really computes at fp16 / bf16 (torch-eager) on the harness shapes: at least 95 % of the
 // elements are bit-identical and the rest differ by at most 2 units of the precision's spacing
 // at the tensor's largest magnitude.
 #include <gtest/gtest.h>
@@ -53,18 +53,18 @@ std::vector<HarnessCase> cases() {
   return out;
 }
 
-class UnfusedVsTorchMath : public ::testing::TestWithParam<HarnessCase> {};
+class UnfusedVsTorchEager : public ::testing::TestWithParam<HarnessCase> {};
 
-// LSE is not compared: eager PyTorch code has no LSE output; torch-math derives one for the
+// LSE is not compared: eager PyTorch code has no LSE output; torch-eager derives one for the
 // registry (from the stored scores) that is not an op of the eager computation.
-TEST_P(UnfusedVsTorchMath, agree_to_a_few_ulps_of_the_precision) {
+TEST_P(UnfusedVsTorchEager, agree_to_a_few_ulps_of_the_precision) {
   const HarnessCase& c = GetParam();
   const std::unique_ptr<HarnessInputs> in = make_inputs(c);
   const RunConfig config{c.precision, Mode::unfused, 2};
   const Result<VariantOutputs> ours =
       run_variant(*find_variant("cpu-unfused"), in->params, config, in->view());
   const Result<VariantOutputs> torch =
-      run_variant(*find_variant("torch-math"), in->params, config, in->view());
+      run_variant(*find_variant("torch-eager"), in->params, config, in->view());
   ASSERT_TRUE(ours.ok()) << ours.error().describe();
   ASSERT_TRUE(torch.ok()) << torch.error().describe();
   const auto check = [&](const char* what, const std::vector<double>& a,
@@ -88,7 +88,7 @@ TEST_P(UnfusedVsTorchMath, agree_to_a_few_ulps_of_the_precision) {
   check("dv", ours->dv, torch->dv);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, UnfusedVsTorchMath, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, UnfusedVsTorchEager, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<HarnessCase>& info) {
                            return info.param.name;
                          });
