@@ -1,5 +1,6 @@
-// LibTorch fp64 autograd "math attention": the same score pipeline as the naive reference
-// kernel written with at:: ops, differentiated by autograd.
+// LibTorch oracles: fp64 autograd "math attention" (the same score pipeline as the naive
+// reference kernel written with at:: ops, differentiated by autograd) and PyTorch's public SDPA
+// entry restricted to its MATH backend.
 #include "core/torch_reference.h"
 
 #include <ATen/ATen.h>
@@ -7,10 +8,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 namespace attnscope {
 namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 at::TensorOptions f64() {
   return at::TensorOptions().dtype(at::kDouble);
@@ -60,7 +65,6 @@ TorchReference torch_reference_attention(const AttnParams& params, const double*
   const int64_t B = params.batch, H = params.heads, Hk = params.kv_heads;
   const int64_t Sq = params.seqlen_q, Sk = params.seqlen_k;
   const int64_t D = params.head_dim, Dv = params.head_dim_v;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   c10::AutoGradMode grad_mode(true);
 
   // Leaves: q [B,H,Sq,D], k [B,Hk,Sk,D], v [B,Hk,Sk,Dv]. GQA repeats each kv head over its
@@ -89,24 +93,26 @@ TorchReference torch_reference_attention(const AttnParams& params, const double*
   const at::Tensor s =
       at::where(finite_or_kept, s_pre, 0.0) * keep.to(at::kDouble) + at::where(keep, bias, fill);
 
-  // p = softmax(s). Under MaskFill::safe a row whose scores are all -inf gives p = 0 and no
-  // gradient (PyTorch's _safe_softmax): the row is zeroed before the softmax too, so its
-  // backward never sees the NaN of exp(-inf - -inf).
-  at::Tensor p;
-  at::Tensor empty_row;  // [B,H,Sq,1] bool, only under safe
-  if (params.mask_fill == MaskFill::safe) {
-    empty_row = s.detach().eq(-kInf).all(-1, /*keepdim=*/true);
-    p = at::where(empty_row, 0.0, at::softmax(at::where(empty_row, 0.0, s), -1));
-  } else {
-    p = at::softmax(s, -1);
+  // p = softmax(s); under MaskFill::safe PyTorch's own at::_safe_softmax, which gives p = 0
+  // for a row whose scores are all -inf (its backward, p (dp - rowsum(dp p)), is then 0 too,
+  // unless dp holds a NaN). Dropout: o = (p * z) v with z = keep / (1 - dropout_p).
+  const at::Tensor p =
+      params.mask_fill == MaskFill::safe ? at::_safe_softmax(s, -1) : at::softmax(s, -1);
+  at::Tensor pz = p;
+  if (params.dropout_keep != nullptr) {
+    const at::Tensor keep_mask =
+        broadcast_view(params.dropout_keep, params, params.dropout_strides, at::kByte);
+    pz = p * (keep_mask.to(at::kDouble) / (1.0 - params.dropout_p));
   }
-  const at::Tensor o = at::matmul(p, v_rep);  // [B,H,Sq,Dv]
+  const at::Tensor o = at::matmul(pz, v_rep);  // [B,H,Sq,Dv]
 
   // lse [B,H,Sq] = m + log(sum exp(s - m)): NaN for an all -inf row, -inf for it under safe.
   const at::Tensor sd = s.detach();
   const at::Tensor m = sd.amax(-1, /*keepdim=*/true);
   at::Tensor lse = m + at::log(at::exp(sd - m).sum(-1, /*keepdim=*/true));
-  if (empty_row.defined()) lse = at::where(empty_row, -kInf, lse);
+  if (params.mask_fill == MaskFill::safe) {
+    lse = at::where(sd.eq(-kInf).all(-1, /*keepdim=*/true), -kInf, lse);
+  }
 
   // Backward of sum(o * dO).
   const at::Tensor grad_o = dout != nullptr ? copy_in(dout, {B, H, Sq, Dv}) : at::ones_like(o);
@@ -118,6 +124,110 @@ TorchReference torch_reference_attention(const AttnParams& params, const double*
   r.dq = copy_out(tq.grad());
   r.dk = copy_out(tk.grad());
   r.dv = copy_out(tv.grad());
+  return r;
+}
+
+namespace {
+
+at::ScalarType dtype_of(Precision p) {
+  switch (p) {
+    case Precision::f64:
+      return at::kDouble;
+    case Precision::f16:
+      return at::kHalf;
+    case Precision::bf16:
+      return at::kBFloat16;
+    case Precision::f32:
+      break;
+  }
+  return at::kFloat;
+}
+
+// Only SDPA's MATH backend enabled while it lives, the previous switches restored after, as
+// torch.nn.attention.sdpa_kernel(SDPBackend.MATH) does. The switches are process-wide.
+class MathSdpaOnly {
+ public:
+  MathSdpaOnly()
+      : ctx_(at::globalContext()),
+        flash_(ctx_.userEnabledFlashSDP()),
+        efficient_(ctx_.userEnabledMemEfficientSDP()),
+        math_(ctx_.userEnabledMathSDP()),
+        cudnn_(ctx_.userEnabledCuDNNSDP()),
+        overrideable_(ctx_.userEnabledOverrideableSDP()) {
+    set(false, false, true, false, false);
+  }
+  ~MathSdpaOnly() { set(flash_, efficient_, math_, cudnn_, overrideable_); }
+  MathSdpaOnly(const MathSdpaOnly&) = delete;
+  MathSdpaOnly& operator=(const MathSdpaOnly&) = delete;
+
+ private:
+  void set(bool flash, bool efficient, bool math, bool cudnn, bool overrideable) {
+    ctx_.setSDPUseFlash(flash);
+    ctx_.setSDPUseMemEfficient(efficient);
+    ctx_.setSDPUseMath(math);
+    ctx_.setSDPUseCuDNN(cudnn);
+    ctx_.setSDPUseOverrideable(overrideable);
+  }
+
+  at::Context& ctx_;
+  bool flash_, efficient_, math_, cudnn_, overrideable_;
+};
+
+}  // namespace
+
+TorchReference torch_sdpa_math_public(const AttnParams& params, Precision precision,
+                                      const double* q, const double* k, const double* v,
+                                      const double* dout) {
+  if (params.softcap > 0) throw std::invalid_argument("SDPA has no tanh softcap");
+  if (params.dropout_keep != nullptr || params.dropout_p > 0) {
+    throw std::invalid_argument("public SDPA draws its own dropout mask");
+  }
+  const int64_t B = params.batch, H = params.heads, Hk = params.kv_heads;
+  const int64_t Sq = params.seqlen_q, Sk = params.seqlen_k;
+  const int64_t D = params.head_dim, Dv = params.head_dim_v;
+  const at::ScalarType type = dtype_of(precision);
+  const at::ScalarType compute = type == at::kDouble ? at::kDouble : at::kFloat;
+  c10::AutoGradMode grad_mode(true);
+  at::Tensor tq = copy_in(q, {B, H, Sq, D}).to(type).set_requires_grad(true);
+  at::Tensor tk = copy_in(k, {B, Hk, Sk, D}).to(type).set_requires_grad(true);
+  at::Tensor tv = copy_in(v, {B, Hk, Sk, Dv}).to(type).set_requires_grad(true);
+
+  // SDPA's own is_causal (top-left) where nothing else masks; otherwise causality joins the
+  // bool mask, which SDPA converts itself (-inf where false) unless a bias or a finite fill
+  // makes it a float mask where(keep, bias, fill).
+  AttnParams masks = params;
+  const bool by_flag = params.causal && params.mask == nullptr && params.bias == nullptr &&
+                       (params.causal_align == CausalAlign::top_left || Sq == Sk);
+  masks.causal = params.causal && !by_flag;
+  std::optional<at::Tensor> attn_mask;
+  if (masks.causal || params.mask != nullptr || params.bias != nullptr) {
+    const at::Tensor keep = visible_keys(masks);
+    const double fill = mask_fill_value(params.mask_fill, precision);
+    if (params.bias == nullptr && fill == -kInf) {
+      attn_mask = keep;
+    } else {
+      const at::Tensor bias =
+          params.bias != nullptr
+              ? broadcast_view(params.bias, params, params.bias_strides, at::kDouble)
+              : at::zeros({}, f64());
+      attn_mask = at::where(keep, bias, fill).to(compute);
+    }
+  }
+  at::Tensor o;
+  {
+    MathSdpaOnly math_only;
+    o = at::scaled_dot_product_attention(tq, tk, tv, attn_mask, 0.0, by_flag, params.scale,
+                                         /*enable_gqa=*/Hk < H);
+  }
+  const at::Tensor grad_o =
+      dout != nullptr ? copy_in(dout, {B, H, Sq, Dv}).to(type) : at::ones_like(o);
+  o.backward(grad_o);
+
+  TorchReference r;
+  r.o = copy_out(o.to(at::kDouble));
+  r.dq = copy_out(tq.grad().to(at::kDouble));
+  r.dk = copy_out(tk.grad().to(at::kDouble));
+  r.dv = copy_out(tv.grad().to(at::kDouble));
   return r;
 }
 

@@ -1,5 +1,6 @@
-// fp64 LibTorch autograd "math attention" over AttnParams: the independent second oracle that
-// the naive reference kernel (kernels/reference) must agree with to ~1e-12.
+// LibTorch oracles over AttnParams: fp64 autograd "math attention", the independent second
+// oracle that the naive reference kernel (kernels/reference) must agree with to ~1e-12, and
+// PyTorch's public SDPA entry under its MATH backend, the oracle of the torch-sdpa-math variant.
 #pragma once
 
 #include <vector>
@@ -14,12 +15,23 @@ struct TorchReference {
   std::vector<double> o, lse, dq, dk, dv;
 };
 
-// Forward with at:: ops (matmul, tanh softcap, mask / causal / bias, softmax) and the backward
-// of sum(O * dO) by autograd; dout == nullptr means dO = 1. Layouts as in AttnParams; mask and
-// bias are read through their broadcast strides. Fill policies follow DESIGN §3 like the
-// reference kernel (MaskFill::safe emulates PyTorch's safe softmax). Throws c10::Error (a
-// std::exception) if LibTorch rejects the shapes.
+// Forward with at:: ops (matmul, tanh softcap, mask / causal / bias, softmax, dropout keep-mask)
+// and the backward of sum(O * dO) by autograd (P saved, BackwardP is not read); dout ==
+// nullptr means dO = 1. Layouts as in AttnParams; mask, bias and keep-mask are read through
+// their broadcast strides. Fill policies follow DESIGN §3 like the reference kernel
+// (MaskFill::safe runs at::_safe_softmax). Throws c10::Error (a std::exception) if LibTorch
+// rejects the shapes.
 TorchReference torch_reference_attention(const AttnParams& params, const double* q, const double* k,
                                          const double* v, const double* dout);
+
+// at::scaled_dot_product_attention with only the MATH backend enabled (as under
+// torch.nn.attention.sdpa_kernel(SDPBackend.MATH); not thread-safe, the switch is
+// process-wide) on inputs in `precision`'s dtype, backward by autograd; outputs converted to
+// fp64, lse left empty (SDPA returns none). The bool mask goes in as bool (SDPA converts it),
+// causality as is_causal where nothing else masks, GQA by enable_gqa. Throws
+// std::invalid_argument for softcap or dropout (SDPA would draw its own mask).
+TorchReference torch_sdpa_math_public(const AttnParams& params, Precision precision,
+                                      const double* q, const double* k, const double* v,
+                                      const double* dout);
 
 }  // namespace attnscope
