@@ -29,7 +29,7 @@ struct BenchReport {
 // Labels of the variants each point times, in order.
 inline constexpr const char* kOwn = "cpu-fused";
 inline constexpr const char* kOwnInstr = "cpu-fused+instr";
-inline constexpr const char* kTorchMath = "torch-math";
+inline constexpr const char* kTorchMath = "torch-eager";  // LibTorch eager math + autograd
 inline constexpr const char* kTorchFlash = "torch-flash-cpu";
 
 // The timed phases of a point and what they are worth (DESIGN §7 FLOP formulas).

@@ -32,7 +32,7 @@ struct Timing {
 };
 
 struct VariantTiming {
-  std::string label;    // "cpu-fused", "cpu-fused+instr", "torch-math", "torch-flash-cpu"
+  std::string label;    // "cpu-fused", "cpu-fused+instr", "torch-eager", "torch-flash-cpu"
   std::string variant;  // registry name
   bool instrumented = false;
   bool ok = false;

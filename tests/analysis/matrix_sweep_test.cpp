@@ -40,7 +40,7 @@ TEST(BackendMatrix, reference_exact_and_cpu_fused_fp32_within_1e_5) {
     EXPECT_LE(t.stats.max_error, 1e-5 * std::max(1.0, t.stats.max_abs_ref)) << t.tensor;
     EXPECT_GT(t.stats.cosine, 0.999999) << t.tensor;
   }
-  const MatrixRow* math = row(*m, "torch-math", Precision::f64);
+  const MatrixRow* math = row(*m, "torch-eager", Precision::f64);
   ASSERT_NE(math, nullptr);
   EXPECT_TRUE(math->ran && math->within_rule) << math->error;
 }
@@ -65,7 +65,7 @@ TEST(BackendMatrix, fp16_overflow_case_is_nonfinite_unfused_and_finite_fused) {
   const Result<BackendMatrix> m = backend_matrix(c, {});
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(row(*m, "cpu-unfused", Precision::f16)->finite);
-  EXPECT_FALSE(row(*m, "torch-math", Precision::f16)->finite);
+  EXPECT_FALSE(row(*m, "torch-eager", Precision::f16)->finite);
   EXPECT_TRUE(row(*m, "cpu-fused", Precision::f16)->finite);
   EXPECT_TRUE(row(*m, "cpu-fused", Precision::bf16)->finite);
   const TensorAccuracy* o = tensor(*row(*m, "cpu-unfused", Precision::f16), "o");
