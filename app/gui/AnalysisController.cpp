@@ -16,10 +16,10 @@ constexpr int kDebounceMs = 250;
 constexpr int kPartialMs = 250;  // partial (step x layer) results are shown this often
 
 std::string settingsKey(const SummarySettings& s) {
-  return std::to_string(static_cast<int>(*s.run.precision)) + "|" +
+  return std::to_string(s.run.precision ? static_cast<int>(*s.run.precision) : -1) + "|" +
          (s.run.scale ? std::to_string(*s.run.scale) : std::string("default")) + "|" +
          std::to_string(fill_key(s.run.mask_fill)) + "|" +
-         std::to_string(static_cast<int>(s.mode)) + "|" +
+         std::to_string(s.mode ? static_cast<int>(*s.mode) : -1) + "|" +
          (s.clip_norm ? std::to_string(*s.clip_norm) : std::string("noclip"));
 }
 
@@ -159,11 +159,14 @@ void AnalysisController::rescan() {
 }
 
 SummarySettings AnalysisController::summarySettings() const {
+  // The controls' own values: what they leave open replays each case's recorded run.
+  const ComputeSettings& c = context_->settings();
   SummarySettings s;
-  const std::optional<HeadRequest> r = context_->currentRequest();
-  if (r) s.run = r->settings;
-  s.mode = context_->settings().mode;
-  s.clip_norm = context_->settings().clipNorm;
+  s.run.scale = c.scale;
+  s.run.precision = c.precision;
+  s.run.mask_fill = c.maskFill;
+  s.mode = c.mode;
+  s.clip_norm = c.clipNorm;
   return s;
 }
 
@@ -179,7 +182,7 @@ void AnalysisController::refresh() {
   if (seriesKey != seriesKey_) startSeries(seriesKey);
   const std::string sweepKey = file + "|" + casePath + "|" +
                                std::to_string(fill_key(s.run.mask_fill)) + "|" +
-                               std::to_string(static_cast<int>(s.mode));
+                               std::to_string(s.mode ? static_cast<int>(*s.mode) : -1);
   if (sweepEnabled_ && sweepKey != sweepKey_) startSweep(sweepKey);
 }
 
@@ -306,8 +309,8 @@ void AnalysisController::startSweep(const std::string& key) {
   const auto reader = context_->reader();
   const std::string casePath = context_->casePath().toStdString();
   SweepSettings s;
-  s.run.mask_fill = context_->settings().maskFill;
-  s.modes = {context_->settings().mode};
+  s.run.mask_fill = context_->effectiveMaskFill();
+  s.modes = {context_->effectiveMode()};
   s.points = 21;
   sweepRunner_->submit(
       [reader, casePath, s, counters = counters_](const TaskControl& control,

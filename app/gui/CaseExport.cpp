@@ -70,7 +70,7 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
                  .arg(r.clip->total_norm, 0, 'g', 6)
                  .arg(r.clip->coef, 0, 'g', 6);
   }
-  s.maskFill = maskFillName(r.request.settings.mask_fill.value_or(MaskFill::neg_inf));
+  s.maskFill = maskFillName(r.mask_fill);
   return s;
 }
 

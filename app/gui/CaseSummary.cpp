@@ -145,20 +145,35 @@ HeadMetrics head_metrics(const AttnParams& p, const CpuAttnResult& out, const Cp
   return hm;
 }
 
+namespace {
+
+// The mode a summary runs: the setting, else the replay's first (with its upcast).
+std::pair<Mode, bool> summary_mode(const CaseData& data, const SummarySettings& settings) {
+  if (settings.mode) return {*settings.mode, false};
+  const Replay r = replay_of(data.info.config, data.find("dropout_mask") != nullptr);
+  return {r.modes.front(), r.upcast};
+}
+
+}  // namespace
+
 Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& settings) {
+  const auto [mode, upcast] = summary_mode(data, settings);
   AnalysisSettings a;
   a.run = settings.run;
-  a.modes = {settings.mode};
+  a.modes = {mode};
+  a.upcast = upcast;
   a.clip_norm = settings.clip_norm;
   a.threads = settings.threads;
   a.cancelled = settings.cancelled;
   Result<CaseAnalysis> analysis = analyze_case(data, a);
   if (!analysis) return analysis.error();
   if (analysis->interrupted) return cancelled_error(data);
-  const ModeRun* run = analysis->run(settings.mode);
+  const ModeRun* run = analysis->run(mode);
   CaseSummary s;
   s.case_path = data.info.path;
-  s.mode = settings.mode;
+  s.mode = mode;
+  s.upcast = upcast;
+  s.judged_under = analysis->judged_under;
   s.findings = std::move(analysis->findings);
   if (run != nullptr) {
     s.precision = run->precision;
@@ -175,11 +190,13 @@ Result<HeadMetrics> case_metrics(const CaseData& data, const SummarySettings& se
   Result<CaseInputs> in = make_case_inputs(data, settings.run);
   if (!in) return in.error();
   if (settings.cancelled && settings.cancelled()) return cancelled_error(data);
+  const auto [mode, upcast] = summary_mode(data, settings);
+  if (upcast) in->params.precision = Precision::f32;  // SDPA MATH computes in fp32
   const std::vector<float> q = to_float(in->q), k = to_float(in->k), v = to_float(in->v);
   const std::vector<float> dout = to_float(in->dout);
   CpuTrace trace;
   CpuAttnOptions options;
-  options.mode = settings.mode;
+  options.mode = mode;
   options.threads = settings.threads;
   options.trace = &trace;
   const CpuAttnResult out = cpu_attention(

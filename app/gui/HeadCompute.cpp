@@ -184,6 +184,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   out.case_path = data.info.path;
   out.precision = slice.params.precision;
   out.scale = slice.params.scale;
+  out.mask_fill = slice.params.mask_fill;
   out.has_dout = c.inputs_->has_dout;
   out.seqlen_q = sq;
   out.seqlen_k = sk;

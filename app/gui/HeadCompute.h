@@ -61,6 +61,7 @@ struct HeadResult {
   std::string case_path;
   Precision precision = Precision::f32;  // the precision that ran
   double scale = 1.0;                    // the softmax scale that ran
+  MaskFill mask_fill = MaskFill::neg_inf;  // the mask fill that ran (the recorded one by default)
   std::string backend = "cpu";           // what computed O, LSE, dQ, dK, dV
   bool has_dout = false;                 // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/io/dump_probe.h"
+#include "core/replay.h"
 
 namespace attnscope {
 namespace {
@@ -160,13 +161,13 @@ void SessionContext::setPrecision(std::optional<Precision> precision) {
   changeSettings(next);
 }
 
-void SessionContext::setMode(Mode mode) {
+void SessionContext::setMode(std::optional<Mode> mode) {
   ComputeSettings next = settings_;
   next.mode = mode;
   changeSettings(next);
 }
 
-void SessionContext::setMaskFill(MaskFill fill) {
+void SessionContext::setMaskFill(std::optional<MaskFill> fill) {
   ComputeSettings next = settings_;
   next.maskFill = fill;
   changeSettings(next);
@@ -212,11 +213,28 @@ double SessionContext::effectiveScale() const {
   return settings_.scale ? *settings_.scale : defaultScale();
 }
 
+std::optional<Replay> SessionContext::replay() const {
+  const CaseInfo* c = caseInfo();
+  if (c == nullptr) return std::nullopt;
+  return replay_of(c->config, c->has("dropout_mask"));
+}
+
 Precision SessionContext::effectivePrecision() const {
   if (settings_.precision) return *settings_.precision;
-  const CaseInfo* c = caseInfo();
-  const auto p = c ? precision_from_dtype(c->config.dtype) : std::nullopt;
-  return p && *p != Precision::f64 ? *p : Precision::f32;
+  const std::optional<Replay> r = replay();
+  return r ? r->precision : Precision::f32;
+}
+
+Mode SessionContext::effectiveMode() const {
+  if (settings_.mode) return *settings_.mode;
+  const std::optional<Replay> r = replay();
+  return r ? r->modes.front() : Mode::fused;
+}
+
+MaskFill SessionContext::effectiveMaskFill() const {
+  if (settings_.maskFill) return *settings_.maskFill;
+  const std::optional<Replay> r = replay();
+  return r ? r->mask_fill : MaskFill::neg_inf;
 }
 
 void SessionContext::setScoreView(const ViewWindow& view, QSize pixels) {
@@ -246,8 +264,8 @@ std::optional<HeadRequest> SessionContext::currentRequest() const {
   HeadRequest r;
   r.settings.scale = settings_.scale;
   r.settings.precision = effectivePrecision();
-  r.settings.mask_fill = settings_.maskFill;
-  r.mode = settings_.mode;
+  r.settings.mask_fill = effectiveMaskFill();
+  r.mode = effectiveMode();
   r.backend = settings_.backend;
   r.clip_norm = settings_.clipNorm;
   r.reference = referenceWanted_ || c->dims.seqlen_q * c->dims.seqlen_k <= kAlwaysReference;

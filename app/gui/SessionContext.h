@@ -13,15 +13,17 @@
 
 #include "app/gui/HeadCompute.h"
 #include "core/io/hdf5_dump.h"
+#include "core/replay.h"
 
 namespace attnscope {
 
-// What-if settings of the controls (DESIGN §5). Absent scale / precision: the case's own.
+// What-if settings of the controls (DESIGN §5). Absent scale / precision / mode / mask fill:
+// the recorded run's (core/replay.h), so a case opens replaying what ran.
 struct ComputeSettings {
   std::optional<double> scale;
   std::optional<Precision> precision;
-  Mode mode = Mode::fused;
-  MaskFill maskFill = MaskFill::neg_inf;
+  std::optional<Mode> mode;
+  std::optional<MaskFill> maskFill;
   std::string backend;             // registry variant for O / gradients; empty = own CPU kernel
   std::optional<double> clipNorm;  // clip_grad_norm_(max_norm) over the head's gradients
 };
@@ -79,8 +81,8 @@ class SessionContext : public QObject {
   const ComputeSettings& settings() const { return settings_; }
   void setScale(std::optional<double> scale);
   void setPrecision(std::optional<Precision> precision);
-  void setMode(Mode mode);
-  void setMaskFill(MaskFill fill);
+  void setMode(std::optional<Mode> mode);
+  void setMaskFill(std::optional<MaskFill> fill);
   void setBackend(const std::string& backend);
   void setClipNorm(std::optional<double> maxNorm);
   // The error-vs-reference heatmaps are shown: results then carry the fp64 reference errors
@@ -95,6 +97,10 @@ class SessionContext : public QObject {
   double defaultScale() const;
   double effectiveScale() const;
   Precision effectivePrecision() const;
+  Mode effectiveMode() const;
+  MaskFill effectiveMaskFill() const;
+  // What the selected case's recorded run did (the defaults above); none without a case.
+  std::optional<Replay> replay() const;
 
   // The score-matrix window the heatmaps show and their size in pixels (pooling target).
   void setScoreView(const ViewWindow& window, QSize pixels);

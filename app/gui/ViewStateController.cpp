@@ -35,8 +35,10 @@ std::optional<double> positiveNumber(const QJsonValue& value) {
 }
 
 QJsonObject settingsJson(const ComputeSettings& s) {
-  QJsonObject json{{QStringLiteral("mode"), modeName(s.mode)},
-                   {QStringLiteral("mask_fill"), maskFillName(s.maskFill)}};
+  // Absent mode / mask fill replay the recording.
+  QJsonObject json;
+  if (s.mode) json[QStringLiteral("mode")] = modeName(*s.mode);
+  if (s.maskFill) json[QStringLiteral("mask_fill")] = maskFillName(*s.maskFill);
   if (s.precision) {
     json[QStringLiteral("precision")] = QString::fromLatin1(precision_name(*s.precision));
   }
@@ -148,13 +150,18 @@ void ViewStateController::restoreSettings(const QJsonObject& json) {
     if (precision == QLatin1String(precision_name(candidate))) p = candidate;
   }
   context_->setPrecision(p);
-  context_->setMode(json.value(QStringLiteral("mode")).toString() == modeName(Mode::unfused)
-                        ? Mode::unfused
-                        : Mode::fused);
-  const QString fill = json.value(QStringLiteral("mask_fill")).toString();
-  for (MaskFill f : {MaskFill::neg_inf, MaskFill::neg_1e9, MaskFill::finfo_min, MaskFill::safe}) {
-    if (fill == maskFillName(f)) context_->setMaskFill(f);
+  const QString mode = json.value(QStringLiteral("mode")).toString();
+  std::optional<Mode> m;
+  for (Mode candidate : {Mode::fused, Mode::unfused}) {
+    if (mode == modeName(candidate)) m = candidate;
   }
+  context_->setMode(m);
+  const QString fill = json.value(QStringLiteral("mask_fill")).toString();
+  std::optional<MaskFill> f;
+  for (MaskFill c : {MaskFill::neg_inf, MaskFill::neg_1e9, MaskFill::finfo_min, MaskFill::safe}) {
+    if (fill == maskFillName(c)) f = c;
+  }
+  context_->setMaskFill(f);
   context_->setScale(positiveNumber(json.value(QStringLiteral("scale"))));
   context_->setClipNorm(positiveNumber(json.value(QStringLiteral("clip_norm"))));
   // A backend this build does not have (e.g. a GPU variant) falls back to the CPU kernels.

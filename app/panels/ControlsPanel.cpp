@@ -19,6 +19,7 @@
 
 #include "app/gui/SessionContext.h"
 #include "core/kernel_registry.h"
+#include "core/replay.h"
 
 namespace attnscope {
 namespace {
@@ -41,12 +42,13 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
 
   precision_ = new QComboBox(this);
   precision_->setObjectName(QStringLiteral("precisionBox"));
-  precision_->addItem(tr("case dtype"), -1);
+  precision_->addItem(tr("as recorded"), -1);
   for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
     precision_->addItem(QString::fromLatin1(precision_name(p)), static_cast<int>(p));
   }
   mode_ = new QComboBox(this);
   mode_->setObjectName(QStringLiteral("modeBox"));
+  mode_->addItem(tr("as recorded"), -1);
   mode_->addItem(modeName(Mode::fused), static_cast<int>(Mode::fused));
   mode_->addItem(modeName(Mode::unfused), static_cast<int>(Mode::unfused));
   mode_->setToolTip(
@@ -54,6 +56,7 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
          "unfused: eager math attention (every op rounded)"));
   maskFill_ = new QComboBox(this);
   maskFill_->setObjectName(QStringLiteral("maskFillBox"));
+  maskFill_->addItem(tr("as recorded"), -1);
   for (MaskFill f : {MaskFill::neg_inf, MaskFill::neg_1e9, MaskFill::finfo_min, MaskFill::safe}) {
     maskFill_->addItem(maskFillName(f), static_cast<int>(f));
   }
@@ -97,10 +100,13 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
     context_->setPrecision(p < 0 ? std::nullopt : std::optional(static_cast<Precision>(p)));
   });
   connect(mode_, &QComboBox::activated, this, [this](int index) {
-    context_->setMode(static_cast<Mode>(mode_->itemData(index).toInt()));
+    const int data = mode_->itemData(index).toInt();
+    context_->setMode(data < 0 ? std::nullopt : std::optional<Mode>(static_cast<Mode>(data)));
   });
   connect(maskFill_, &QComboBox::activated, this, [this](int index) {
-    context_->setMaskFill(static_cast<MaskFill>(maskFill_->itemData(index).toInt()));
+    const int data = maskFill_->itemData(index).toInt();
+    context_->setMaskFill(data < 0 ? std::nullopt
+                                   : std::optional<MaskFill>(static_cast<MaskFill>(data)));
   });
   connect(backend_, &QComboBox::activated, this, [this](int index) {
     context_->setBackend(backend_->itemData(index).toString().toStdString());
@@ -229,6 +235,7 @@ void ControlsPanel::onCaseChanged() {
   setEnabled(c != nullptr);
   if (c != nullptr) {
     const CaseDims& d = c->dims;
+    const Replay replay = replay_of(c->config, c->has("dropout_mask"));
     caseLabel_->setText(QStringLiteral("%1\nB=%2 H=%3 Hk=%4 Sq=%5 Sk=%6 D=%7 · %8")
                             .arg(context_->casePath())
                             .arg(d.batch)
@@ -238,13 +245,16 @@ void ControlsPanel::onCaseChanged() {
                             .arg(d.seqlen_k)
                             .arg(d.head_dim)
                             .arg(QString::fromStdString(c->config.dtype)));
+    caseLabel_->setToolTip(tr("recorded run, replayed by default: %1")
+                               .arg(QString::fromStdString(replay.text)));
     const QSignalBlocker b1(batch_), b2(head_);
     batch_->setRange(0, static_cast<int>(d.batch - 1));
     head_->setRange(0, static_cast<int>(d.heads - 1));
     precision_->setItemText(
-        0, tr("case dtype (%1)")
-               .arg(QString::fromLatin1(precision_name(
-                   precision_from_dtype(c->config.dtype).value_or(Precision::f32)))));
+        0, tr("as recorded (%1)").arg(QString::fromLatin1(precision_name(replay.precision))));
+    mode_->setItemText(0, tr("as recorded (%1)").arg(replay.upcast ? tr("upcast")
+                                                                   : modeName(replay.modes[0])));
+    maskFill_->setItemText(0, tr("as recorded (%1)").arg(maskFillName(replay.mask_fill)));
   }
   updateBackends();
   showSettings();
@@ -268,7 +278,7 @@ AttnParams ControlsPanel::caseParams() const {
   p.softcap = c->config.softcap;
   p.causal = c->config.causal;
   p.causal_align = c->config.causal_align;
-  p.mask_fill = context_->settings().maskFill;
+  p.mask_fill = context_->effectiveMaskFill();
   p.precision = context_->effectivePrecision();
   if (c->has("mask")) p.mask = &kMask;
   if (c->has("bias")) p.bias = &kBias;
@@ -285,7 +295,7 @@ void ControlsPanel::updateBackends() {
     // As the head compute runs it: a variant's only precision / mode wins over the controls.
     const Precision precision =
         v->precisions.size() == 1 ? v->precisions.front() : params.precision;
-    const Mode mode = v->modes.empty() ? context_->settings().mode : v->modes.front();
+    const Mode mode = v->modes.empty() ? context_->effectiveMode() : v->modes.front();
     AttnParams p = params;
     p.precision = precision;
     const Support support = v->supports(p, precision, mode);
@@ -310,8 +320,8 @@ void ControlsPanel::showSettings() {
   reset_->setEnabled(s.scale.has_value());
   precision_->setCurrentIndex(s.precision ? precision_->findData(static_cast<int>(*s.precision))
                                           : 0);
-  mode_->setCurrentIndex(mode_->findData(static_cast<int>(s.mode)));
-  maskFill_->setCurrentIndex(maskFill_->findData(static_cast<int>(s.maskFill)));
+  mode_->setCurrentIndex(s.mode ? mode_->findData(static_cast<int>(*s.mode)) : 0);
+  maskFill_->setCurrentIndex(s.maskFill ? maskFill_->findData(static_cast<int>(*s.maskFill)) : 0);
   backend_->setCurrentIndex(std::max(0, backend_->findData(QString::fromStdString(s.backend))));
   const QSignalBlocker b7(clipOn_);
   clipOn_->setChecked(s.clipNorm.has_value());

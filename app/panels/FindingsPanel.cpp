@@ -102,14 +102,15 @@ void FindingsPanel::showSummary() {
   }
   QString text = tr("%n finding(s)", nullptr, static_cast<int>(s->findings.size())) +
                  tr(" · %1 %2 · %3 error(s)")
-                     .arg(QString::fromLatin1(precision_name(s->precision)), modeName(s->mode))
+                     .arg(QString::fromLatin1(precision_name(s->precision)),
+                          s->upcast ? tr("upcast") : modeName(s->mode))
                      .arg(count_severity(s->findings, Severity::error));
   if (s->clip_total) {
     text += tr(" · case clip: total norm %1, coef %2")
                 .arg(*s->clip_total, 0, 'g', 6)
                 .arg(s->clip_coef.value_or(1.0), 0, 'g', 6);
   }
-  header_->setText(text);
+  header_->setText(text + "\n" + tr("judged %1").arg(QString::fromStdString(s->judged_under)));
   for (size_t i = 0; i < s->findings.size(); ++i) {
     const Finding& f = s->findings[i];
     auto* item = new QTreeWidgetItem(
