@@ -55,6 +55,19 @@ void write_case_config_fields(JsonWriter& json, const CaseInfo& c) {
     json.value(*cfg.layer);
   else
     json.null();
+  // The run record (schema 1.1; empty strings / null where the dump says nothing).
+  const RunRecord& run = cfg.run;
+  json.key("run").begin_object();
+  json.field("torch_version", run.torch_version).field("backend", run.backend);
+  json.field("device", run.device).field("autocast_dtype", run.autocast_dtype);
+  json.field("dropout_p", run.dropout_p).field("dropout_replay", run.dropout_replay);
+  json.field("mask_convention", run.mask_convention);
+  json.key("micro_batch");
+  if (run.micro_batch)
+    json.value(*run.micro_batch);
+  else
+    json.null();
+  json.end_object();
 }
 
 }  // namespace attnscope

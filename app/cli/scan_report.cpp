@@ -89,6 +89,7 @@ class TableReport : public ScanReport {
     if (!a.findings.empty() || !a.clips.empty() || !a.reference_note.empty()) {
       std::vector<std::string> notes = clip_lines(a);
       if (!a.reference_note.empty()) notes.push_back("note: " + a.reference_note);
+      notes.insert(notes.begin(), "judged " + a.judged_under);
       details_.push_back({info.path, a.findings, std::move(notes)});
     }
   }
@@ -104,6 +105,7 @@ class TableReport : public ScanReport {
         out_ << "  " << severity_name(f.severity) << "  " << finding_kind_name(f.kind) << "  "
              << f.tensor << "  " << location(f);
         if (!f.modes.empty()) out_ << "  [" << modes_text(f.modes, f.precision) << "]";
+        if (f.what_if) out_ << "  (what-if)";
         out_ << "\n    " << f.message << "\n    remedy: " << f.remedy << "\n";
       }
     }
