@@ -7,7 +7,8 @@
 
 int main(int argc, char** argv) {
   using namespace attnscope;
-  if (argc != 2) {
+  // One path; anything that looks like an option (--help) is not a file name to create.
+  if (argc != 2 || argv[1][0] == '-') {
     std::cerr << "usage: attnscope-make-samples OUT.h5\n";
     return 2;
   }
