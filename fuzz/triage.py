@@ -16,7 +16,8 @@ import re
 import subprocess
 import sys
 
-FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+)(.*)$")
+# A frame is "#N 0xPC in FUNCTION WHERE", or "#N 0xPC  (MODULE+0xOFFSET)" without a symbol.
+FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ +(?:in )?(\S+)(.*)$")
 NO_SOURCE_IN_FUZZER = re.compile(r"\(\S*dump_reader_fuzz\+0x[0-9a-f]+\)")
 RUNTIME = ("__interceptor_", "__asan", "__sanitizer", "__lsan", "__ubsan", "fuzzer::", "malloc",
            "calloc", "realloc", "operator new", "__libc_", "libc.so", "memcpy", "memmove",
@@ -35,18 +36,31 @@ def owner(report):
     return "unknown"
 
 
+def rerun(fuzzer, path):
+    """(run, owner) of the reproducer re-run alone. Leak reports need malloc's slow unwinder
+    (fast_unwind_on_malloc=0) for whole stacks; but a hang that allocates in a loop then spends
+    its time inside that unwinder, libFuzzer's alarm fires there and reports "<empty stack>",
+    which names nobody. Such a report is re-run with the fast unwinder, which lets the real
+    verdict (an out-of-memory or a timeout with frames) through."""
+    for unwind in ("0", "1"):
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=" + unwind)
+        run = subprocess.run([fuzzer, "-timeout=10", "-rss_limit_mb=2048", path],
+                             capture_output=True, text=True, timeout=600, env=env)
+        if run.returncode == 0:
+            return run, "does not reproduce"
+        if "<empty stack>" not in run.stderr:
+            break
+    return run, owner(run.stderr)
+
+
 def main():
     fuzzer, artifacts = sys.argv[1:3]
     failed = 0
     names = sorted(n for n in os.listdir(artifacts)
                    if n.split("-")[0] in ("crash", "leak", "timeout", "oom") or "-crash-" in n
                    or "-timeout-" in n or "-leak-" in n or "-oom-" in n)
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0")
     for name in names:
-        run = subprocess.run([fuzzer, "-timeout=10", "-rss_limit_mb=2048",
-                              os.path.join(artifacts, name)], capture_output=True, text=True,
-                             timeout=600, env=env)
-        where = owner(run.stderr) if run.returncode != 0 else "does not reproduce"
+        run, where = rerun(fuzzer, os.path.join(artifacts, name))
         kind = next((l.strip() for l in run.stderr.splitlines() if "ERROR:" in l), "")
         verdict = "HDF5 library bug, contained by attnscope-probe" if where == "hdf5" else "FAIL"
         if where == "does not reproduce":

@@ -1,10 +1,11 @@
 // probe_dump: posix_spawn attnscope-probe on the file with its stdout on a pipe, wait with a
-// deadline while reading what it says, and classify how it ended (clean exit with a listing,
-// refusal, crash signal, sanitizer / abnormal exit, timeout); a crash or hang inside one case's
-// data reruns the probe without that case.
+// deadline and a memory limit while reading what it says, and classify how it ended (clean exit
+// with a listing, refusal, crash signal, sanitizer / abnormal exit, timeout, memory); a crash,
+// hang or runaway allocation inside one case's data reruns the probe without that case.
 #include "core/io/dump_probe.h"
 
 #include "core/io/probe_channel.h"
+#include "core/memory_budget.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 #include <vector>
@@ -47,6 +49,11 @@ const char* const kHangHint =
     "the file is corrupt or crafted (re-export it from the original tensors), or stored on a "
     "very slow or blocking file system: allow more seconds with --probe-timeout SECONDS or "
     "ATTNSCOPE_PROBE_TIMEOUT (default 120)";
+
+const char* const kMemoryHint =
+    "the file is corrupt or crafted (re-export it from the original tensors); if it is a real "
+    "dump with very large metadata, allow more with --memory-budget SIZE or "
+    "ATTNSCOPE_MEMORY_BUDGET";
 
 // Reads whatever the probe has written so far; false at end of file or on an error.
 bool drain(int fd, ProbeChannel& report) {
@@ -81,18 +88,30 @@ Error probe_error(const std::string& path, const ProbeChannel& report, const std
                     hint);
 }
 
-// Waits for the probe, reading its stdout from `fd`; false when `deadline` passed first.
-bool wait_probe(pid_t pid, int fd, std::chrono::steady_clock::time_point deadline,
-                ProbeChannel& report, int& status) {
+// Resident bytes of process `pid` (/proc/PID/statm); 0 when unknown (it has just exited).
+int64_t resident_bytes(pid_t pid) {
+  std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+enum class ProbeWait { exited, timed_out, over_memory };
+
+// Waits for the probe, reading its stdout from `fd`, until it exits, `deadline` passes or its
+// resident memory exceeds `memory_limit` bytes (checked every <= 20 ms: HDF5 on a crafted
+// file can allocate until the kernel's OOM killer picks some process of the machine).
+ProbeWait wait_probe(pid_t pid, int fd, std::chrono::steady_clock::time_point deadline,
+                     int64_t memory_limit, ProbeChannel& report, int& status) {
   bool open = true;
   for (;;) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid || (done < 0 && errno != EINTR)) {
       if (open) drain(fd, report);  // the probe has exited: the rest of its output is buffered
-      return true;
+      return ProbeWait::exited;
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (now > deadline) return false;
+    if (std::chrono::steady_clock::now() > deadline) return ProbeWait::timed_out;
+    if (resident_bytes(pid) > memory_limit) return ProbeWait::over_memory;
     if (open) {
       pollfd waiting = {fd, POLLIN, 0};
       ::poll(&waiting, 1, 20);
@@ -170,15 +189,26 @@ ProbeRun run_probe(const std::string& exe, const std::string& path, const ProbeO
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(options.timeout_seconds));
   int status = 0;
-  const bool finished = wait_probe(pid, out[0], deadline, run.report, status);
+  const ProbeWait waited =
+      wait_probe(pid, out[0], deadline, options.memory_limit.bytes, run.report, status);
   ::close(out[0]);
-  if (!finished) {
+  if (waited != ProbeWait::exited) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
+  }
+  if (waited == ProbeWait::timed_out) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", options.timeout_seconds);
     run.failure = probe_error(
         path, run.report, std::string("did not finish within ") + seconds + " s (hang)", kHangHint);
+    return run;
+  }
+  if (waited == ProbeWait::over_memory) {
+    const MemoryBudget& limit = options.memory_limit;
+    run.failure = probe_error(
+        path, run.report,
+        "needed more than " + format_bytes(limit.bytes) + " of memory (" + limit.origin + ")",
+        kMemoryHint);
     return run;
   }
   if (WIFSIGNALED(status)) {
@@ -243,6 +273,15 @@ double ProbeOptions::default_probe_timeout() {
     if (const std::optional<double> seconds = parse_probe_timeout(env)) return *seconds;
   }
   return 120;
+}
+
+MemoryBudget probe_memory_limit() {
+  const MemoryBudget budget = memory_budget();
+  if (budget.bytes >= kProbeMemoryFloor) {
+    return {budget.bytes, "the memory budget, from " + budget.origin};
+  }
+  return {kProbeMemoryFloor, "the probe's minimum, above the memory budget of " +
+                                 format_bytes(budget.bytes) + " from " + budget.origin};
 }
 
 Result<ProbeOutcome> probe_dump(const std::string& path, const ProbeOptions& options) {

@@ -3,8 +3,8 @@
 // tests/data/bad/fuzz_*.h5) or data (a corrupt chunk index or compressed chunk, in H5Dread),
 // which no Result can catch. probe_dump() first opens the file in the attnscope-probe
 // executable (DumpReader::open, then a test read of every case's data) and gets its listing
-// back; a crash or hang on metadata refuses the file, one on a case's data marks that case
-// broken (the probe runs again without it), and the caller never reads a broken case.
+// back; a crash, hang or runaway allocation on metadata refuses the file, one on a case's
+// data marks that case broken (the probe runs again without it), and the caller never reads a broken case.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/io/hdf5_dump.h"
+#include "core/memory_budget.h"
 #include "core/result.h"
 
 namespace attnscope {
@@ -38,11 +39,22 @@ inline constexpr int64_t kProbeSampleBytes = int64_t{1} << 20;
 // broken and the probe runs again skipping it; past this many runs the file is refused.
 inline constexpr int kMaxProbeRuns = 5;
 
+// A probe run may always hold this much: its libraries alone take tens of MiB, and a budget set
+// low to refuse big analyses must not refuse every file.
+inline constexpr int64_t kProbeMemoryFloor = int64_t{1} << 30;
+
+// The memory budget in force (core/memory_budget.h), at least kProbeMemoryFloor; the origin
+// says which ("the memory budget, from --memory-budget", "the probe's minimum, above ...").
+MemoryBudget probe_memory_limit();
+
 struct ProbeOptions {
   bool allow_external = false;
   // Each probe run is killed after this long (a hang): set_probe_timeout() (the command
   // lines' --probe-timeout), else $ATTNSCOPE_PROBE_TIMEOUT (seconds), else 120.
   double timeout_seconds = default_probe_timeout();
+  // Each probe run is killed when its resident memory exceeds this (runaway allocation in
+  // the HDF5 library): probe_memory_limit().
+  MemoryBudget memory_limit = probe_memory_limit();
   int64_t sample_bytes = kProbeSampleBytes;
   std::string executable;  // empty: find_probe_executable()
 
@@ -69,9 +81,9 @@ struct ProbeOutcome {
 };
 
 // Runs the probe (again, skipping a case whose data read crashed or hung it, up to
-// kMaxProbeRuns runs). An Error (format) naming the file when the probe crashed, was killed or
-// exceeded the timeout while reading metadata, or kept failing on data past kMaxProbeRuns
-// runs; an Error (io) when its listing is malformed.
+// kMaxProbeRuns runs). An Error (format) naming the file when the probe crashed, was killed,
+// exceeded the timeout or the memory limit while reading metadata, or kept failing on data
+// past kMaxProbeRuns runs; an Error (io) when its listing is malformed.
 Result<ProbeOutcome> probe_dump(const std::string& path, const ProbeOptions& options = {});
 
 // Opens an untrusted dump: probe_dump, then DumpReader::open_listed with its listing (no

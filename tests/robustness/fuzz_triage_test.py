@@ -7,7 +7,10 @@ The first frame outside the sanitizer runtime, libFuzzer and libc decides. ASan 
 are symbolized inside the fuzzer binary without a source line ("in strdup (dump_reader_fuzz+0x..)"),
 so they must be skipped too (CI once failed on an HDF5 strdup overflow blamed on "strdup").
 """
+import os
+import stat
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, sys.argv.pop(1))
@@ -46,6 +49,38 @@ class Owner(unittest.TestCase):
             frame(1, "__libc_start_main", "(/lib/x86_64-linux-gnu/libc.so.6+0x271ca)"),
         ])
         self.assertEqual(triage.owner(report), "unknown")
+
+
+class Rerun(unittest.TestCase):
+    """A hang that allocates in a loop is caught inside malloc's slow unwinder and reported
+    with "<empty stack>"; the reproducer is run again with the fast unwinder."""
+
+    def fake_fuzzer(self, slow_report, fast_report):
+        # An executable that fails with slow_report or fast_report by ASAN_OPTIONS's unwinder.
+        script = os.path.join(tempfile.mkdtemp(), "fuzzer")
+        with open(script, "w") as out:
+            out.write("#!%s\nimport os, sys\n" % sys.executable)
+            out.write("fast = 'fast_unwind_on_malloc=1' in os.environ['ASAN_OPTIONS']\n")
+            out.write("sys.stderr.write(%r if fast else %r)\nsys.exit(1)\n"
+                      % (fast_report, slow_report))
+        os.chmod(script, os.stat(script).st_mode | stat.S_IXUSR)
+        return script
+
+    def test_empty_stack_is_run_again_with_the_fast_unwinder(self):
+        oom = "\n".join(["==1== ERROR: libFuzzer: out-of-memory (used: 2107Mb; limit: 2048Mb)",
+                         frame(0, "malloc", "(%s+0x16031e)" % FUZZER),
+                         "    #1 0x7f7d355233e4  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x1233e4)"])
+        script = self.fake_fuzzer("timeout\n    <empty stack>\n", oom)
+        run, where = triage.rerun(script, "repro")
+        self.assertEqual(where, "hdf5")
+        self.assertIn("out-of-memory", run.stderr)
+
+    def test_a_report_with_frames_is_not_run_again(self):
+        mine = frame(0, "attnscope::h5::discover(long)", "/ci/core/io/hdf5_discovery.cpp:80")
+        hdf5 = frame(0, "H5G__stab_iterate", "(/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x1)")
+        script = self.fake_fuzzer(mine, hdf5)
+        _, where = triage.rerun(script, "repro")
+        self.assertEqual(where, "attnscope::h5::discover(long) /ci/core/io/hdf5_discovery.cpp:80")
 
 
 if __name__ == "__main__":
