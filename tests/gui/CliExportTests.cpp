@@ -12,6 +12,7 @@
 
 #include "app/gui/SessionContext.h"
 #include "core/io/dump_probe.h"
+#include "core/memory_budget.h"
 #include "tests/gui/ExportTest.h"
 
 namespace attnscope::test {
@@ -220,14 +221,21 @@ void ExportTest::bad_dumps_show_error_dialog_not_crash() {
   const double probeTimeout = ProbeOptions::default_probe_timeout();
   for (auto it = expected.begin(); it != expected.end(); ++it) {
     w.errors.clear();
-    // An entry's "args" are what its CLI check adds: a file that hangs libhdf5 gets a short
-    // --probe-timeout, the GUI's (process-wide) probe timeout here.
+    // An entry's "args" are what its CLI check adds, set process-wide here as the GUI's
+    // --probe-timeout / ATTNSCOPE_MEMORY_BUDGET would: a file that hangs libhdf5 gets a short
+    // probe timeout, one that allocates without end a small memory budget.
     const QJsonArray args = it.value()[QStringLiteral("args")].toArray();
-    const bool shortTimeout =
-        args.size() == 2 && args[0].toString() == QStringLiteral("--probe-timeout");
-    if (shortTimeout) set_probe_timeout(args[1].toString().toDouble());
+    const QString option = args.size() == 2 ? args[0].toString() : QString();
+    if (option == QStringLiteral("--probe-timeout")) {
+      set_probe_timeout(args[1].toString().toDouble());
+    } else if (option == QStringLiteral("--memory-budget")) {
+      QVERIFY(set_memory_budget(args[1].toString().toStdString(), "--memory-budget").ok());
+    } else {
+      QVERIFY2(args.isEmpty(), qPrintable(it.key()));
+    }
     const bool opened = w.window->openTarget({bad.filePath(it.key()), {}});
     set_probe_timeout(probeTimeout);
+    clear_memory_budget();
     QVERIFY2(!opened, qPrintable(it.key()));
     QCOMPARE(w.errors.size(), 1);
     const QString& error = w.errors.front();
