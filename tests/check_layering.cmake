@@ -1,6 +1,9 @@
-# Fails when a layer includes what DESIGN §1 forbids it: Qt in kernels/ or core/ (core/io
-# included), LibTorch or HDF5 in kernels/, HDF5 in core/ outside core/io/, LibTorch anywhere in
-# app/ (it must never meet Qt headers), QCustomPlot in app/ outside app/plot/.
+# Fails when a layer includes what DESIGN §1 forbids it: Qt in kernels/ or core/ (core/io and
+# core/view included), LibTorch or HDF5 in kernels/, HDF5 in core/ outside core/io/, LibTorch
+# in core/view/ (the view model uses core's plain headers), core/io or core/view in the rest of
+# core/ (core does not know its readers or its views), app/ in core/, LibTorch anywhere in app/
+# (it must never meet Qt headers), QCustomPlot in app/ outside app/plot/, and in app/export/
+# (shared with the CLI's export) any window, panel or session context of app/gui/, app/panels/.
 # Usage: cmake -DROOT=<source dir> -P check_layering.cmake
 set(violations "")
 
@@ -25,7 +28,12 @@ check_dir(kernels "torch/|ATen/|c10/|caffe2/" "LibTorch in kernels/")
 check_dir(kernels "hdf5|H5[A-Za-z]*\\.h" "HDF5 in kernels/")
 check_dir(core "${qt}" "Qt in core/")
 check_dir(core "hdf5|H5[A-Za-z]*\\.h" "HDF5 in core/ outside core/io/" "/core/io/")
+check_dir(core/view "torch/|ATen/|c10/|caffe2/" "LibTorch in core/view/")
+check_dir(core "core/view/" "core/view in core/ outside core/view/" "/core/view/")
+check_dir(core "core/io/" "core/io in core/ outside core/io/" "/core/io/")
+check_dir(core "app/" "app/ in core/")
 check_dir(app "torch/|ATen/|c10/|caffe2/" "LibTorch in app/")
+check_dir(app/export "app/(gui|panels)/" "the GUI in app/export/")
 check_dir(app "qcustomplot" "QCustomPlot in app/ outside app/plot/" "/app/plot/")
 
 if(violations)

@@ -8,10 +8,9 @@
 #include <QFileInfo>
 #include <iostream>
 
-#include "app/gui/CaseExport.h"
-#include "app/gui/HeadRowSeries.h"
-#include "app/gui/SessionFile.h"
-#include "app/panels/RowPlotPanel.h"
+#include "app/export/CaseExport.h"
+#include "app/export/HeadRowSeries.h"
+#include "app/export/SessionFile.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/PlotExport.h"
@@ -93,7 +92,7 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
     const HeadRowSeries series = head_row_series(result, kind);
     rows->setData(title, series.series, series.thresholds);
     AnnotationLayer::of(rows.get())
-        ->setAnnotations(sidecarAnnotations(stamp, RowPlotPanel::viewName(kind)));
+        ->setAnnotations(sidecarAnnotations(stamp, rowSeriesView(kind)));
     widget = std::move(rows);
   } else {
     const MatrixGrid* grid = result.grid(view.toStdString());

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "app/gui/CaseSummary.h"
+#include "core/view/case_summary.h"
 #include "core/analysis/scale_sweep.h"
 
 class QTimer;

@@ -12,7 +12,7 @@
 #include <map>
 #include <memory>
 
-#include "app/gui/SessionFile.h"
+#include "app/export/SessionFile.h"
 #include "app/plot/AnnotationLayer.h"
 
 class QAction;
@@ -34,7 +34,7 @@ class AnnotationController : public QObject {
  public:
   AnnotationController(SessionContext* context, HeatmapPanel* heatmaps, QWidget* window);
 
-  // Puts user annotations on the row plots too (view RowPlotPanel::viewName()).
+  // Puts user annotations on the row plots too (view rowSeriesView()).
   void setRowPlots(RowPlotPanel* rowPlots);
 
   QMenu* menu() const { return menu_; }

@@ -11,7 +11,7 @@
 #include <QString>
 #include <memory>
 
-#include "app/gui/HeadCompute.h"
+#include "core/view/head_compute.h"
 #include "app/gui/TaskRunner.h"
 #include "core/io/hdf5_dump.h"
 

@@ -20,7 +20,7 @@
 
 #include "app/gui/AnalysisController.h"
 #include "app/gui/AnnotationController.h"
-#include "app/gui/CaseExport.h"
+#include "app/export/CaseExport.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
 #include "app/gui/NavigationController.h"

@@ -8,7 +8,7 @@
 #include <QObject>
 #include <optional>
 
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 class QAction;
 class QMenu;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "app/export/SettingNames.h"
 #include "core/io/dump_probe.h"
 #include "core/replay.h"
 
@@ -28,24 +29,6 @@ bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
 }
 
 }  // namespace
-
-QString modeName(Mode mode) {
-  return mode == Mode::fused ? QStringLiteral("fused") : QStringLiteral("unfused");
-}
-
-QString maskFillName(MaskFill fill) {
-  switch (fill) {
-    case MaskFill::neg_inf:
-      return QStringLiteral("-inf");
-    case MaskFill::neg_1e9:
-      return QStringLiteral("-1e9");
-    case MaskFill::finfo_min:
-      return QStringLiteral("finfo.min");
-    case MaskFill::safe:
-      return QStringLiteral("safe");
-  }
-  return {};
-}
 
 SessionContext::SessionContext(QObject* parent) : QObject(parent) {}
 

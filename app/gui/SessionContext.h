@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "app/gui/HeadCompute.h"
+#include "core/view/head_compute.h"
 #include "core/io/hdf5_dump.h"
 #include "core/replay.h"
 
@@ -157,9 +157,5 @@ class SessionContext : public QObject {
   bool referenceWanted_ = false;
   ScoreSet scoresWanted_ = kAllScores;
 };
-
-// Display names used by the controls and stamps.
-QString modeName(Mode mode);          // "fused", "unfused"
-QString maskFillName(MaskFill fill);  // "-inf", "-1e9", "finfo.min", "safe"
 
 }  // namespace attnscope

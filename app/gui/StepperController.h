@@ -8,7 +8,7 @@
 #include <QObject>
 #include <memory>
 
-#include "app/gui/StepperSession.h"
+#include "core/view/stepper_session.h"
 
 namespace attnscope {
 

@@ -15,7 +15,7 @@
 #include <map>
 
 #include "app/plot/Colormaps.h"
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 class QTimer;
 

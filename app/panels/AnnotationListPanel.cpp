@@ -123,7 +123,7 @@ void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
   const CaseInfo* info = context_->caseInfo();
   if (item == nullptr || info == nullptr) return;
   const Annotation& a = listed_[item->data(kKind, kIndexRole).toInt()];
-  if (const auto series = RowPlotPanel::seriesOfView(a.view)) {
+  if (const auto series = rowSeriesOfView(a.view)) {
     if (rowPlots_ == nullptr || a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
     context_->setBatch(a.batch);
     context_->setHead(a.head);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/export/SettingNames.h"
 #include "app/gui/SessionContext.h"
 #include "core/kernel_registry.h"
 #include "core/replay.h"

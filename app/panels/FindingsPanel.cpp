@@ -6,6 +6,7 @@
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
+#include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
 

@@ -6,7 +6,7 @@
 #include <QString>
 #include <QWidget>
 
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 class QLabel;
 class QTreeWidget;

@@ -12,8 +12,9 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
-#include "app/gui/HeadGrids.h"
+#include "core/view/head_grids.h"
 #include "app/gui/SessionContext.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"

@@ -12,7 +12,7 @@
 #include <QPair>
 #include <QWidget>
 
-#include "app/gui/CaseSummary.h"
+#include "core/view/case_summary.h"
 
 class QComboBox;
 class QLabel;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "app/gui/HeadRowSeries.h"
+#include "app/export/HeadRowSeries.h"
 
 class QComboBox;
 
@@ -29,16 +29,8 @@ class RowPlotPanel : public QWidget {
   // Shows `series` and brings the panel's dock to the front (shown, raised).
   void reveal(Series series);
   Series series() const { return series_; }
-  // The name annotations of the shown series carry as their view ("row l", ...), x = query row,
-  // y = value.
+  // The view annotations of the shown series carry (rowSeriesView).
   QString viewName() const;
-  static QString viewName(Series series);
-  // Every series, in the order of the panel's choice box.
-  static std::vector<Series> allSeries();
-  // The plot title of `series` of a result: "series · bB hH · precision mode".
-  static QString title(const HeadResult& result, Series series);
-  // The series whose viewName() is `view`; nullopt for other views (heatmap tabs).
-  static std::optional<Series> seriesOfView(const QString& view);
   RowPlotView* plot() const { return plot_; }
 
  signals:

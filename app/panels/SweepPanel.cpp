@@ -4,6 +4,7 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
 #include "app/plot/RowPlotView.h"

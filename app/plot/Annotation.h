@@ -11,7 +11,7 @@
 #include <QString>
 #include <optional>
 
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 namespace attnscope {
 

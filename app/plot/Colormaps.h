@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 namespace attnscope {
 

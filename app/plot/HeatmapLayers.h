@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "app/plot/Colormaps.h"
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 namespace attnscope {
 

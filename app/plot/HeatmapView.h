@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "app/plot/Colormaps.h"
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 class QComboBox;
 class QCustomPlot;

@@ -8,7 +8,7 @@
 #include <functional>
 #include <memory>
 
-#include "app/gui/HeadCompute.h"
+#include "core/view/head_compute.h"
 #include "app/gui/MainWindow.h"
 
 namespace attnscope::test {
@@ -42,8 +42,6 @@ class GuiTest : public QObject {
   void log_and_symlog_scales_invert();
   void open_target_splits_file_and_case();
   void command_line_rejects_bad_values();
-  void head_compute_pooled_keeps_single_nan();
-  void head_compute_full_window_matches_pooled_counts();
 
   // WindowTests.cpp
   void browser_lists_sample_cases();
@@ -83,11 +81,7 @@ class GuiTest : public QObject {
   void gui_thread_stays_responsive_during_recompute();
 
   // HeadComputeTests.cpp
-  void head_compute_error_grids_for_o_dq_dk_dv();
-  void head_compute_cache_reruns_only_later_stages();
-  void head_compute_small_window_over_budget_is_pooled();
   void error_tabs_show_dk_and_dv_errors();
-  void head_compute_pools_requested_score_matrices_only();
   void pooled_head_computes_shown_score_tab_and_exports_all();
 
  private:

@@ -1,12 +1,10 @@
-// Units under the GUI: colormaps and value scales, command-line parsing, and the plain-C++
-// head recompute (pooled and full-resolution grids, overlay counts).
+// Units under the GUI: colormaps and value scales, command-line parsing.
 #include <QtTest>
 #include <cmath>
 #include <limits>
 
 #include "app/gui/AppOptions.h"
 #include "app/plot/Colormaps.h"
-#include "core/io/hdf5_dump.h"
 #include "tests/gui/GuiTest.h"
 
 namespace attnscope::test {
@@ -19,23 +17,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 int distance(const QColor& a, const QColor& b) {
   return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) +
          std::abs(a.blue() - b.blue());
-}
-
-// A synthetic single-head case [1, 1, n, d] with one NaN in the bias at (row, col).
-CaseData singleNanCase(int64_t n, int64_t d, int64_t row, int64_t col) {
-  CaseData c;
-  c.info.path = "/synthetic";
-  c.info.dims = {1, 1, 1, n, n, d, d};
-  c.info.config.dtype = "float32";
-  std::vector<float> x(static_cast<size_t>(n * d));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
-  for (const char* name : {"q", "k", "v", "do"}) {
-    c.tensors[name] = HostTensor::from_float(DType::f32, {1, 1, n, d}, x);
-  }
-  std::vector<float> bias(static_cast<size_t>(n * n), 0.0f);
-  bias[static_cast<size_t>(row * n + col)] = kNaN;
-  c.tensors["bias"] = HostTensor::from_float(DType::f32, {1, 1, n, n}, bias);
-  return c;
 }
 
 }  // namespace
@@ -131,67 +112,6 @@ void GuiTest::command_line_rejects_bad_values() {
   QVERIFY(!parseCommandLine({app, "--scale", "0"}).error.isEmpty());
   QVERIFY(!parseCommandLine({app, "--matrix", "Z"}).error.isEmpty());
   QVERIFY(!parseCommandLine({app, "--no-such-option"}).error.isEmpty());
-}
-
-void GuiTest::head_compute_pooled_keeps_single_nan() {
-  const CaseData c = singleNanCase(300, 16, 123, 217);
-  HeadRequest req;
-  req.out_rows = 32;
-  req.out_cols = 24;
-  const Result<HeadResult> r = compute_head(c, req);
-  QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
-  const MatrixGrid& s = r->s;
-  QVERIFY(s.pooled);
-  QCOMPARE(s.rows, int64_t{32});
-  QCOMPARE(s.cols, int64_t{24});
-  QCOMPARE(s.counts.nan, int64_t{1});
-  QCOMPARE(std::count(s.cls.begin(), s.cls.end(), CellClass::nan), std::ptrdiff_t{1});
-  const int64_t cell = s.cell_of(123, 217);
-  QVERIFY(cell >= 0);
-  QCOMPARE(s.cls[static_cast<size_t>(cell)], CellClass::nan);
-  const CellReadout readout = s.readout(123, 217);
-  QVERIFY(readout.pooled);
-  QVERIFY(readout.row_begin <= 123 && 123 < readout.row_end);
-  QVERIFY(readout.col_begin <= 217 && 217 < readout.col_end);
-  // The NaN score poisons its softmax row: P is NaN across row 123 (all 300 keys).
-  QCOMPARE(r->p.counts.nan, int64_t{300});
-  QCOMPARE(r->o.rows, int64_t{300});
-  QCOMPARE(r->m.size(), size_t{300});
-}
-
-void GuiTest::head_compute_full_window_matches_pooled_counts() {
-  const CaseData c = singleNanCase(300, 16, 123, 217);
-  HeadRequest req;
-  req.window = MatrixWindow{100, 140, 200, 260};
-  const Result<HeadResult> r = compute_head(c, req);
-  QVERIFY(r.ok());
-  const MatrixGrid& s = r->s;
-  QVERIFY(!s.pooled);
-  QVERIFY(!s.complete());
-  QCOMPARE(s.rows, int64_t{40});
-  QCOMPARE(s.cols, int64_t{60});
-  QCOMPARE(s.counts.nan, int64_t{1});
-  QVERIFY(std::isnan(s.readout(123, 217).value));
-  QCOMPARE(s.readout(99, 217).row, int64_t{-1});  // outside the window
-
-  const Result<DumpReader> dump = DumpReader::open(samplePath().toStdString());
-  QVERIFY(dump.ok());
-  const Result<CaseData> overflow = dump->load("/fp16_score_overflow");
-  QVERIFY(overflow.ok());
-  HeadRequest fp16;
-  fp16.settings.precision = Precision::f16;
-  fp16.mode = Mode::unfused;
-  fp16.head = 3;
-  const Result<HeadResult> h3 = compute_head(*overflow, fp16);
-  QVERIFY(h3.ok());
-  QVERIFY(h3->s.complete());
-  QVERIFY(h3->s.counts.nonfinite() > 0);
-  fp16.head = 0;
-  const Result<HeadResult> h0 = compute_head(*overflow, fp16);
-  QVERIFY(h0.ok());
-  QCOMPARE(h0->s.counts.nonfinite(), int64_t{0});
-  fp16.head = 4;
-  QVERIFY(!compute_head(*overflow, fp16).ok());  // H = 4
 }
 
 }  // namespace attnscope::test

@@ -12,7 +12,7 @@
 
 #include "app/gui/AnnotationController.h"
 #include "app/gui/SessionContext.h"
-#include "app/gui/SessionFile.h"
+#include "app/export/SessionFile.h"
 #include "app/panels/AnnotationListPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/RowPlotPanel.h"

@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "app/gui/HeadCompute.h"
+#include "core/view/head_compute.h"
 #include "app/gui/MainWindow.h"
 #include "tests/gui/TestSupport.h"
 

@@ -1,9 +1,9 @@
-// Stages of the head recomputation (see HeadStages.h).
-#include "app/gui/HeadStages.h"
+// Stages of the head recomputation (see head_stages.h).
+#include "core/view/head_stages.h"
 
 #include <algorithm>
 
-#include "app/gui/HeadGrids.h"
+#include "core/view/head_grids.h"
 #include "core/kernel_registry.h"
 #include "core/memory_budget.h"
 #include "kernels/reference/reference_attention.h"

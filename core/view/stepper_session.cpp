@@ -1,10 +1,10 @@
-// Backward stepper of one head and its snapshots (see StepperSession.h).
-#include "app/gui/StepperSession.h"
+// Backward stepper of one head and its snapshots (see stepper_session.h).
+#include "core/view/stepper_session.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "app/gui/HeadGrids.h"
+#include "core/view/head_grids.h"
 
 namespace attnscope {
 namespace {

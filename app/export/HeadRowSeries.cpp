@@ -1,7 +1,9 @@
 // Row series and threshold lines of one head (see HeadRowSeries.h).
-#include "app/gui/HeadRowSeries.h"
+#include "app/export/HeadRowSeries.h"
 
 #include <QObject>
+
+#include "app/export/SettingNames.h"
 
 namespace attnscope {
 namespace {
@@ -44,6 +46,53 @@ HeadRowSeries head_row_series(const HeadResult& r, RowSeriesKind kind) {
       break;
   }
   return out;
+}
+
+std::vector<RowSeriesKind> allRowSeries() {
+  return {RowSeriesKind::m_lse, RowSeriesKind::l, RowSeriesKind::o_norm, RowSeriesKind::dq_norm};
+}
+
+QString rowSeriesLabel(RowSeriesKind kind) {
+  switch (kind) {
+    case RowSeriesKind::m_lse:
+      return QObject::tr("row max m and LSE");
+    case RowSeriesKind::l:
+      return QObject::tr("softmax denominator l");
+    case RowSeriesKind::o_norm:
+      return QObject::tr("||O_i||");
+    case RowSeriesKind::dq_norm:
+      return QObject::tr("||dQ_i||");
+  }
+  return {};
+}
+
+QString rowSeriesView(RowSeriesKind kind) {
+  switch (kind) {
+    case RowSeriesKind::m_lse:
+      return QStringLiteral("row m, LSE");
+    case RowSeriesKind::l:
+      return QStringLiteral("row l");
+    case RowSeriesKind::o_norm:
+      return QStringLiteral("row ||O_i||");
+    case RowSeriesKind::dq_norm:
+      return QStringLiteral("row ||dQ_i||");
+  }
+  return {};
+}
+
+std::optional<RowSeriesKind> rowSeriesOfView(const QString& view) {
+  for (const RowSeriesKind kind : allRowSeries()) {
+    if (rowSeriesView(kind) == view) return kind;
+  }
+  return std::nullopt;
+}
+
+QString rowSeriesTitle(const HeadResult& r, RowSeriesKind kind) {
+  return QObject::tr("%1 · b%2 h%3 · %4 %5")
+      .arg(rowSeriesLabel(kind))
+      .arg(r.request.batch)
+      .arg(r.request.head)
+      .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode));
 }
 
 }  // namespace attnscope

@@ -1,5 +1,5 @@
-// Cutting one (batch, head) out of a case (see HeadSlice.h).
-#include "app/gui/HeadSlice.h"
+// Cutting one (batch, head) out of a case (see head_slice.h).
+#include "core/view/head_slice.h"
 
 namespace attnscope {
 namespace {

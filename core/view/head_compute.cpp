@@ -3,13 +3,13 @@
 // the score grids on the way (or its m, l, D feed their recomputation: no second forward); the
 // chosen registry variant (default: the own CPU kernel) gives O, LSE and the gradients. Each
 // stage is skipped when the cache holds it for the same key (see HeadCache).
-#include "app/gui/HeadCompute.h"
+#include "core/view/head_compute.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
-#include "app/gui/HeadGrids.h"
+#include "core/view/head_grids.h"
 
 namespace attnscope {
 namespace {

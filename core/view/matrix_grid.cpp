@@ -1,5 +1,5 @@
 // Cell lookup and readout of a MatrixGrid.
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 
 #include <algorithm>
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "app/plot/MatrixGrid.h"
+#include "core/view/matrix_grid.h"
 #include "kernels/cpu/head_matrices.h"
 
 namespace attnscope {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "app/gui/HeadStages.h"
-#include "app/plot/MatrixGrid.h"
+#include "core/view/head_stages.h"
+#include "core/view/matrix_grid.h"
 #include "core/analysis/clipping.h"
 #include "core/case_inputs.h"
 #include "core/case_model.h"

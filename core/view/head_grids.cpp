@@ -1,5 +1,5 @@
-// MatrixGrid builders for the heatmaps (see HeadGrids.h).
-#include "app/gui/HeadGrids.h"
+// MatrixGrid builders for the heatmaps (see head_grids.h).
+#include "core/view/head_grids.h"
 
 #include <cmath>
 

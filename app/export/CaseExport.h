@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "app/gui/HeadCompute.h"
+#include "core/view/head_compute.h"
 #include "app/plot/Annotation.h"
 #include "app/plot/FigureStamp.h"
 

@@ -1,4 +1,4 @@
-// The stages compute_head (HeadCompute.h) chains for one (batch, head), each a plain function
+// The stages compute_head (head_compute.h) chains for one (batch, head), each a plain function
 // of the head slice (no Qt): the score-shaped grids S, P, dP, dS (full resolution or pooled,
 // within the memory budget), O / LSE / gradients of a registry backend, and the error grids of
 // O, dQ, dK, dV against the fp64 reference.
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "app/gui/HeadSlice.h"
-#include "app/plot/MatrixGrid.h"
+#include "core/view/head_slice.h"
+#include "core/view/matrix_grid.h"
 #include "core/result.h"
 #include "kernels/cpu/head_matrices.h"
 

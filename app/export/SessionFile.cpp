@@ -1,5 +1,5 @@
 // Sidecar session file: location, tolerant reading and atomic writing (see SessionFile.h).
-#include "app/gui/SessionFile.h"
+#include "app/export/SessionFile.h"
 
 #include <QCryptographicHash>
 #include <QDateTime>

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "app/gui/HeadSlice.h"
-#include "app/plot/MatrixGrid.h"
+#include "core/view/head_slice.h"
+#include "core/view/matrix_grid.h"
 #include "core/case_model.h"
 #include "core/result.h"
 #include "kernels/cpu/backward_stepper.h"

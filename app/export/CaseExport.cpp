@@ -1,6 +1,6 @@
 // Stamps of computed results and the "export all views" folder with its index page (see
 // CaseExport.h).
-#include "app/gui/CaseExport.h"
+#include "app/export/CaseExport.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -8,9 +8,8 @@
 #include <QFileInfo>
 #include <QSaveFile>
 
-#include "app/gui/HeadRowSeries.h"
-#include "app/gui/SessionContext.h"
-#include "app/panels/RowPlotPanel.h"
+#include "app/export/HeadRowSeries.h"
+#include "app/export/SettingNames.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/PlotExport.h"
 #include "app/plot/RowPlotView.h"
@@ -25,7 +24,7 @@ QString cell(const QString& text) {
 // A point of an annotation: (row, col) on a heatmap; (query row, value) on the row plot, whose
 // annotations carry x = query row, y = value.
 QString point(const Annotation& a, QPointF p) {
-  if (RowPlotPanel::seriesOfView(a.view)) {
+  if (rowSeriesOfView(a.view)) {
     return QStringLiteral("(query row %1, value %2)").arg(p.x(), 0, 'f', 1).arg(p.y(), 0, 'g', 6);
   }
   return QStringLiteral("(row %1, col %2)").arg(p.y(), 0, 'f', 1).arg(p.x(), 0, 'f', 1);
@@ -77,11 +76,11 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
 RowPlotExports::RowPlotExports(
     const HeadResult& result,
     const std::function<QList<Annotation>(const QString& view)>& annotationsOf, QSize size) {
-  for (const RowSeriesKind kind : RowPlotPanel::allSeries()) {
+  for (const RowSeriesKind kind : allRowSeries()) {
     auto plot = std::make_unique<RowPlotView>();
     const HeadRowSeries rows = head_row_series(result, kind);
-    plot->setData(RowPlotPanel::title(result, kind), rows.series, rows.thresholds);
-    const QString view = RowPlotPanel::viewName(kind);
+    plot->setData(rowSeriesTitle(result, kind), rows.series, rows.thresholds);
+    const QString view = rowSeriesView(kind);
     const QList<Annotation> annotations = annotationsOf(view);
     AnnotationLayer::of(plot.get())->setAnnotations(annotations);
     // Laid out at `size` without appearing on screen (exportView draws the plot at its size).

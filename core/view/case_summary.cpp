@@ -1,5 +1,5 @@
-// Findings and per-head metrics of a case (see CaseSummary.h).
-#include "app/gui/CaseSummary.h"
+// Findings and per-head metrics of a case (see case_summary.h).
+#include "core/view/case_summary.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,288 @@
+// compute_head (core/view) headless: pooled and full-resolution score grids (a single NaN stays
+// one NaN cell; window counts), the four error-vs-fp64 grids (exact layout, fp32 small, fp16
+// visibly larger), the stage cache (a clip change reruns neither the kernels nor the score
+// grids; cached results equal fresh ones), the memory budget (a small full-resolution window
+// over the budget is pooled) and pooled score grids computed per matrix (only those asked for).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/case_inputs.h"
+#include "core/io/hdf5_dump.h"
+#include "core/memory_budget.h"
+#include "core/view/head_compute.h"
+#include "kernels/reference/reference_attention.h"
+#include "tests/view/head_result_checks.h"
+
+namespace attnscope::test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Sq = 40 queries, Sk = 56 keys, D = Dv = 16, one head; smooth values of either sign.
+CaseData smoothCase() {
+  const int64_t sq = 40, sk = 56, d = 16;
+  CaseData c;
+  c.info.path = "/smooth";
+  c.info.dims = {1, 1, 1, sq, sk, d, d};
+  c.info.config.dtype = "float32";
+  const auto fill = [](int64_t n, float f) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 2.0f * std::sin(f * static_cast<float>(i) + f);
+    return x;
+  };
+  c.tensors["q"] = HostTensor::from_float(DType::f32, {1, 1, sq, d}, fill(sq * d, 0.37f));
+  c.tensors["k"] = HostTensor::from_float(DType::f32, {1, 1, sk, d}, fill(sk * d, 0.53f));
+  c.tensors["v"] = HostTensor::from_float(DType::f32, {1, 1, sk, d}, fill(sk * d, 0.71f));
+  c.tensors["do"] = HostTensor::from_float(DType::f32, {1, 1, sq, d}, fill(sq * d, 0.29f));
+  return c;
+}
+
+double maxAbsOf(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
+// A synthetic single-head case [1, 1, n, d] with one NaN in the bias at (row, col).
+CaseData singleNanCase(int64_t n, int64_t d, int64_t row, int64_t col) {
+  CaseData c;
+  c.info.path = "/synthetic";
+  c.info.dims = {1, 1, 1, n, n, d, d};
+  c.info.config.dtype = "float32";
+  std::vector<float> x(static_cast<size_t>(n * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  for (const char* name : {"q", "k", "v", "do"}) {
+    c.tensors[name] = HostTensor::from_float(DType::f32, {1, 1, n, d}, x);
+  }
+  std::vector<float> bias(static_cast<size_t>(n * n), 0.0f);
+  bias[static_cast<size_t>(row * n + col)] = kNaN;
+  c.tensors["bias"] = HostTensor::from_float(DType::f32, {1, 1, n, n}, bias);
+  return c;
+}
+
+TEST(HeadCompute, pooled_grid_keeps_a_single_nan) {
+  const CaseData c = singleNanCase(300, 16, 123, 217);
+  HeadRequest req;
+  req.out_rows = 32;
+  req.out_cols = 24;
+  const Result<HeadResult> r = compute_head(c, req);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const MatrixGrid& s = r->s;
+  ASSERT_TRUE(s.pooled);
+  ASSERT_EQ(s.rows, int64_t{32});
+  ASSERT_EQ(s.cols, int64_t{24});
+  ASSERT_EQ(s.counts.nan, int64_t{1});
+  ASSERT_EQ(std::count(s.cls.begin(), s.cls.end(), CellClass::nan), std::ptrdiff_t{1});
+  const int64_t cell = s.cell_of(123, 217);
+  ASSERT_TRUE(cell >= 0);
+  ASSERT_EQ(s.cls[static_cast<size_t>(cell)], CellClass::nan);
+  const CellReadout readout = s.readout(123, 217);
+  ASSERT_TRUE(readout.pooled);
+  ASSERT_TRUE(readout.row_begin <= 123 && 123 < readout.row_end);
+  ASSERT_TRUE(readout.col_begin <= 217 && 217 < readout.col_end);
+  // The NaN score poisons its softmax row: P is NaN across row 123 (all 300 keys).
+  ASSERT_EQ(r->p.counts.nan, int64_t{300});
+  ASSERT_EQ(r->o.rows, int64_t{300});
+  ASSERT_EQ(r->m.size(), size_t{300});
+}
+
+TEST(HeadCompute, full_window_matches_pooled_counts) {
+  const CaseData c = singleNanCase(300, 16, 123, 217);
+  HeadRequest req;
+  req.window = MatrixWindow{100, 140, 200, 260};
+  const Result<HeadResult> r = compute_head(c, req);
+  ASSERT_TRUE(r.ok());
+  const MatrixGrid& s = r->s;
+  ASSERT_TRUE(!s.pooled);
+  ASSERT_TRUE(!s.complete());
+  ASSERT_EQ(s.rows, int64_t{40});
+  ASSERT_EQ(s.cols, int64_t{60});
+  ASSERT_EQ(s.counts.nan, int64_t{1});
+  ASSERT_TRUE(std::isnan(s.readout(123, 217).value));
+  ASSERT_EQ(s.readout(99, 217).row, int64_t{-1});  // outside the window
+
+  const Result<DumpReader> dump = DumpReader::open(ATTNSCOPE_SAMPLE);
+  ASSERT_TRUE(dump.ok());
+  const Result<CaseData> overflow = dump->load("/fp16_score_overflow");
+  ASSERT_TRUE(overflow.ok());
+  HeadRequest fp16;
+  fp16.settings.precision = Precision::f16;
+  fp16.mode = Mode::unfused;
+  fp16.head = 3;
+  const Result<HeadResult> h3 = compute_head(*overflow, fp16);
+  ASSERT_TRUE(h3.ok());
+  ASSERT_TRUE(h3->s.complete());
+  ASSERT_TRUE(h3->s.counts.nonfinite() > 0);
+  fp16.head = 0;
+  const Result<HeadResult> h0 = compute_head(*overflow, fp16);
+  ASSERT_TRUE(h0.ok());
+  ASSERT_EQ(h0->s.counts.nonfinite(), int64_t{0});
+  fp16.head = 4;
+  ASSERT_TRUE(!compute_head(*overflow, fp16).ok());  // H = 4
+}
+
+TEST(HeadCompute, error_grids_for_o_dq_dk_dv) {
+  const CaseData c = smoothCase();
+  RunSettings settings;
+  settings.precision = Precision::f32;
+  Result<CaseInputs> in = make_case_inputs(c, settings);
+  ASSERT_TRUE(in.ok());
+  const ReferenceTrace ref =
+      reference_attention(in->params, in->q.data(), in->k.data(), in->v.data(), in->dout.data());
+  HeadRequest req;
+  req.reference = true;
+  req.settings.precision = Precision::f32;
+  const Result<HeadResult> f32 = compute_head(c, req);
+  ASSERT_TRUE(f32.ok());
+  struct Expect {
+    const char* name;
+    const MatrixGrid& value;
+    const std::vector<double>& ref;
+    int64_t rows;
+  };
+  const Expect expect[] = {{"O err", f32->o, ref.o, 40},
+                           {"dQ err", f32->dq, ref.dq, 40},
+                           {"dK err", f32->dk, ref.dk, 56},
+                           {"dV err", f32->dv, ref.dv, 56}};
+  for (const Expect& e : expect) {
+    const MatrixGrid* err = f32->grid(e.name);
+    ASSERT_TRUE(err != nullptr && !err->empty()) << e.name;
+    ASSERT_EQ(err->rows, e.rows);
+    ASSERT_EQ(err->cols, int64_t{16});
+    // Element (i, c) is the kernel's value minus the reference's at the same place.
+    for (size_t k = 0; k < err->raw.size(); ++k) {
+      ASSERT_EQ(err->raw[k], static_cast<float>(e.value.raw[k] - e.ref[k]));
+    }
+    ASSERT_TRUE(maxAbsOf(err->raw) <= 1e-5 * maxAbsOf(e.value.raw)) << e.name;
+  }
+  // fp16 storage: the gradients' error is visible, still within a few fp16 ulps of the values.
+  req.settings.precision = Precision::f16;
+  const Result<HeadResult> f16 = compute_head(c, req);
+  ASSERT_TRUE(f16.ok());
+  for (const char* name : {"dK err", "dV err"}) {
+    const double err = maxAbsOf(f16->grid(name)->raw);
+    const double err32 = maxAbsOf(f32->grid(name)->raw);
+    const double scale = maxAbsOf(f16->grid(name[1] == 'K' ? "dK" : "dV")->raw);
+    ASSERT_TRUE(err > 10 * err32 && err > 1e-4 * scale) << name;
+    ASSERT_TRUE(err < 1e-2 * scale) << name;
+  }
+  // Without request.reference the error grids stay empty.
+  req.reference = false;
+  const Result<HeadResult> none = compute_head(c, req);
+  ASSERT_TRUE(none.ok() && none->dk_err.empty() && none->dv_err.empty());
+}
+
+TEST(HeadCompute, cache_reruns_only_later_stages) {
+  const CaseData c = smoothCase();
+  HeadCache cache;
+  HeadRequest req;
+  req.reference = true;
+  const Result<HeadResult> first = compute_head(c, req, &cache);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(ran(*first, "cpu fwd+bwd") && ran(*first, "score grids") && ran(*first, "reference"));
+  // A clip change is a post-process: no kernel, grid or reference stage runs again.
+  req.clip_norm = 0.5;
+  const Result<HeadResult> clipped = compute_head(c, req, &cache);
+  ASSERT_TRUE(clipped.ok() && clipped->clip.has_value());
+  ASSERT_TRUE(!ran(*clipped, "inputs") && !ran(*clipped, "cpu fwd+bwd"));
+  ASSERT_TRUE(!ran(*clipped, "score grids") && !ran(*clipped, "reference"));
+  ASSERT_TRUE(clipped->clip->coef < 1.0);
+  // The cached stages give exactly what a fresh computation gives.
+  const Result<HeadResult> fresh = compute_head(c, req);
+  ASSERT_TRUE(fresh.ok());
+  for (const char* name : kHeadMatrices) {
+    ASSERT_TRUE(sameBits(clipped->grid(name)->raw, fresh->grid(name)->raw)) << name;
+  }
+  // Unclipped again: the cached kernel outputs were not scaled in place.
+  req.clip_norm.reset();
+  const Result<HeadResult> back = compute_head(c, req, &cache);
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(sameBits(back->dq.raw, first->dq.raw));
+  // A new scale reruns the kernels and the grids.
+  req.settings.scale = 0.5;
+  const Result<HeadResult> rescaled = compute_head(c, req, &cache);
+  ASSERT_TRUE(rescaled.ok());
+  ASSERT_TRUE(ran(*rescaled, "cpu fwd+bwd") && ran(*rescaled, "score grids"));
+  ASSERT_TRUE(!sameBits(rescaled->s.raw, first->s.raw));
+  // The scale only enters the params: the converted inputs are reused, and every view (the
+  // fp64 reference's errors included) is what a fresh computation at that scale gives.
+  ASSERT_TRUE(!ran(*rescaled, "inputs") && ran(*rescaled, "reference"));
+  const Result<HeadResult> fresh_rescaled = compute_head(c, req);
+  ASSERT_TRUE(fresh_rescaled.ok());
+  ASSERT_EQ(rescaled->scale, 0.5);
+  for (const char* name : kHeadMatrices) {
+    ASSERT_TRUE(sameBits(rescaled->grid(name)->raw, fresh_rescaled->grid(name)->raw)) << name;
+  }
+  // A scale the inputs would refuse is refused from the cache as well.
+  req.settings.scale = -1.0;
+  ASSERT_TRUE(!compute_head(c, req, &cache).ok());
+}
+
+TEST(HeadCompute, small_window_over_budget_is_pooled) {
+  const CaseData c = smoothCase();
+  HeadRequest req;  // 512 x 512 pixels: the whole 40 x 56 matrix fits the view
+  // 40 * 56 entries * 17 bytes = 38080 bytes, more than a quarter of 64 KiB.
+  ASSERT_TRUE(set_memory_budget("64K", "test").ok());
+  const Result<HeadResult> pooled = compute_head(c, req);
+  clear_memory_budget();
+  ASSERT_TRUE(pooled.ok());
+  ASSERT_TRUE(pooled->s.pooled && pooled->ds.pooled);
+  ASSERT_TRUE(pooled->s.rows < 40 && pooled->s.cols < 56);
+  ASSERT_EQ(pooled->s.row_edges.back(), int64_t{40});
+  ASSERT_EQ(pooled->s.col_edges.back(), int64_t{56});
+  ASSERT_TRUE(set_memory_budget("1M", "test").ok());
+  const Result<HeadResult> full = compute_head(c, req);
+  clear_memory_budget();
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE(!full->s.pooled && full->s.complete());
+  // Pooling keeps every element: the pooled counts match the full-resolution ones.
+  ASSERT_EQ(pooled->p.counts.nonfinite(), full->p.counts.nonfinite());
+}
+
+TEST(HeadCompute, pools_requested_score_matrices_only) {
+  const CaseData c = smoothCase();
+  HeadRequest req;
+  req.out_rows = 16;  // 40 x 56 scores pooled to 16 x 16 cells
+  req.out_cols = 16;
+  const Result<HeadResult> all = compute_head(c, req);
+  ASSERT_TRUE(all.ok() && all->s.pooled);
+  const MatrixGrid* expected[] = {&all->s, &all->p, &all->dp, &all->ds};
+
+  HeadCache cache;
+  req.scores = {false, false, true, false};  // dP alone, pooled by the backward on the way
+  const Result<HeadResult> dp = compute_head(c, req, &cache);
+  ASSERT_TRUE(dp.ok() && ran(*dp, "cpu fwd+bwd+pool"));
+  ASSERT_TRUE(dp->s.empty() && dp->p.empty() && dp->ds.empty());
+  ASSERT_TRUE(sameGrid(dp->dp, all->dp));
+  ASSERT_EQ(dp->dp.counts.nonfinite(), all->dp.counts.nonfinite());
+  // S next: the kernel is cached, S alone is pooled in a pass of its own; dP is kept.
+  req.scores = {true, false, false, false};
+  const Result<HeadResult> s = compute_head(c, req, &cache);
+  ASSERT_TRUE(s.ok() && !ran(*s, "cpu fwd+bwd") && !ran(*s, "cpu fwd+bwd+pool"));
+  ASSERT_TRUE(ran(*s, "score grids"));
+  ASSERT_TRUE(sameGrid(s->s, all->s) && sameGrid(s->dp, all->dp));
+  ASSERT_TRUE(s->p.empty() && s->ds.empty());
+  // Every matrix asked for: the missing two are added, bit for bit what one run gives.
+  req.scores = kAllScores;
+  const Result<HeadResult> rest = compute_head(c, req, &cache);
+  ASSERT_TRUE(rest.ok() && !ran(*rest, "cpu fwd+bwd"));
+  const MatrixGrid* got[] = {&rest->s, &rest->p, &rest->dp, &rest->ds};
+  for (int k = 0; k < 4; ++k) ASSERT_TRUE(sameGrid(*got[k], *expected[k])) << kScoreMatrices[k];
+  // None asked for: a new scale runs the kernel without pooling and keeps no stale grid.
+  req.scores = {};
+  req.settings.scale = 0.5;
+  const Result<HeadResult> none = compute_head(c, req, &cache);
+  ASSERT_TRUE(none.ok() && ran(*none, "cpu fwd+bwd") && !ran(*none, "score grids"));
+  ASSERT_TRUE(none->s.empty() && none->p.empty() && none->dp.empty() && none->ds.empty());
+  // At full resolution the request's subset does not matter: all four are computed.
+  req.out_rows = req.out_cols = 512;
+  const Result<HeadResult> full = compute_head(c, req, &cache);
+  ASSERT_TRUE(full.ok() && full->s.complete() && full->p.complete() && full->ds.complete());
+}
+
+}  // namespace
+}  // namespace attnscope::test
