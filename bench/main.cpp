@@ -11,8 +11,8 @@
 
 #include "bench_report.h"
 #include "bench_timing.h"
-#include "gpu_bench.h"
 #include "core/kernel_registry.h"
+#include "gpu_bench.h"
 #include "heatmap_bench.h"
 
 namespace {

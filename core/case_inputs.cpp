@@ -39,10 +39,14 @@ std::optional<Precision> precision_from_dtype(const std::string& dtype) {
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::f64: return "fp64";
-    case Precision::f32: return "fp32";
-    case Precision::f16: return "fp16";
-    case Precision::bf16: return "bf16";
+    case Precision::f64:
+      return "fp64";
+    case Precision::f32:
+      return "fp32";
+    case Precision::f16:
+      return "fp16";
+    case Precision::bf16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -61,14 +65,22 @@ const char* mask_fill_name(MaskFill fill) {
   return "unknown";
 }
 
-std::vector<float> CaseInputs::q_f32() const { return to_f32(q); }
-std::vector<float> CaseInputs::k_f32() const { return to_f32(k); }
-std::vector<float> CaseInputs::v_f32() const { return to_f32(v); }
-std::vector<float> CaseInputs::dout_f32() const { return to_f32(dout); }
+std::vector<float> CaseInputs::q_f32() const {
+  return to_f32(q);
+}
+std::vector<float> CaseInputs::k_f32() const {
+  return to_f32(k);
+}
+std::vector<float> CaseInputs::v_f32() const {
+  return to_f32(v);
+}
+std::vector<float> CaseInputs::dout_f32() const {
+  return to_f32(dout);
+}
 
 Result<double> resolve_scale(const CaseData& data, const RunSettings& settings) {
-  const double scale = settings.scale ? *settings.scale
-                                      : data.info.config.effective_scale(data.info.dims.head_dim);
+  const double scale =
+      settings.scale ? *settings.scale : data.info.config.effective_scale(data.info.dims.head_dim);
   if (!std::isfinite(scale) || scale <= 0) {
     return make_error(ErrorCode::invalid_argument,
                       data.info.path + ": softmax scale " + std::to_string(scale) +

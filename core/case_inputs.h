@@ -15,7 +15,7 @@ namespace attnscope {
 // What-if settings that change how a case is recomputed (DESIGN §5 controls). Each absent
 // setting replays the recorded run (core/replay.h).
 struct RunSettings {
-  std::optional<double> scale;  // absent: the case's scale attribute, else 1/sqrt(D)
+  std::optional<double> scale;         // absent: the case's scale attribute, else 1/sqrt(D)
   std::optional<Precision> precision;  // absent: the run's precision (autocast, dtype), else f32
   std::optional<MaskFill> mask_fill;   // absent: the recorded framework's semantics
 };
@@ -24,10 +24,10 @@ struct RunSettings {
 // but never copies. Shapes follow the AttnParams layout contract.
 struct CaseInputs {
   AttnParams params;
-  std::vector<double> q, k, v;  // [B,H,Sq,D], [B,Hk,Sk,D], [B,Hk,Sk,Dv]: exact stored values
-  std::vector<double> dout;     // [B,H,Sq,Dv]; empty when the case has no dO (dO = 1)
-  std::vector<uint8_t> mask;    // canonical mask, 1 = attend; empty when absent
-  std::vector<double> bias;     // canonical bias; empty when absent
+  std::vector<double> q, k, v;        // [B,H,Sq,D], [B,Hk,Sk,D], [B,Hk,Sk,Dv]: exact stored values
+  std::vector<double> dout;           // [B,H,Sq,Dv]; empty when the case has no dO (dO = 1)
+  std::vector<uint8_t> mask;          // canonical mask, 1 = attend; empty when absent
+  std::vector<double> bias;           // canonical bias; empty when absent
   std::vector<uint8_t> dropout_keep;  // canonical dropout keep-mask, 1 = kept; empty when absent
   bool has_dout = false;
 
@@ -46,7 +46,7 @@ struct CaseInputs {
 
 // Precision named by a dtype attribute ("float16", "bfloat16", "float32", "float64").
 std::optional<Precision> precision_from_dtype(const std::string& dtype);
-const char* precision_name(Precision p);  // "fp64", "fp32", "fp16", "bf16"
+const char* precision_name(Precision p);    // "fp64", "fp32", "fp16", "bf16"
 const char* mask_fill_name(MaskFill fill);  // "neg_inf", "-1e9", "finfo_min", "safe"
 // A cache-key number of a mask fill setting: the enum value, -1 for "as recorded".
 inline int fill_key(const std::optional<MaskFill>& fill) {

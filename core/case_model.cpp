@@ -136,8 +136,7 @@ std::optional<Error> check_dtype(const TensorInfo& t, const std::string& where) 
   if (is_mask) {
     return make_error(ErrorCode::format,
                       where + "/" + t.dataset + ": " + t.name + " has element type " +
-                          dtype_name(t.dtype) +
-                          ", expected bool or uint8",
+                          dtype_name(t.dtype) + ", expected bool or uint8",
                       "store a float mask as 'bias' (0 / -inf), or a boolean mask as bool");
   }
   return make_error(

@@ -23,8 +23,8 @@ std::optional<Layout> parse_layout(const std::string& text);
 
 // Canonical tensor names of schema 1.1 (aliases are resolved by the readers). dropout_mask is
 // the run's attention-dropout keep-mask (bool, 1 = kept, broadcastable to [B, H, Sq, Sk]).
-inline constexpr const char* kTensorNames[] = {"q",    "k",  "v",   "do", "mask", "bias",
-                                               "dropout_mask", "o", "lse", "dq", "dk", "dv"};
+inline constexpr const char* kTensorNames[] = {
+    "q", "k", "v", "do", "mask", "bias", "dropout_mask", "o", "lse", "dq", "dk", "dv"};
 
 // Canonical name of a dataset name ("dout" / "grad_out" -> "do", "attn_bias" -> "bias",
 // "q" -> "q"); nullptr for names that are not schema-1 tensors.

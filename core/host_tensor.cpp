@@ -10,12 +10,18 @@ namespace attnscope {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::u8:
+      return "uint8";
+    case DType::boolean:
+      return "bool";
   }
   return "unknown";
 }
@@ -23,11 +29,15 @@ const char* dtype_name(DType t) {
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::f16:
-    case DType::bf16: return 2;
-    case DType::f32: return 4;
-    case DType::f64: return 8;
+    case DType::bf16:
+      return 2;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
     case DType::u8:
-    case DType::boolean: return 1;
+    case DType::boolean:
+      return 1;
   }
   return 1;
 }
@@ -74,7 +84,8 @@ double HostTensor::at(int64_t i) const {
       return d;
     }
     case DType::u8:
-    case DType::boolean: return *p;
+    case DType::boolean:
+      return *p;
   }
   return 0;
 }
@@ -124,9 +135,13 @@ HostTensor convert(DType dtype, std::vector<int64_t> shape, const std::vector<So
         std::memcpy(out + 4 * i, &f, 4);
         break;
       }
-      case DType::f64: std::memcpy(out + 8 * i, &x, 8); break;
+      case DType::f64:
+        std::memcpy(out + 8 * i, &x, 8);
+        break;
       case DType::u8:
-      case DType::boolean: out[i] = x != 0 ? 1 : 0; break;
+      case DType::boolean:
+        out[i] = x != 0 ? 1 : 0;
+        break;
     }
   }
   return t;

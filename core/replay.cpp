@@ -64,9 +64,9 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
   } else {
     r.modes = {Mode::fused, Mode::unfused};
   }
-  r.dropout = run.dropout_p <= 0          ? DropoutReplay::none
-              : keep_mask                ? DropoutReplay::mask
-                                         : DropoutReplay::unavailable;
+  r.dropout = run.dropout_p <= 0 ? DropoutReplay::none
+              : keep_mask        ? DropoutReplay::mask
+                                 : DropoutReplay::unavailable;
   r.invert_mask = run.mask_convention == "masked_out";
 
   const std::string backend = run.backend.empty() ? "backend not recorded" : run.backend;

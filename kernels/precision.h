@@ -29,22 +29,31 @@ inline uint16_t float_to_bf16_bits(float x) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-inline float bf16_bits_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+inline float bf16_bits_to_float(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
 
 // binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; max finite 65504.
 uint16_t float_to_half_bits(float x);
 float half_bits_to_float(uint16_t h);
 
-inline float round_to_half(float x) { return half_bits_to_float(float_to_half_bits(x)); }
-inline float round_to_bf16(float x) { return bf16_bits_to_float(float_to_bf16_bits(x)); }
+inline float round_to_half(float x) {
+  return half_bits_to_float(float_to_half_bits(x));
+}
+inline float round_to_bf16(float x) {
+  return bf16_bits_to_float(float_to_bf16_bits(x));
+}
 
 // Rounds an fp32 value to the precision and back (identity for f32 and f64).
 inline float round_to(Precision p, float x) {
   switch (p) {
-    case Precision::f16: return round_to_half(x);
-    case Precision::bf16: return round_to_bf16(x);
+    case Precision::f16:
+      return round_to_half(x);
+    case Precision::bf16:
+      return round_to_bf16(x);
     case Precision::f32:
-    case Precision::f64: break;
+    case Precision::f64:
+      break;
   }
   return x;
 }

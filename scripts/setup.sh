@@ -18,7 +18,8 @@ log() { echo "[attnscope setup] $*" >&2; }
 install_debian_packages() {
   local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
     qt6-svg-dev libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth
-    clang-14 libclang-rt-14-dev ccache)  # clang: the libFuzzer build of scripts/fuzz.sh
+    clang-14 libclang-rt-14-dev ccache  # clang: the libFuzzer build of scripts/fuzz.sh
+    clang-format-14)  # the format_check test
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||

@@ -91,8 +91,7 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
     const RowSeriesKind kind = rowSeriesKind(view);
     const HeadRowSeries series = head_row_series(result, kind);
     rows->setData(title, series.series, series.thresholds);
-    AnnotationLayer::of(rows.get())
-        ->setAnnotations(sidecarAnnotations(stamp, rowSeriesView(kind)));
+    AnnotationLayer::of(rows.get())->setAnnotations(sidecarAnnotations(stamp, rowSeriesView(kind)));
     widget = std::move(rows);
   } else {
     const MatrixGrid* grid = result.grid(view.toStdString());

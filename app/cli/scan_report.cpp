@@ -167,9 +167,15 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts)
   };
   json.begin_object().field("path", v.path);
   json.key("step");
-  if (v.step) json.value(*v.step); else json.null();
+  if (v.step)
+    json.value(*v.step);
+  else
+    json.null();
   json.key("layer");
-  if (v.layer) json.value(*v.layer); else json.null();
+  if (v.layer)
+    json.value(*v.layer);
+  else
+    json.null();
   json.field("from_backward", first->from_backward).field("kinds", v.kinds);
   json.field("forward_into", paths(first->forward_into));
   json.field("backward_into", paths(first->backward_into));

@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/view/head_compute.h"
 #include "app/plot/Annotation.h"
 #include "app/plot/FigureStamp.h"
+#include "core/view/head_compute.h"
 
 class QWidget;
 

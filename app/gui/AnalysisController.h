@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/view/case_summary.h"
 #include "core/analysis/scale_sweep.h"
+#include "core/view/case_summary.h"
 
 class QTimer;
 

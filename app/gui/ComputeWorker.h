@@ -11,9 +11,9 @@
 #include <QString>
 #include <memory>
 
-#include "core/view/head_compute.h"
 #include "app/gui/TaskRunner.h"
 #include "core/io/hdf5_dump.h"
+#include "core/view/head_compute.h"
 
 namespace attnscope {
 

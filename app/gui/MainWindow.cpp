@@ -18,9 +18,9 @@
 #include <QTimer>
 #include <QToolButton>
 
+#include "app/export/CaseExport.h"
 #include "app/gui/AnalysisController.h"
 #include "app/gui/AnnotationController.h"
-#include "app/export/CaseExport.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
 #include "app/gui/NavigationController.h"

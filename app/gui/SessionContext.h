@@ -11,9 +11,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/view/head_compute.h"
 #include "core/io/hdf5_dump.h"
 #include "core/replay.h"
+#include "core/view/head_compute.h"
 
 namespace attnscope {
 

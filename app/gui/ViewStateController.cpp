@@ -8,11 +8,11 @@
 #include <QTimer>
 #include <cmath>
 
+#include "app/export/SessionFile.h"
 #include "app/export/SettingNames.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
-#include "app/export/SessionFile.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "core/kernel_registry.h"

@@ -246,15 +246,15 @@ void ControlsPanel::onCaseChanged() {
                             .arg(d.seqlen_k)
                             .arg(d.head_dim)
                             .arg(QString::fromStdString(c->config.dtype)));
-    caseLabel_->setToolTip(tr("recorded run, replayed by default: %1")
-                               .arg(QString::fromStdString(replay.text)));
+    caseLabel_->setToolTip(
+        tr("recorded run, replayed by default: %1").arg(QString::fromStdString(replay.text)));
     const QSignalBlocker b1(batch_), b2(head_);
     batch_->setRange(0, static_cast<int>(d.batch - 1));
     head_->setRange(0, static_cast<int>(d.heads - 1));
     precision_->setItemText(
         0, tr("as recorded (%1)").arg(QString::fromLatin1(precision_name(replay.precision))));
-    mode_->setItemText(0, tr("as recorded (%1)").arg(replay.upcast ? tr("upcast")
-                                                                   : modeName(replay.modes[0])));
+    mode_->setItemText(
+        0, tr("as recorded (%1)").arg(replay.upcast ? tr("upcast") : modeName(replay.modes[0])));
     maskFill_->setItemText(0, tr("as recorded (%1)").arg(maskFillName(replay.mask_fill)));
   }
   updateBackends();

@@ -14,11 +14,11 @@
 
 #include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
-#include "core/view/head_grids.h"
 #include "app/gui/SessionContext.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/RowPlotView.h"
+#include "core/view/head_grids.h"
 
 namespace attnscope {
 namespace {

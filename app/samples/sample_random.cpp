@@ -5,7 +5,9 @@
 
 namespace attnscope {
 
-double SampleRandom::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+double SampleRandom::uniform() {
+  return static_cast<double>(engine_() >> 11) * 0x1.0p-53;
+}
 
 double SampleRandom::normal() {
   if (has_spare_) {

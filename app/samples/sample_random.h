@@ -12,8 +12,8 @@ class SampleRandom {
  public:
   explicit SampleRandom(uint64_t seed) : engine_(seed) {}
 
-  double uniform();                  // [0, 1)
-  double normal();                   // N(0, 1), Box-Muller
+  double uniform();  // [0, 1)
+  double normal();   // N(0, 1), Box-Muller
   std::vector<double> normals(int64_t count, double stddev);
 
  private:

@@ -229,13 +229,12 @@ std::string what_if_text(const CaseData& data, const AnalysisSettings& s, const 
   }
   // A mode is a what-if when the recorded run cannot have used it (an unknown backend may
   // have been fused or eager).
-  const bool other_mode =
-      std::any_of(s.modes.begin(), s.modes.end(),
-                  [&](Mode m) {
-                    return std::find(replay.modes.begin(), replay.modes.end(), m) ==
-                           replay.modes.end();
-                  }) ||
-      (!s.modes.empty() && s.upcast != replay.upcast);
+  const bool other_mode = std::any_of(s.modes.begin(), s.modes.end(),
+                                      [&](Mode m) {
+                                        return std::find(replay.modes.begin(), replay.modes.end(),
+                                                         m) == replay.modes.end();
+                                      }) ||
+                          (!s.modes.empty() && s.upcast != replay.upcast);
   if (other_mode) {
     std::vector<std::string> names;
     for (Mode m : s.modes) names.push_back(m == Mode::fused && s.upcast ? "upcast" : mode_name(m));
@@ -266,9 +265,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     if (const HostTensor* t = data.find(name)) extra_elements += t->numel();
   }
   const int64_t replay_runs = !what_if.empty() && recorded ? 4 : 0;
-  const int64_t needed =
-      analysis_bytes(data.info.dims, extra_elements,
-                     static_cast<int64_t>(modes.size()) + replay_runs, recorded);
+  const int64_t needed = analysis_bytes(data.info.dims, extra_elements,
+                                        static_cast<int64_t>(modes.size()) + replay_runs, recorded);
   if (Status fits = check_memory(data.info.path + ": analysing the case", needed); !fits) {
     return fits.error();
   }
@@ -313,8 +311,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const bool recorded_gradients = recorded && has_recorded_gradients(data);
   const auto reference_of = [&](const CaseInputs& inputs, bool wanted) {
     const ReferencePlan plan =
-        plan_reference(data.info.dims, group_fits && wanted,
-                       cpu::resolve_threads(settings.threads), memory_budget().bytes - needed);
+        plan_reference(data.info.dims, group_fits && wanted, cpu::resolve_threads(settings.threads),
+                       memory_budget().bytes - needed);
     if (a.reference_note.empty()) a.reference_note = plan.skipped;
     return compute_reference64(inputs, plan.gradients,
                                plan.gradients ? plan.workers : settings.threads,
@@ -367,7 +365,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   }
 
   const Reference64* reference = a.reference ? &*a.reference : nullptr;
-  const AnalysisContext cx{data,      in,      settings, a.runs,       masks,  reference,
+  const AnalysisContext cx{data,       in,      settings, a.runs,       masks,  reference,
                            a.recorded, a.clips, replay,   rr.reference, rr.run, a.what_if};
   add_input_findings(cx, a.findings);
   a.stats.max_abs_qk = add_score_findings(cx, a.findings);

@@ -35,11 +35,14 @@ enum class FindingKind : uint8_t {
 };
 
 inline constexpr FindingKind kAllFindingKinds[] = {
-    FindingKind::nonfinite_input,  FindingKind::score_overflow,     FindingKind::mask_fill_overflow,
-    FindingKind::fully_masked_row, FindingKind::masked_nan_leak,    FindingKind::exp_overflow,
-    FindingKind::nonfinite_output, FindingKind::nonfinite_gradient, FindingKind::gradient_explosion,
-    FindingKind::clip_spreads_nan, FindingKind::recorded_mismatch,  FindingKind::precision_loss,
-    FindingKind::silent_zero_row,  FindingKind::replay_inexact,     FindingKind::recorded_convention};
+    FindingKind::nonfinite_input,    FindingKind::score_overflow,
+    FindingKind::mask_fill_overflow, FindingKind::fully_masked_row,
+    FindingKind::masked_nan_leak,    FindingKind::exp_overflow,
+    FindingKind::nonfinite_output,   FindingKind::nonfinite_gradient,
+    FindingKind::gradient_explosion, FindingKind::clip_spreads_nan,
+    FindingKind::recorded_mismatch,  FindingKind::precision_loss,
+    FindingKind::silent_zero_row,    FindingKind::replay_inexact,
+    FindingKind::recorded_convention};
 
 const char* finding_kind_name(FindingKind kind);
 const char* severity_name(Severity severity);

@@ -160,8 +160,8 @@ void group_findings(std::vector<Finding>& findings) {
     if (f.locations.size() > kListed + 1) {
       others += "; and " + std::to_string(f.locations.size() - kListed - 1) + " more";
     }
-    f.message += " [" + std::to_string(f.locations.size()) + " places, " +
-                 count_text(f.count) + " in all; also " + others + "]";
+    f.message += " [" + std::to_string(f.locations.size()) + " places, " + count_text(f.count) +
+                 " in all; also " + others + "]";
     IndexRange heads, rows, cols;
     bool one_batch = true;
     for (const FindingLocation& l : f.locations) {

@@ -12,8 +12,7 @@ std::string place(const CaseVerdict& v) {
   std::string out;
   if (v.step) out = "step " + std::to_string(*v.step);
   if (v.micro_batch && *v.micro_batch > 0) {
-    out += (out.empty() ? "" : ", ") + std::string("micro-batch ") +
-           std::to_string(*v.micro_batch);
+    out += (out.empty() ? "" : ", ") + std::string("micro-batch ") + std::to_string(*v.micro_batch);
   }
   if (v.layer) out += (out.empty() ? "" : ", ") + std::string("layer ") + std::to_string(*v.layer);
   return out.empty() ? v.path : out + " (" + v.path + ")";

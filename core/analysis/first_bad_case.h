@@ -19,9 +19,9 @@ namespace attnscope {
 struct CaseVerdict {
   std::string path;
   std::optional<int64_t> step, micro_batch, layer;
-  bool forward_error = false;   // an error in the inputs q / k / v / mask / bias or the forward
-  bool backward_error = false;  // an error in dO or the gradients
-  bool dout_nonfinite = false;  // dO arrived non-finite (poisoned by a later layer)
+  bool forward_error = false;      // an error in the inputs q / k / v / mask / bias or the forward
+  bool backward_error = false;     // an error in dO or the gradients
+  bool dout_nonfinite = false;     // dO arrived non-finite (poisoned by a later layer)
   std::vector<std::string> kinds;  // kinds of its error findings, in report order
   std::string forward_lead, backward_lead;  // the first error message of each side
 };
@@ -29,8 +29,8 @@ struct CaseVerdict {
 CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis);
 
 struct FirstBadCase {
-  size_t index = 0;  // into the verdicts
-  bool from_backward = false;  // the failure started in this case's backward
+  size_t index = 0;                   // into the verdicts
+  bool from_backward = false;         // the failure started in this case's backward
   std::vector<size_t> forward_into;   // later cases of the step whose forward it poisoned
   std::vector<size_t> backward_into;  // earlier cases of the step whose gradients it poisoned
   std::vector<int64_t> later_steps;   // later steps with errors

@@ -22,10 +22,12 @@ std::optional<Finding> lse_layout_finding(const CaseInfo& info) {
   f.severity = Severity::info;
   f.tensor = "lse";
   f.message = "recorded lse is stored sequence-major (" + lse->dataset + " shape [" +
-              std::to_string(lse->shape.front()) + ", ...] = [B, Sq, H], not [B, H, Sq]): read "
+              std::to_string(lse->shape.front()) +
+              ", ...] = [B, Sq, H], not [B, H, Sq]): read "
               "with that layout, as FlashAttention's qv path and some varlen kernels store it";
-  f.remedy = "nothing to fix if the kernel documents this layout; transpose before merging "
-             "LSEs of different kernels (context-parallel merges assume one layout)";
+  f.remedy =
+      "nothing to fix if the kernel documents this layout; transpose before merging "
+      "LSEs of different kernels (context-parallel merges assume one layout)";
   return f;
 }
 
@@ -37,8 +39,9 @@ std::optional<Finding> lse_base_convention(RecordedComparison& c,
     const char* what;
   };
   for (const Base b : {Base{kLn2, "in base 2 (log2-sum-exp = LSE / ln 2)"},
-                       Base{1 / kLn2, "scaled by ln 2 (LSE x ln 2, as FlexAttention's FLASH "
-                                      "backend returned it: pytorch #181645)"}}) {
+                       Base{1 / kLn2,
+                            "scaled by ln 2 (LSE x ln 2, as FlexAttention's FLASH "
+                            "backend returned it: pytorch #181645)"}}) {
     std::vector<double> read(in.recorded->size());
     for (size_t e = 0; e < read.size(); ++e) read[e] = (*in.recorded)[e] * b.factor;
     RecordedComparisonInputs again = in;
@@ -50,12 +53,15 @@ std::optional<Finding> lse_base_convention(RecordedComparison& c,
     f.kind = FindingKind::recorded_convention;
     f.severity = Severity::warning;
     f.tensor = "lse";
-    f.message = std::string("recorded lse matches the fp64 LSE of the replay once read ") +
-                b.what + " (max error " + num(c.max_error) + " <= " + num(c.threshold) +
+    f.message = std::string("recorded lse matches the fp64 LSE of the replay once read ") + b.what +
+                " (max error " + num(c.max_error) + " <= " + num(c.threshold) +
                 " after converting); as recorded it is off by the factor " + num(1 / b.factor);
-    f.remedy = "convert before using it with natural-log LSEs (a backward, a context-parallel "
-               "merge): multiply by " + num(b.factor) + "; if the kernel claims natural log, its "
-               "LSE finalizer assumes the wrong base";
+    f.remedy =
+        "convert before using it with natural-log LSEs (a backward, a context-parallel "
+        "merge): multiply by " +
+        num(b.factor) +
+        "; if the kernel claims natural log, its "
+        "LSE finalizer assumes the wrong base";
     return f;
   }
   return std::nullopt;
@@ -87,12 +93,13 @@ Finding mask_polarity_finding(const CaseData& data) {
   f.kind = FindingKind::recorded_convention;
   f.severity = Severity::warning;
   f.tensor = "mask";
-  f.message = "the recorded o matches the fp64 replay only with the mask inverted: " +
-              data.info.path +
-              "/mask holds True = masked out (TransformerEngine's convention), not SDPA's "
-              "True = attend; the case was analysed with the inverted mask";
-  f.remedy = "store the mask with SDPA's polarity (~mask) or set the case attribute "
-             "mask_convention = \"masked_out\"; pass ~mask when handing it to SDPA";
+  f.message =
+      "the recorded o matches the fp64 replay only with the mask inverted: " + data.info.path +
+      "/mask holds True = masked out (TransformerEngine's convention), not SDPA's "
+      "True = attend; the case was analysed with the inverted mask";
+  f.remedy =
+      "store the mask with SDPA's polarity (~mask) or set the case attribute "
+      "mask_convention = \"masked_out\"; pass ~mask when handing it to SDPA";
   return f;
 }
 

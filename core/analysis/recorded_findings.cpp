@@ -101,8 +101,8 @@ void recorded_mismatch(const AnalysisContext& cx, std::vector<Finding>& out) {
     Finding f = located(FindingKind::recorded_mismatch, Severity::error, c.tensor, all);
     f.count = all.count;
     f.message = "recorded " + c.tensor + " breaks the accuracy rule vs the fp64 replay of the " +
-                "recorded run in " + count_text(all.count) + (kv ? " kv heads" : " heads") +
-                " (" + heads + "); worst batch " + std::to_string(worst->batch) +
+                "recorded run in " + count_text(all.count) + (kv ? " kv heads" : " heads") + " (" +
+                heads + "); worst batch " + std::to_string(worst->batch) +
                 (kv ? ", kv head " : ", head ") + std::to_string(worst->head) + ": cosine " +
                 fixed3(worst->cosine) + ", norm ratio " + num(worst->norm_ratio);
     if (worst->max_error > c.threshold) {
@@ -196,8 +196,9 @@ void replay_inexact(const AnalysisContext& cx, std::vector<Finding>& out) {
                    : " (" + cx.data.info.config.run.dropout_note + ")") +
               ": the recorded o, dq, dk, dv are not compared element-wise and the "
               "recomputation runs without dropout; lse and the inputs are still checked";
-  f.remedy = "record the step with attnscope_record (it stores the keep-mask where it can "
-             "reproduce it), or record it in eval mode / with dropout_p = 0";
+  f.remedy =
+      "record the step with attnscope_record (it stores the keep-mask where it can "
+      "reproduce it), or record it in eval mode / with dropout_p = 0";
   out.push_back(f);
 }
 

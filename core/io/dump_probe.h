@@ -4,7 +4,8 @@
 // which no Result can catch. probe_dump() first opens the file in the attnscope-probe
 // executable (DumpReader::open, then a test read of every case's data) and gets its listing
 // back; a crash, hang or runaway allocation on metadata refuses the file, one on a case's
-// data marks that case broken (the probe runs again without it), and the caller never reads a broken case.
+// data marks that case broken (the probe runs again without it), and the caller never reads a
+// broken case.
 #pragma once
 
 #include <cstdint>

@@ -55,7 +55,7 @@ HeadMetrics head_metrics(const AttnParams& params, const CpuAttnResult& out, con
 // Absent settings replay each case's recorded run (core/replay.h).
 struct SummarySettings {
   RunSettings run;
-  std::optional<Mode> mode;  // absent: the recorded backend's (SDPA MATH: upcast)
+  std::optional<Mode> mode;         // absent: the recorded backend's (SDPA MATH: upcast)
   std::optional<double> clip_norm;  // whole-case clip_grad_norm_ for the clip findings
   int threads = 0;
   // Polled between the analysis phases (thread-safe); once true the call fails with "cancelled".
@@ -66,8 +66,8 @@ struct CaseSummary {
   std::string case_path;
   Precision precision = Precision::f32;
   Mode mode = Mode::fused;
-  bool upcast = false;       // the run was SDPA MATH's upcast
-  std::string judged_under;  // CaseAnalysis::judged_under: as recorded or what-if
+  bool upcast = false;            // the run was SDPA MATH's upcast
+  std::string judged_under;       // CaseAnalysis::judged_under: as recorded or what-if
   std::vector<Finding> findings;  // errors first
   HeadMetrics metrics;
   // Whole-case clip_grad_norm_ of the run (set with clip_norm): total norm and coefficient.

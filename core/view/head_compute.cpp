@@ -116,8 +116,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
   const GridPlan plan =
       plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
-  const std::string kernel_key =
-      scaled_key + "/" + std::to_string(static_cast<int>(request.mode));
+  const std::string kernel_key = scaled_key + "/" + std::to_string(static_cast<int>(request.mode));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
   const ScoreSet wanted = plan.full ? kAllScores : request.scores;
   MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};

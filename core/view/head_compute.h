@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "core/view/head_stages.h"
-#include "core/view/matrix_grid.h"
 #include "core/analysis/clipping.h"
 #include "core/case_inputs.h"
 #include "core/case_model.h"
 #include "core/result.h"
+#include "core/view/head_stages.h"
+#include "core/view/matrix_grid.h"
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope {
@@ -59,11 +59,11 @@ struct HeadResult {
   HeadRequest request;
   std::string file_path;  // the dump the case came from (set by the caller)
   std::string case_path;
-  Precision precision = Precision::f32;  // the precision that ran
-  double scale = 1.0;                    // the softmax scale that ran
+  Precision precision = Precision::f32;    // the precision that ran
+  double scale = 1.0;                      // the softmax scale that ran
   MaskFill mask_fill = MaskFill::neg_inf;  // the mask fill that ran (the recorded one by default)
-  std::string backend = "cpu";           // what computed O, LSE, dQ, dK, dV
-  bool has_dout = false;                 // false: dO = 1 (gradient of sum(O))
+  std::string backend = "cpu";             // what computed O, LSE, dQ, dK, dV
+  bool has_dout = false;                   // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
   MatrixGrid s, p, dp, ds;  // score-shaped, over request.window; empty when not computed
                             // (pooled and not in request.scores)

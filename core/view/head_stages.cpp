@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "core/view/head_grids.h"
 #include "core/kernel_registry.h"
 #include "core/memory_budget.h"
+#include "core/view/head_grids.h"
 #include "kernels/reference/reference_attention.h"
 
 namespace attnscope {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
 #include "core/view/head_slice.h"
 #include "core/view/matrix_grid.h"
-#include "core/result.h"
 #include "kernels/cpu/head_matrices.h"
 
 namespace attnscope {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/view/head_slice.h"
-#include "core/view/matrix_grid.h"
 #include "core/case_model.h"
 #include "core/result.h"
+#include "core/view/head_slice.h"
+#include "core/view/matrix_grid.h"
 #include "kernels/cpu/backward_stepper.h"
 
 namespace attnscope {

@@ -45,10 +45,9 @@ TEST(FirstBadCase, forward_failure_in_layer_1_poisons_layer_2_forward_and_layer_
 
 TEST(FirstBadCase, gradient_only_failure_starts_in_the_last_layer_with_a_finite_do) {
   // Layer 2's backward made NaN (its dO was finite); layers 1 and 0 got it through dO.
-  const std::vector<CaseVerdict> v = {verdict(0, 0, false, true, true),
-                                      verdict(0, 1, false, true, true),
-                                      verdict(0, 2, false, true, false),
-                                      verdict(0, 3, false, false, false)};
+  const std::vector<CaseVerdict> v = {
+      verdict(0, 0, false, true, true), verdict(0, 1, false, true, true),
+      verdict(0, 2, false, true, false), verdict(0, 3, false, false, false)};
   const auto first = first_bad_case(v);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->index, 2u);
@@ -59,11 +58,10 @@ TEST(FirstBadCase, gradient_only_failure_starts_in_the_last_layer_with_a_finite_
 }
 
 TEST(FirstBadCase, earliest_bad_step_wins_and_later_steps_are_listed) {
-  const std::vector<CaseVerdict> v = {verdict(3, 0, false, false, false),
-                                      verdict(4, 0, false, false, false),
-                                      verdict(4, 1, true, false, false),
-                                      verdict(5, 0, true, false, false),
-                                      verdict(6, 1, true, false, false)};
+  const std::vector<CaseVerdict> v = {
+      verdict(3, 0, false, false, false), verdict(4, 0, false, false, false),
+      verdict(4, 1, true, false, false), verdict(5, 0, true, false, false),
+      verdict(6, 1, true, false, false)};
   const auto first = first_bad_case(v);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->index, 2u);

@@ -223,7 +223,7 @@ TEST(ReplayAnalysis, findings_of_one_kind_and_tensor_are_grouped_with_locations)
   s.batch = 2;
   CaseData c = make_case(s);
   std::vector<double> k = values(c, "k");
-  k[0] = NAN;                                   // batch 0, kv head 0, key 0
+  k[0] = NAN;                                          // batch 0, kv head 0, key 0
   k[static_cast<size_t>((1 * 4 + 3) * 16 * 8)] = NAN;  // batch 1, kv head 3, key 0
   put(c, "k", DType::f32, {2, 4, 16, 8}, k);
   const CaseAnalysis a = analyze(c);

@@ -7,8 +7,8 @@
 #include <QStandardPaths>
 #include <QtTest>
 
-#include "app/gui/AnnotationController.h"
 #include "app/export/CaseExport.h"
+#include "app/gui/AnnotationController.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/HeatmapPanel.h"

@@ -8,8 +8,8 @@
 #include <functional>
 #include <memory>
 
-#include "core/view/head_compute.h"
 #include "app/gui/MainWindow.h"
+#include "core/view/head_compute.h"
 
 namespace attnscope::test {
 

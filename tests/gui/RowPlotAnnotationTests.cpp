@@ -10,9 +10,9 @@
 #include <QTreeWidget>
 #include <QtTest>
 
+#include "app/export/SessionFile.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/SessionContext.h"
-#include "app/export/SessionFile.h"
 #include "app/panels/AnnotationListPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/RowPlotPanel.h"

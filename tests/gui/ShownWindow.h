@@ -9,8 +9,8 @@
 #include <functional>
 #include <memory>
 
-#include "core/view/head_compute.h"
 #include "app/gui/MainWindow.h"
+#include "core/view/head_compute.h"
 #include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {

@@ -6,10 +6,10 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include "app/export/SessionFile.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
-#include "app/export/SessionFile.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/InteractionTest.h"

@@ -101,8 +101,7 @@ TEST(ProbeData, one_crashing_case_is_broken_and_the_rest_open) {
   const BrokenCase& broken = dump->broken()[0];
   EXPECT_EQ(broken.info.path, "/step_2");
   EXPECT_EQ(broken.info.dims.seqlen_q, 16);
-  EXPECT_TRUE(
-      starts_with(broken.error.message, path + ": /step_2/q: the HDF5 library " + kDied))
+  EXPECT_TRUE(starts_with(broken.error.message, path + ": /step_2/q: the HDF5 library " + kDied))
       << broken.error.message;
   EXPECT_NE(broken.error.message.find("attnscope does not load this case"), std::string::npos);
   // The broken case is never read in this process; the others load.
