@@ -1,5 +1,6 @@
 // IEEE binary16 and bfloat16 conversions (round-to-nearest-even, overflow to +-inf like the
-// hardware) and rounding of fp32 values to an emulated precision.
+// hardware), rounding of fp32 values to an emulated precision, and the fp32 exp limit the CPU
+// and CUDA instrumentation share.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,10 @@
 #include "attn_params.h"
 
 namespace attnscope {
+
+// Largest fp32 exp argument whose exp is finite: log(FLT_MAX) = 88.7228391... rounded down to
+// fp32. An exp argument above it overflows to +inf (kernels/cpu/trace_recorder, CUDA forward).
+constexpr float kExpOverflowArg = 88.72283f;
 
 inline uint32_t float_bits(float x) {
   uint32_t u;

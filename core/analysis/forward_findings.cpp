@@ -115,7 +115,7 @@ void exp_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   });
   for (const HitGroup& g : group_hits(overflowed.hits)) {
     Finding f = located(FindingKind::exp_overflow, Severity::error, "P", g);
-    f.message = "an exp argument exceeded " + num(cpu::kExpOverflowArg) + " (log of fp32 max) in " +
+    f.message = "an exp argument exceeded " + num(kExpOverflowArg) + " (log of fp32 max) in " +
                 where_text(g) + ": exp overflowed to inf in " + g.tag;
     f.remedy = remedy_exp_overflow(false);
     f.precision = cx.precision_text();
@@ -127,7 +127,7 @@ void exp_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   double min_lse = 0;
   const RunRowHits low = row_hits(cx, [&](const ModeRun& r, int64_t row) {
     const float lse = r.out.lse[at(row)];
-    if (!std::isfinite(lse) || lse >= -cpu::kExpOverflowArg ||
+    if (!std::isfinite(lse) || lse >= -kExpOverflowArg ||
         cx.masks.row_mask[at(row)] != RowMask::open) {
       return false;
     }
@@ -136,7 +136,7 @@ void exp_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   });
   for (const HitGroup& g : group_hits(low.hits)) {
     Finding f = located(FindingKind::exp_overflow, Severity::info, "LSE", g);
-    f.message = "LSE down to " + num(min_lse) + " < -" + num(cpu::kExpOverflowArg) + " in " +
+    f.message = "LSE down to " + num(min_lse) + " < -" + num(kExpOverflowArg) + " in " +
                 where_text(g) + " (" + g.tag +
                 "): a backward that forms exp(-LSE), or recomputes exp(S - LSE) from other "
                 "scores, overflows fp32";

@@ -165,7 +165,7 @@ void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out)
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
       const int64_t row = bh * p.seqlen_q + i;
       const double gap = static_cast<double>(cx.recorded_run->out.m[at(row)]) - rec[at(row)];
-      if (!(gap > cpu::kExpOverflowArg)) continue;
+      if (!(gap > kExpOverflowArg)) continue;
       worst = std::max(worst, gap);
       hit.rows = hit.rows.merged({i, i});
       ++hit.count;
@@ -175,7 +175,7 @@ void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out)
   for (const HitGroup& g : group_hits(hits)) {
     Finding f = located(FindingKind::exp_overflow, Severity::error, "lse", g);
     f.message = "recorded lse is below the row max of the recomputed scores by up to " +
-                num(worst) + " > " + num(cpu::kExpOverflowArg) + " in " + where_text(g) +
+                num(worst) + " > " + num(kExpOverflowArg) + " in " + where_text(g) +
                 ": a backward computing exp(S - LSE) with it overflows to inf";
     f.remedy = remedy_exp_overflow(true);
     out.push_back(f);

@@ -8,11 +8,9 @@
 
 #include "kernels/cpu/attn_trace.h"
 #include "kernels/cpu/forward_stages.h"
+#include "kernels/precision.h"  // kExpOverflowArg
 
 namespace attnscope::cpu {
-
-// Largest exp argument whose fp32 exp is finite: log(FLT_MAX).
-constexpr float kExpOverflowArg = 88.72283f;
 
 // True when entries of some tile may be masked individually (bool mask or bias); causal
 // masking alone is handled per row by causal_visible_cols.

@@ -9,6 +9,7 @@
 
 #include "kernels/attn_params.h"
 #include "kernels/cpu/attn_trace.h"
+#include "kernels/precision.h"  // kExpOverflowArg, the CPU kernels' value
 
 #if defined(__CUDACC__)
 #define ATTNSCOPE_HD __host__ __device__ __forceinline__
@@ -20,8 +21,6 @@ namespace attnscope::cuda {
 
 constexpr int kTileRows = 64;  // Br, as the CPU kernels (kernels/cpu/tile_math.h)
 constexpr int kTileCols = 64;  // Bc
-// exp(x) overflows fp32 above this argument (log(FLT_MAX)).
-constexpr float kExpOverflowArg = 88.7228f;
 
 ATTNSCOPE_HD uint32_t bits_of(float x) {
   uint32_t u;

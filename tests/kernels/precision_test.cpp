@@ -153,5 +153,11 @@ TEST(MaskFill, fill_values_per_policy_and_precision) {
             -kInf);
 }
 
+TEST(ExpLimit, exp_overflow_arg_is_the_largest_argument_with_finite_exp) {
+  // The one value both the CPU and the CUDA instrumentation compare exp arguments with.
+  EXPECT_TRUE(std::isfinite(std::exp(kExpOverflowArg)));
+  EXPECT_TRUE(std::isinf(std::exp(std::nextafter(kExpOverflowArg, 100.0f))));
+}
+
 }  // namespace
 }  // namespace attnscope
