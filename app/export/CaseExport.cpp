@@ -97,10 +97,13 @@ RowPlotExports::~RowPlotExports() = default;
 QString fileStem(const QString& name) {
   QString stem;
   for (const QChar c : name) {
-    stem += c.isLetterOrNumber() || c == QLatin1Char('-') || c == QLatin1Char('_')
-                ? c
-                : QLatin1Char('_');
+    if (c.isLetterOrNumber() || c == QLatin1Char('-')) {
+      stem += c;
+    } else if (!stem.isEmpty() && !stem.endsWith(QLatin1Char('_'))) {
+      stem += QLatin1Char('_');  // a run of anything else is one '_'
+    }
   }
+  if (stem.endsWith(QLatin1Char('_'))) stem.chop(1);
   return stem.isEmpty() ? QStringLiteral("view") : stem;
 }
 

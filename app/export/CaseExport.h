@@ -61,7 +61,8 @@ QStringList exportAllViews(const QList<ViewExport>& views, const FigureStamp& st
 // The index page for the views (file names `<name>.png` / `<name>.svg`).
 QString indexHtml(const QList<ViewExport>& views, const FigureStamp& stamp);
 
-// A view name as a file stem: letters, digits, '-' and '_' kept, anything else '_'.
+// A view name as a file stem: letters, digits and '-' kept, each run of anything else one '_',
+// none at either end ("row ||O_i||" -> "row_O_i", "dQ err" -> "dQ_err"); "view" when empty.
 QString fileStem(const QString& name);
 
 }  // namespace attnscope

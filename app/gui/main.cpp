@@ -54,19 +54,27 @@ int benchMain(int argc, char** argv) {
   return attnscope::runGuiBench(options);
 }
 
+// Whether the command line asks for the help text (answered without a display).
+bool wantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--bench-gui") == 0) return benchMain(argc, argv);
+  if (wantsHelp(argc, argv)) {
+    const QCoreApplication core(argc, argv);  // names the program in the usage line
+    std::fputs(qPrintable(attnscope::commandLineHelp()), stdout);
+    return 0;
+  }
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("attnscope"));
   QApplication::setApplicationName(QStringLiteral("attnscope"));
   const attnscope::AppOptions options = attnscope::parseCommandLine(app.arguments());
-  if (app.arguments().contains(QStringLiteral("--help")) ||
-      app.arguments().contains(QStringLiteral("-h"))) {
-    std::fputs(qPrintable(attnscope::commandLineHelp()), stdout);
-    return 0;
-  }
   if (!options.error.isEmpty()) {
     std::fprintf(stderr, "attnscope: %s\n", qPrintable(options.error));
     return 2;

@@ -229,7 +229,12 @@ void ExportTest::export_all_views_writes_images_and_index() {
       "<li>box from (query row 12.0, value 0.5) to (query row 40.0, value 2.5): l overflows "
       "here</li>"));
   QVERIFY(rowL > 0 && boxItem > rowL);
-  QVERIFY(boxItem < index.indexOf(QStringLiteral("<h2 id=\"row___O_i__\">")));
+  QVERIFY(boxItem < index.indexOf(QStringLiteral("<h2 id=\"row_O_i\">")));
+  // Readable file names: one '_' per run of other characters, none at the ends.
+  QCOMPARE(fileStem(QStringLiteral("row ||O_i||")), QStringLiteral("row_O_i"));
+  QCOMPARE(fileStem(QStringLiteral("row m, LSE")), QStringLiteral("row_m_LSE"));
+  QCOMPARE(fileStem(QStringLiteral("dQ err")), QStringLiteral("dQ_err"));
+  QCOMPARE(fileStem(QStringLiteral("||")), QStringLiteral("view"));
   for (const char* part : {"<td>case</td><td>/fp16_score_overflow</td>", "<td>head</td><td>3</td>",
                            "<td>precision</td><td>fp16</td>", "<td>mode</td><td>unfused</td>",
                            "<td>clip</td><td>off</td>", "marker arrow", "first +inf at (12, ",
