@@ -100,7 +100,9 @@ enum class ProbeWait { exited, timed_out, over_memory };
 
 // Waits for the probe, reading its stdout from `fd`, until it exits, `deadline` passes or its
 // resident memory exceeds `memory_limit` bytes (checked every <= 20 ms: HDF5 on a crafted
-// file can allocate until the kernel's OOM killer picks some process of the machine).
+// file can allocate until the kernel's OOM killer picks some process of the machine). Watched
+// from here rather than with setrlimit(RLIMIT_AS) in the child: sanitizer builds of the probe
+// reserve terabytes of address space, and resident memory is what starves the machine.
 ProbeWait wait_probe(pid_t pid, int fd, std::chrono::steady_clock::time_point deadline,
                      int64_t memory_limit, ProbeChannel& report, int& status) {
   bool open = true;
