@@ -8,15 +8,19 @@
 #include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QIcon>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
+#include <algorithm>
 
 #include "app/export/CaseExport.h"
 #include "app/gui/AnalysisController.h"
@@ -47,6 +51,16 @@ namespace {
 const char* const kGeometryKey = "mainWindow/geometry";
 const char* const kStateKey = "mainWindow/state";
 constexpr int kStateVersion = 1;
+constexpr QSize kPreferredSize(1500, 950);
+
+// The preferred size, within the available area of the primary screen (a 1366×768 laptop gets
+// a window that fits it, title bar and task bar included).
+QSize defaultWindowSize() {
+  const QScreen* screen = QGuiApplication::primaryScreen();
+  if (!screen) return kPreferredSize;
+  const QSize available = screen->availableGeometry().size();
+  return kPreferredSize.boundedTo(QSize(available.width(), available.height() - 40));
+}
 
 }  // namespace
 
@@ -72,9 +86,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   addPanelDock(inspector_, tr("Inspector"), QStringLiteral("inspectorDock"),
                Qt::RightDockWidgetArea);
   addPanelDock(rowPlots_, tr("Row plots"), QStringLiteral("rowPlotDock"), Qt::BottomDockWidgetArea);
-  resizeDocks({docks_[0], docks_[2]}, {340, 300}, Qt::Horizontal);
-  resizeDocks({docks_[0], docks_[1]}, {380, 320}, Qt::Vertical);
-  resizeDocks({docks_[3]}, {260}, Qt::Vertical);
   buildAnalysisDocks();
   annotations_ = new AnnotationController(context_, heatmaps_, this);
   annotations_->setRowPlots(rowPlots_);
@@ -90,7 +101,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildMenus();
   buildStatusBar();
 
-  resize(1500, 950);
+  resize(defaultWindowSize());
+  sizeDocksToWindow();
   defaultState_ = saveState(kStateVersion);
   const QSettings settings;
   restoreGeometry(settings.value(kGeometryKey).toByteArray());
@@ -130,10 +142,24 @@ QDockWidget* MainWindow::addPanelDock(QWidget* panel, const QString& title,
                                       const QString& objectName, Qt::DockWidgetArea area) {
   auto* dock = new QDockWidget(title, this);
   dock->setObjectName(objectName);
-  dock->setWidget(panel);
+  // The panel scrolls when its dock is smaller than the panel's minimum, so no panel sets the
+  // window's minimum size or grows the window when its content grows.
+  auto* scroll = new QScrollArea(dock);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidgetResizable(true);
+  scroll->setWidget(panel);
+  dock->setWidget(scroll);
   addDockWidget(area, dock);
   docks_ << dock;
   return dock;
+}
+
+void MainWindow::sizeDocksToWindow() {
+  // Side columns of about a fifth of the width each, the bottom row under a third of the height.
+  const int side = std::clamp(width() * 21 / 100, 220, 340);
+  resizeDocks({docks_[0], docks_[2]}, {side, side}, Qt::Horizontal);
+  resizeDocks({docks_[0], docks_[1]}, {height() * 2 / 5, height() * 3 / 5}, Qt::Vertical);
+  resizeDocks({docks_[3]}, {std::clamp(height() * 3 / 10, 160, 280)}, Qt::Vertical);
 }
 
 QList<QDockWidget*> MainWindow::docks() const {

@@ -97,6 +97,8 @@ class MainWindow : public QMainWindow {
  private:
   QDockWidget* addPanelDock(QWidget* panel, const QString& title, const QString& objectName,
                             Qt::DockWidgetArea area);
+  // The default dock sizes for the window's current size.
+  void sizeDocksToWindow();
   void buildMenus();
   // Makes the result hold all four score grids (pooled ones are computed per shown tab),
   // waiting for the compute while the event loop runs; false with a message when it fails.

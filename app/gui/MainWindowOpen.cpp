@@ -11,6 +11,7 @@
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/ViewStateController.h"
+#include "app/panels/DockReveal.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/StepperPanel.h"
 
@@ -99,7 +100,7 @@ void MainWindow::applySettings(const AppOptions& options) {
   if (options.head >= 0) context_->setHead(options.head);
   if (!options.matrix.isEmpty()) heatmaps_->showMatrix(options.matrix);
   if (options.stepper) {
-    stepperPanel_->parentWidget()->raise();
+    revealDock(stepperPanel_);
     if (*options.stepper < 0) {
       stepper_->runToNextNonfinite();
     } else {

@@ -2,13 +2,13 @@
 #include "app/panels/RowPlotPanel.h"
 
 #include <QComboBox>
-#include <QDockWidget>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
 
 #include "app/export/HeadRowSeries.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/DockReveal.h"
 #include "app/plot/RowPlotView.h"
 
 namespace attnscope {
@@ -40,10 +40,7 @@ void RowPlotPanel::showSeries(Series series) {
 
 void RowPlotPanel::reveal(Series series) {
   showSeries(series);
-  if (auto* dock = qobject_cast<QDockWidget*>(parentWidget())) {
-    dock->show();
-    dock->raise();
-  }
+  revealDock(this);
 }
 
 QString RowPlotPanel::viewName() const {

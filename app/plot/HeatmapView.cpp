@@ -3,8 +3,10 @@
 #include "app/plot/HeatmapView.h"
 
 #include <QComboBox>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QResizeEvent>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -21,6 +23,7 @@ namespace {
 constexpr CellClass kLegendClasses[] = {CellClass::nan, CellClass::pos_inf, CellClass::neg_inf,
                                         CellClass::masked};
 constexpr int kZoomDebounceMs = 200;
+constexpr QSize kMinPlotSize(240, 180);
 
 // Element i spans [i - 0.5, i + 0.5]: the first element a range shows, and one past the last.
 int64_t firstElement(double lower, int64_t size) {
@@ -39,6 +42,9 @@ HeatmapView::HeatmapView(const QString& name, ColormapKind colormap, QWidget* pa
   buildToolbar(bar);
   plot_ = new QCustomPlot(this);
   plot_->setObjectName(QStringLiteral("heatmapPlot_") + name);
+  // The plot's own hint is its widest element (the title line, the legend); below this size
+  // the title elides and the legend wraps instead of widening the window.
+  plot_->setMinimumSize(kMinPlotSize);
   buildPlot();
   histogram_ = new RangeHistogram(this);
   auto* layout = new QVBoxLayout(this);
@@ -192,9 +198,22 @@ int64_t HeatmapView::overlayCells(CellClass cls) const {
 
 void HeatmapView::setStamp(const QString& stamp) {
   stamp_ = stamp;
-  title_->setText(stamp.isEmpty() ? name_ : name_ + QStringLiteral("  ·  ") + stamp);
-  plot_->setWindowTitle(title_->text());
+  plot_->setWindowTitle(stamp.isEmpty() ? name_ : name_ + QStringLiteral("  ·  ") + stamp);
+  plot_->setToolTip(plot_->windowTitle());
+  elideTitle();
   requestReplot();
+}
+
+void HeatmapView::elideTitle() {
+  const QString full = plot_->windowTitle().isEmpty() ? name_ : plot_->windowTitle();
+  const QString shown = QFontMetrics(title_->font())
+                            .elidedText(full, Qt::ElideMiddle, std::max(40, plot_->width() - 16));
+  if (shown != title_->text()) title_->setText(shown);
+}
+
+void HeatmapView::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  elideTitle();
 }
 
 void HeatmapView::setColormap(ColormapKind kind) {

@@ -84,6 +84,7 @@ class HeatmapView : public QWidget {
 
  protected:
   void showEvent(QShowEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  signals:
   void cellHovered(const attnscope::CellReadout& readout);
@@ -93,6 +94,8 @@ class HeatmapView : public QWidget {
 
  private:
   void buildPlot();
+  // The title line: the plot's window title (name and stamp), elided in the middle to fit.
+  void elideTitle();
   void buildToolbar(QWidget* bar);
   void redraw();
   void fill();

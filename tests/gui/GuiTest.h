@@ -84,6 +84,9 @@ class GuiTest : public QObject {
   void error_tabs_show_dk_and_dv_errors();
   void pooled_head_computes_shown_score_tab_and_exports_all();
 
+  // ScreenFitTests.cpp
+  void window_fits_1366x768_screen();
+
  private:
   QTemporaryDir settingsDir_;
 };
