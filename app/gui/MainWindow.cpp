@@ -27,7 +27,9 @@
 #include "app/gui/AnnotationController.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
+#include "app/gui/FindingNavigator.h"
 #include "app/gui/NavigationController.h"
+#include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/TaskRunner.h"
@@ -76,7 +78,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   heatmaps_ = new HeatmapPanel(context_, this);
   setCentralWidget(heatmaps_);
 
-  browser_ = new DumpBrowserPanel(context_, this);
+  scans_ = new ScanController(context_, this);
+  browser_ = new DumpBrowserPanel(context_, scans_, this);
   controls_ = new ControlsPanel(context_, this);
   inspector_ = new InspectorPanel(context_, this);
   rowPlots_ = new RowPlotPanel(context_, this);
@@ -91,6 +94,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   annotations_->setRowPlots(rowPlots_);
   addToolBar(Qt::TopToolBarArea, annotations_->toolBar());
   navigation_ = new NavigationController(context_, heatmaps_, this);
+  findingNavigator_ = new FindingNavigator(context_, analysis_, scans_, this);
+  navigation_->menu()->addSeparator();
+  navigation_->menu()->addAction(findingNavigator_->nextAction());
+  navigation_->menu()->addAction(findingNavigator_->previousAction());
   viewState_ = new ViewStateController(context_, heatmaps_, annotations_, navigation_, this);
   annotationList_ = new AnnotationListPanel(context_, annotations_, navigation_, this);
   annotationList_->setRowPlots(rowPlots_);
@@ -128,6 +135,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(annotations_, &AnnotationController::notice, statusText_, &QLabel::setText);
   connect(navigation_, &NavigationController::notice, statusText_, &QLabel::setText);
+  connect(findingNavigator_, &FindingNavigator::notice, statusText_, &QLabel::setText);
+  connect(findingNavigator_, &FindingNavigator::findingShown, findings_, &FindingsPanel::selectRow);
   connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
   connect(worker_, &ComputeWorker::failed, this,
           [this](quint64, const QString& message, const QString& hint) {
@@ -158,7 +167,7 @@ void MainWindow::sizeDocksToWindow() {
   // Side columns of about a fifth of the width each, the bottom row under a third of the height.
   const int side = std::clamp(width() * 21 / 100, 220, 340);
   resizeDocks({docks_[0], docks_[2]}, {side, side}, Qt::Horizontal);
-  resizeDocks({docks_[0], docks_[1]}, {height() * 2 / 5, height() * 3 / 5}, Qt::Vertical);
+  resizeDocks({docks_[0], docks_[1]}, {height() / 2, height() / 2}, Qt::Vertical);
   resizeDocks({docks_[3]}, {std::clamp(height() * 3 / 10, 160, 280)}, Qt::Vertical);
 }
 
@@ -221,6 +230,12 @@ void MainWindow::buildAnalysisDocks() {
   connect(analysis_->seriesRunner(), &TaskRunner::progress, this, [this](int done, int total) {
     statusText_->setText(tr("step x layer overview: %1 / %2 cases").arg(done).arg(total));
   });
+  connect(scans_->runner(), &TaskRunner::progress, this, [this](int done, int total) {
+    statusText_->setText(tr("scanning cases: %1 / %2").arg(done).arg(total));
+  });
+  // The overview's Cancel and Rescan stop and resume the case scan with the series.
+  connect(overview_->cancelButton(), &QToolButton::clicked, scans_, &ScanController::cancel);
+  connect(overview_->rescanButton(), &QToolButton::clicked, scans_, &ScanController::rescan);
 }
 
 void MainWindow::buildDebugMenu() {
@@ -265,6 +280,7 @@ void MainWindow::buildStatusBar() {
   connect(cancel_, &QToolButton::clicked, this, [this] {
     worker_->cancel();
     analysis_->cancelAll();
+    scans_->cancel();
     statusText_->setText(tr("recompute cancelled"));
   });
   cancelOpen_ = new QToolButton(this);

@@ -23,6 +23,7 @@ class ComputeWorker;
 class ControlsPanel;
 class DumpBrowserPanel;
 class DumpOpener;
+class FindingNavigator;
 class FindingsPanel;
 class OverviewPanel;
 class StepperController;
@@ -32,6 +33,7 @@ class HeatmapPanel;
 class InspectorPanel;
 class NavigationController;
 class RowPlotPanel;
+class ScanController;
 class SessionContext;
 class ViewStateController;
 
@@ -55,6 +57,8 @@ class MainWindow : public QMainWindow {
   StepperController* stepper() const { return stepper_; }
   StepperPanel* stepperPanel() const { return stepperPanel_; }
   AnalysisController* analysis() const { return analysis_; }
+  ScanController* scans() const { return scans_; }
+  FindingNavigator* findingNavigator() const { return findingNavigator_; }
   FindingsPanel* findings() const { return findings_; }
   OverviewPanel* overview() const { return overview_; }
   SweepPanel* sweep() const { return sweep_; }
@@ -125,6 +129,8 @@ class MainWindow : public QMainWindow {
   AnnotationController* annotations_ = nullptr;
   AnnotationListPanel* annotationList_ = nullptr;
   NavigationController* navigation_ = nullptr;
+  FindingNavigator* findingNavigator_ = nullptr;
+  ScanController* scans_ = nullptr;
   ViewStateController* viewState_ = nullptr;
   StepperController* stepper_ = nullptr;
   StepperPanel* stepperPanel_ = nullptr;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "app/gui/DumpOpener.h"
+#include "app/gui/FindingNavigator.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/ViewStateController.h"
@@ -51,11 +52,13 @@ bool MainWindow::selectOpened(int index, const OpenTarget& target) {
     return false;
   }
   QString casePath = target.casePath;
+  bool lead = false;  // nothing to restore: lead to the first error once the scan finds it
   if (casePath.isEmpty()) {
     QStringList paths;
     for (const CaseInfo& c : cases) paths << QString::fromStdString(c.path);
     casePath = ViewStateController::lastCase(context_->file(index).path, paths);
-    if (casePath.isEmpty()) casePath = paths.front();
+    lead = casePath.isEmpty();
+    if (lead) casePath = paths.front();
   }
   if (!context_->selectCase(index, casePath)) {
     showError(tr("Unknown case"),
@@ -63,6 +66,7 @@ bool MainWindow::selectOpened(int index, const OpenTarget& target) {
               tr("the dump browser lists the cases of the file"));
     return false;
   }
+  if (lead) findingNavigator_->leadToFirstError(context_->file(index).path, casePath);
   return true;
 }
 

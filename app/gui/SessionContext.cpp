@@ -282,6 +282,18 @@ void SessionContext::setStepTile(const StepTile& tile) {
   emit stepChanged();
 }
 
+FocusTarget findingFocus(const Finding& f) {
+  FocusTarget t;
+  t.tensor = QString::fromStdString(f.tensor);
+  t.batch = f.batch;
+  t.head = f.head >= 0 ? f.head : (f.heads.valid() ? f.heads.first : -1);
+  t.rowFirst = f.rows.first;
+  t.rowLast = f.rows.last;
+  t.colFirst = f.cols.first;
+  t.colLast = f.cols.last;
+  return t;
+}
+
 void SessionContext::focus(const FocusTarget& target) {
   if (target.batch >= 0) setBatch(target.batch);
   if (target.head >= 0) setHead(target.head);

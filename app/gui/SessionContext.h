@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/analysis/finding.h"
 #include "core/io/hdf5_dump.h"
 #include "core/replay.h"
 #include "core/view/head_compute.h"
@@ -43,6 +44,9 @@ struct FocusTarget {
   int64_t batch = -1, head = -1;
   int64_t rowFirst = 0, rowLast = -1, colFirst = 0, colLast = -1;  // inclusive; last < first: all
 };
+
+// The location a finding points to (its first place; the head of a run of heads).
+FocusTarget findingFocus(const Finding& finding);
 
 struct OpenDump {
   QString path;

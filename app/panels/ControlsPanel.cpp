@@ -81,6 +81,11 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
   head_ = new QSpinBox(this);
   head_->setObjectName(QStringLiteral("headBox"));
 
+  // Long entries (backend names) elide in the closed box instead of widening the dock.
+  for (QComboBox* box : {precision_, mode_, maskFill_, backend_}) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    box->setMinimumContentsLength(12);
+  }
   auto* form = new QFormLayout;
   form->addRow(tr("scale"), scaleBox);
   form->addRow(tr("precision"), precision_);

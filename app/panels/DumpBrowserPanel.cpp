@@ -5,22 +5,27 @@
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLineEdit>
 #include <QMenu>
 #include <QMimeData>
+#include <QResizeEvent>
 #include <QSignalBlocker>
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QTreeWidgetItemIterator>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/SeverityStyle.h"
 
 namespace attnscope {
 namespace {
@@ -29,6 +34,10 @@ constexpr int kFileRole = Qt::UserRole;
 constexpr int kCaseRole = Qt::UserRole + 1;
 constexpr int kNameRole = Qt::UserRole + 2;
 constexpr int kBrokenRole = Qt::UserRole + 3;  // case whose data cannot be read: its message
+constexpr int kTipRole = Qt::UserRole + 4;     // the case's tooltip before its scan status
+constexpr int kStatusRole = Qt::UserRole + 5;  // the scan status text (caseStatus)
+constexpr int kCaseColumnPx = 170;             // the case column's room before others show
+constexpr int kColumnPadPx = 12;               // a column's margins around its widest text
 
 // A case row: readable cases and broken ones (with their error) in one case order.
 struct CaseRow {
@@ -85,8 +94,8 @@ bool filterItem(QTreeWidgetItem* item, const QString& text) {
 
 }  // namespace
 
-DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, QWidget* parent)
-    : QWidget(parent), context_(context) {
+DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, ScanController* scans, QWidget* parent)
+    : QWidget(parent), context_(context), scans_(scans) {
   setAcceptDrops(true);
   filter_ = new QLineEdit(this);
   filter_->setObjectName(QStringLiteral("caseFilter"));
@@ -107,6 +116,8 @@ DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, QWidget* parent)
   // measure every row on each relayout).
   tree_->header()->setStretchLastSection(false);
   tree_->setUniformRowHeights(true);
+  tree_->setTextElideMode(Qt::ElideMiddle);  // a case path keeps its start and its end
+  tree_->setIndentation(14);
 
   auto* top = new QHBoxLayout;
   top->addWidget(filter_, 1);
@@ -123,6 +134,7 @@ DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, QWidget* parent)
   connect(context_, &SessionContext::filesChanged, this, &DumpBrowserPanel::rebuild);
   connect(context_, &SessionContext::filesChanged, this, &DumpBrowserPanel::updateRecentMenu);
   connect(context_, &SessionContext::caseChanged, this, &DumpBrowserPanel::showCurrentCase);
+  connect(scans_, &ScanController::scanChanged, this, &DumpBrowserPanel::showScan);
   updateRecentMenu();
 }
 
@@ -158,7 +170,17 @@ void DumpBrowserPanel::rebuild() {
   applyFilter();
   tree_->resizeColumnToContents(1);
   tree_->resizeColumnToContents(2);
+  const QFontMetrics metrics(tree_->font());
+  for (int column : {1, 2}) {
+    columnPx_[column] = 0;
+    for (QTreeWidgetItemIterator it(tree_); *it; ++it) {
+      columnPx_[column] = std::max(columnPx_[column],
+                                   metrics.horizontalAdvance((*it)->text(column)) + kColumnPadPx);
+    }
+  }
+  fitColumns();
   tree_->setUpdatesEnabled(true);
+  for (int f = 0; f < context_->fileCount(); ++f) showScan(context_->file(f).path);
   showCurrentCase();
 }
 
@@ -166,6 +188,7 @@ QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
   const OpenDump& dump = context_->file(fileIndex);
   auto* file = new QTreeWidgetItem(QStringList{QFileInfo(dump.path).fileName()});
   file->setToolTip(0, dump.path);
+  file->setData(0, kFileRole, fileIndex);
   file->setText(1, tr("%n case(s)", nullptr, static_cast<int>(dump.reader->cases().size())));
   if (!dump.reader->broken().empty()) {
     file->setText(2, tr("%n unreadable", nullptr, static_cast<int>(dump.reader->broken().size())));
@@ -195,7 +218,11 @@ QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
     const QString name = QString::fromStdString(c.config.name);
     item->setData(0, kNameRole, name);
     const QString description = QString::fromStdString(c.config.description);
-    item->setToolTip(0, QStringList({path, name, description}).join(QLatin1Char('\n')).trimmed());
+    QStringList tip{path, name, description, shapeText(c.dims)};
+    if (!c.config.dtype.empty()) tip.back() += QStringLiteral(" · ") + item->text(2);
+    tip.removeAll(QString());
+    item->setToolTip(0, tip.join(QLatin1Char('\n')));
+    item->setData(0, kTipRole, item->toolTip(0));
     if (broken != nullptr) {
       // Selectable (selecting it explains why it cannot be shown), greyed, error as tooltip.
       item->setData(0, kBrokenRole, QString::fromStdString(broken->message));
@@ -284,6 +311,88 @@ void DumpBrowserPanel::onCurrentItemChanged(QTreeWidgetItem* item) {
     return;
   }
   context_->selectCase(item->data(0, kFileRole).toInt(), item->data(0, kCaseRole).toString());
+}
+
+void DumpBrowserPanel::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fitColumns();
+}
+
+void DumpBrowserPanel::fitColumns() {
+  // The case column keeps room for a name: dtype, then shape, hide first (both stay in the
+  // case's tooltip).
+  const int room = tree_->viewport()->width() - kCaseColumnPx;
+  tree_->setColumnHidden(2, room < columnPx_[1] + columnPx_[2]);
+  tree_->setColumnHidden(1, room < columnPx_[1]);
+}
+
+QString DumpBrowserPanel::caseStatus(int fileIndex, const QString& casePath) const {
+  for (QTreeWidgetItemIterator it(tree_); *it; ++it) {
+    if (isCase(*it) && (*it)->data(0, kFileRole).toInt() == fileIndex &&
+        (*it)->data(0, kCaseRole).toString() == casePath) {
+      return (*it)->data(0, kStatusRole).toString();
+    }
+  }
+  return {};
+}
+
+void DumpBrowserPanel::showScan(const QString& file) {
+  const int fileIndex = context_->indexOfFile(file);
+  QTreeWidgetItem* top = nullptr;
+  for (int i = 0; i < tree_->topLevelItemCount() && !top; ++i) {
+    if (tree_->topLevelItem(i)->data(0, kFileRole).toInt() == fileIndex) {
+      top = tree_->topLevelItem(i);
+    }
+  }
+  if (fileIndex < 0 || top == nullptr) return;
+  const std::shared_ptr<const DumpScan> scan = scans_->scan(file);
+  std::map<std::string, const ScannedCase*> byPath;
+  if (scan) {
+    for (const ScannedCase& c : scan->cases) byPath[c.path] = &c;
+  }
+  // Depth first: a case's badge, then each step's and the file's worst badge below them.
+  struct Below {
+    std::optional<Severity> worst;
+    bool cases = false, pending = false;
+  };
+  const std::function<Below(QTreeWidgetItem*)> show = [&](QTreeWidgetItem* item) -> Below {
+    if (!isCase(item)) {
+      Below below;
+      for (int i = 0; i < item->childCount(); ++i) {
+        const Below child = show(item->child(i));
+        if (child.worst) below.worst = std::min(below.worst.value_or(*child.worst), *child.worst);
+        below.cases = below.cases || child.cases;
+        below.pending = below.pending || child.pending;
+      }
+      if (below.cases) {
+        item->setIcon(0, below.worst     ? severityBadge(below.worst)
+                         : below.pending ? pendingBadge()
+                                         : severityBadge(std::nullopt));
+      }
+      return below;
+    }
+    if (item->data(0, kBrokenRole).isValid()) return {};
+    const auto it = byPath.find(item->data(0, kCaseRole).toString().toStdString());
+    const ScannedCase* c = it == byPath.end() ? nullptr : it->second;
+    QString status;
+    Below below{std::nullopt, true, false};
+    if (c == nullptr || c->state == ScanState::pending) {
+      item->setIcon(0, pendingBadge());
+      status = tr("scanning");
+      below.pending = true;
+    } else if (c->state == ScanState::error) {
+      item->setIcon(0, unscannableBadge());
+      status = tr("not scanned: %1").arg(QString::fromStdString(c->error));
+    } else {
+      item->setIcon(0, severityBadge(c->verdict.worst));
+      status = QString::fromStdString(verdict_text(c->verdict));
+      below.worst = c->verdict.worst;
+    }
+    item->setData(0, kStatusRole, status);
+    item->setToolTip(0, item->data(0, kTipRole).toString() + QStringLiteral("\n") + status);
+    return below;
+  };
+  show(top);
 }
 
 void DumpBrowserPanel::dragEnterEvent(QDragEnterEvent* event) {

@@ -9,6 +9,7 @@
 #include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/SeverityStyle.h"
 
 namespace attnscope {
 namespace {
@@ -32,18 +33,6 @@ QString whereText(const Finding& f) {
   if (f.rows.valid()) parts << QStringLiteral("rows %1").arg(rangeText(f.rows));
   if (f.cols.valid()) parts << QStringLiteral("cols %1").arg(rangeText(f.cols));
   return parts.join(QLatin1Char(' '));
-}
-
-QColor severityColor(Severity s) {
-  switch (s) {
-    case Severity::error:
-      return QColor(0xc0, 0x20, 0x20);
-    case Severity::warning:
-      return QColor(0xc0, 0x80, 0x00);
-    case Severity::info:
-      break;
-  }
-  return QColor(0x40, 0x60, 0xa0);
 }
 
 }  // namespace
@@ -85,6 +74,13 @@ int FindingsPanel::rowOfKind(const QString& kind) const {
     if (list_->topLevelItem(i)->text(1) == kind) return i;
   }
   return -1;
+}
+
+void FindingsPanel::selectRow(int row) {
+  if (QTreeWidgetItem* item = list_->topLevelItem(row)) {
+    list_->setCurrentItem(item);
+    list_->scrollToItem(item);
+  }
 }
 
 void FindingsPanel::activate(int row) {
@@ -129,16 +125,8 @@ void FindingsPanel::showSummary() {
 void FindingsPanel::onActivated(QTreeWidgetItem* item) {
   const auto s = analysis_->summary();
   if (!s || item == nullptr) return;
-  const Finding& f = s->findings[static_cast<size_t>(item->data(0, kIndexRole).toInt())];
-  FocusTarget t;
-  t.tensor = QString::fromStdString(f.tensor);
-  t.batch = f.batch;
-  t.head = f.head >= 0 ? f.head : (f.heads.valid() ? f.heads.first : -1);
-  t.rowFirst = f.rows.first;
-  t.rowLast = f.rows.last;
-  t.colFirst = f.cols.first;
-  t.colLast = f.cols.last;
-  context_->focus(t);
+  context_->focus(
+      findingFocus(s->findings[static_cast<size_t>(item->data(0, kIndexRole).toInt())]));
 }
 
 }  // namespace attnscope

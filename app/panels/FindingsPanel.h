@@ -26,6 +26,8 @@ class FindingsPanel : public QWidget {
   int rowOfKind(const QString& kind) const;
   // Acts as a click on row `row`.
   void activate(int row);
+  // Marks row `row` as the current finding without focusing it again (F8 did).
+  void selectRow(int row);
 
  private:
   void showSummary();

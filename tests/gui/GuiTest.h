@@ -87,6 +87,11 @@ class GuiTest : public QObject {
   // ScreenFitTests.cpp
   void window_fits_1366x768_screen();
 
+  // LeadToProblemTests.cpp
+  void browser_badges_show_each_cases_scan();
+  void opening_a_dump_leads_to_its_first_error_finding();
+  void f8_walks_findings_through_the_case_and_across_cases();
+
  private:
   QTemporaryDir settingsDir_;
 };

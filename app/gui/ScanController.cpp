@@ -1,0 +1,148 @@
+// Background scan of the opened dumps (see ScanController.h).
+#include "app/gui/ScanController.h"
+
+#include <mutex>
+
+#include "app/gui/SessionContext.h"
+#include "app/gui/TaskRunner.h"
+
+namespace attnscope {
+namespace {
+
+constexpr int kPartialMs = 250;  // partial scans are shown this often
+constexpr int kKernelThreads = 1;
+
+}  // namespace
+
+std::optional<size_t> DumpScan::firstError() const {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].state == ScanState::pending) return std::nullopt;
+    if (cases[i].state == ScanState::done && cases[i].verdict.worst == Severity::error) return i;
+  }
+  return std::nullopt;
+}
+
+const ScannedCase* DumpScan::find(const std::string& path) const {
+  for (const ScannedCase& c : cases) {
+    if (c.path == path) return &c;
+  }
+  return nullptr;
+}
+
+struct ScanController::Progress {
+  std::mutex mutex;
+  DumpScan scan;  // guarded by mutex while the job runs
+};
+
+ScanController::ScanController(SessionContext* context, QObject* parent)
+    : QObject(parent), context_(context) {
+  runner_ = new TaskRunner(QStringLiteral("attnscope-scan"), QThread::IdlePriority, this);
+  connect(runner_, &TaskRunner::progress, this, &ScanController::showProgress);
+  connect(context_, &SessionContext::filesChanged, this, [this] {
+    if (running_.isEmpty()) startNext();
+  });
+}
+
+std::shared_ptr<const DumpScan> ScanController::scan(const QString& file) const {
+  const auto it = scans_.find(file);
+  return it == scans_.end() ? nullptr : it->second;
+}
+
+bool ScanController::busy() const {
+  return runner_->busy();
+}
+
+void ScanController::cancel() {
+  runner_->cancel();
+  if (running_.isEmpty()) return;
+  const QString file = running_;
+  {
+    const std::lock_guard<std::mutex> lock(progress_->mutex);
+    scans_[file] = std::make_shared<const DumpScan>(progress_->scan);
+  }
+  running_.clear();
+  progress_.reset();
+  emit scanChanged(file);
+}
+
+void ScanController::rescan() {
+  if (running_.isEmpty()) startNext();
+}
+
+void ScanController::startNext() {
+  // The first open file whose scan has not run to the end (a cancelled one resumes).
+  int index = -1;
+  for (int i = 0; i < context_->fileCount() && index < 0; ++i) {
+    const auto known = scan(context_->file(i).path);
+    if (!known || !known->complete()) index = i;
+  }
+  if (index < 0) return;
+  const OpenDump& dump = context_->file(index);
+  auto progress = std::make_shared<Progress>();
+  if (const auto known = scan(dump.path)) {
+    progress->scan = *known;
+  } else {
+    for (const CaseInfo& c : dump.reader->cases()) {
+      progress->scan.cases.emplace_back();
+      progress->scan.cases.back().path = c.path;
+    }
+  }
+  running_ = dump.path;
+  progress_ = progress;
+  scans_[dump.path] = std::make_shared<const DumpScan>(progress->scan);
+  emit scanChanged(dump.path);
+  runner_->submit(
+      [reader = dump.reader, progress](const TaskControl& control, QString*) -> TaskResult {
+        const int total = static_cast<int>(progress->scan.cases.size());
+        for (int i = 0; i < total; ++i) {
+          std::string path;
+          {
+            const std::lock_guard<std::mutex> lock(progress->mutex);
+            if (progress->scan.cases[i].state != ScanState::pending) continue;
+            path = progress->scan.cases[i].path;
+          }
+          if (control.stale()) return nullptr;
+          Result<CaseData> data = reader->load(path);
+          Result<CaseVerdict> v =
+              data ? scan_case(*data, kKernelThreads, [&control] { return control.stale(); })
+                   : Result<CaseVerdict>(data.error());
+          if (control.stale()) return nullptr;
+          {
+            const std::lock_guard<std::mutex> lock(progress->mutex);
+            ScannedCase& c = progress->scan.cases[i];
+            c.state = v ? ScanState::done : ScanState::error;
+            if (v) {
+              c.verdict = std::move(v).value();
+            } else {
+              c.error = v.error().describe();
+            }
+            ++progress->scan.done;
+          }
+          control.report(i + 1, total);
+        }
+        const std::lock_guard<std::mutex> lock(progress->mutex);
+        return std::make_shared<const DumpScan>(progress->scan);
+      },
+      [this, file = dump.path](TaskResult r) {
+        scans_[file] = std::static_pointer_cast<const DumpScan>(r);
+        running_.clear();
+        progress_.reset();
+        emit scanChanged(file);
+        startNext();
+      });
+}
+
+void ScanController::showProgress() {
+  // At most every kPartialMs: repainting the browser per case would starve the event loop.
+  if (!progress_ || (partialShown_.isValid() && partialShown_.elapsed() < kPartialMs)) return;
+  partialShown_.start();
+  {
+    const std::lock_guard<std::mutex> lock(progress_->mutex);
+    const auto shown = scan(running_);
+    if (shown && shown->done == progress_->scan.done) return;
+    scans_[running_] = std::make_shared<const DumpScan>(progress_->scan);
+  }
+  emit scanChanged(running_);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,37 @@
+// A case's verdict for the dump browser's status badge and "next finding": the findings of
+// analyze_case with every setting left to the recorded run, exactly what `attnscope-cli scan`
+// reports for the case, reduced to the worst severity, counts, kinds and the finding to show
+// first. Plain C++, no Qt.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/analysis/finding.h"
+#include "core/case_model.h"
+#include "core/result.h"
+
+namespace attnscope {
+
+struct CaseVerdict {
+  std::optional<Severity> worst;  // none: no finding at all
+  int errors = 0, warnings = 0, infos = 0;
+  std::vector<FindingKind> kinds;  // distinct, in report order (errors first)
+  // The first finding in report order (an error when there is one): where to look first.
+  std::optional<Finding> lead;
+};
+
+// The verdict of findings in report order (sort_findings).
+CaseVerdict verdict_of(const std::vector<Finding>& findings);
+
+// "2 errors, 1 warning: score_overflow, nonfinite_output, precision_loss"; "no findings".
+std::string verdict_text(const CaseVerdict& verdict);
+
+// analyze_case as the scan runs it (recorded semantics, default checks) on `threads` kernel
+// threads; `cancelled` is polled between phases and per kernel tile (a cancelled scan fails).
+Result<CaseVerdict> scan_case(const CaseData& data, int threads,
+                              const std::function<bool()>& cancelled);
+
+}  // namespace attnscope
