@@ -20,6 +20,7 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
+#include <QVBoxLayout>
 #include <algorithm>
 
 #include "app/export/CaseExport.h"
@@ -28,12 +29,14 @@
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
 #include "app/gui/FindingNavigator.h"
+#include "app/gui/HelpMenu.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/TaskRunner.h"
 #include "app/gui/ViewStateController.h"
+#include "app/gui/WindowShortcuts.h"
 #include "app/panels/AnnotationListPanel.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
@@ -44,6 +47,7 @@
 #include "app/panels/RowPlotPanel.h"
 #include "app/panels/StepperPanel.h"
 #include "app/panels/SweepPanel.h"
+#include "app/panels/WhatIfBanner.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/PlotExport.h"
 
@@ -76,7 +80,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   opener_ = new DumpOpener(context_, this);
   worker_ = new ComputeWorker(this);
   heatmaps_ = new HeatmapPanel(context_, this);
-  setCentralWidget(heatmaps_);
+  whatIfBanner_ = new WhatIfBanner(context_, this);
+  auto* central = new QWidget(this);
+  auto* centralLayout = new QVBoxLayout(central);
+  centralLayout->setContentsMargins(0, 0, 0, 0);
+  centralLayout->setSpacing(2);
+  centralLayout->addWidget(whatIfBanner_);
+  centralLayout->addWidget(heatmaps_, 1);
+  setCentralWidget(central);
 
   scans_ = new ScanController(context_, this);
   browser_ = new DumpBrowserPanel(context_, scans_, this);
@@ -107,6 +118,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   findChild<QDockWidget*>(QStringLiteral("findingsDock"))->raise();
   buildMenus();
   buildStatusBar();
+  letWindowShortcutsThrough(this);
 
   resize(defaultWindowSize());
   sizeDocksToWindow();
@@ -198,6 +210,8 @@ void MainWindow::buildMenus() {
   for (QDockWidget* dock : docks_) window->addAction(dock->toggleViewAction());
   window->addSeparator();
   window->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
+  help_ = new HelpMenu(this);
+  menuBar()->addMenu(help_->menu());
 }
 
 void MainWindow::buildAnalysisDocks() {

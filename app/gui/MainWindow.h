@@ -24,6 +24,7 @@ class ControlsPanel;
 class DumpBrowserPanel;
 class DumpOpener;
 class FindingNavigator;
+class HelpMenu;
 class FindingsPanel;
 class OverviewPanel;
 class StepperController;
@@ -34,6 +35,7 @@ class InspectorPanel;
 class NavigationController;
 class RowPlotPanel;
 class ScanController;
+class WhatIfBanner;
 class SessionContext;
 class ViewStateController;
 
@@ -58,6 +60,8 @@ class MainWindow : public QMainWindow {
   StepperPanel* stepperPanel() const { return stepperPanel_; }
   AnalysisController* analysis() const { return analysis_; }
   ScanController* scans() const { return scans_; }
+  WhatIfBanner* whatIfBanner() const { return whatIfBanner_; }
+  HelpMenu* help() const { return help_; }
   FindingNavigator* findingNavigator() const { return findingNavigator_; }
   FindingsPanel* findings() const { return findings_; }
   OverviewPanel* overview() const { return overview_; }
@@ -131,6 +135,8 @@ class MainWindow : public QMainWindow {
   NavigationController* navigation_ = nullptr;
   FindingNavigator* findingNavigator_ = nullptr;
   ScanController* scans_ = nullptr;
+  WhatIfBanner* whatIfBanner_ = nullptr;
+  HelpMenu* help_ = nullptr;
   ViewStateController* viewState_ = nullptr;
   StepperController* stepper_ = nullptr;
   StepperPanel* stepperPanel_ = nullptr;

@@ -70,6 +70,10 @@ void NavigationController::buildMenu(QWidget* window) {
   QAction* goTo = menu_->addAction(tr("&Go to cell…"), this, &NavigationController::openGoToDialog);
   goTo->setObjectName(QStringLiteral("goToAction"));
   goTo->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_G));
+  QAction* whole = menu_->addAction(tr("&Whole matrix"), this,
+                                    [this] { heatmaps_->currentView()->resetZoom(); });
+  whole->setObjectName(QStringLiteral("resetZoomAction"));
+  whole->setShortcut(QKeySequence(Qt::Key_Home));
   menu_->addSeparator();
   const auto add = [this](const QString& text, const char* name, QKeyCombination key, int dStep,
                           int dLayer) {

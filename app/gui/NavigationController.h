@@ -1,8 +1,9 @@
 // The Navigate menu: Ctrl+G "go to (row, col)" of a heatmap (pins the cell in the inspector
-// and zooms the heatmap around it), showing a region of a view at a (batch, head) once its
-// result is there (used by the annotation list and the restored zoom), and moving through a
-// multi-step dump: Alt+Right / Alt+Left the same layer in the next / previous training step,
-// Alt+Down / Alt+Up the next / previous layer of the same step.
+// and zooms the heatmap around it), Home the whole matrix of the shown heatmap, showing a region
+// of a view at a (batch, head) once its result is there (used by the annotation list and the
+// restored zoom), and moving through a multi-step dump: Alt+Right / Alt+Left the same layer in
+// the next / previous training step, Alt+Down / Alt+Up the next / previous layer of the same
+// step.
 #pragma once
 
 #include <QObject>

@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QSettings>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "app/export/SettingNames.h"
@@ -200,6 +201,66 @@ std::optional<Replay> SessionContext::replay() const {
   const CaseInfo* c = caseInfo();
   if (c == nullptr) return std::nullopt;
   return replay_of(c->config, c->has("dropout_mask"));
+}
+
+SessionContext::WhatIfFields SessionContext::whatIfFields() const {
+  const std::optional<Replay> r = replay();
+  if (!r) return {};
+  const ComputeSettings& s = settings_;
+  WhatIfFields w;
+  w.scale = s.scale && std::abs(*s.scale - defaultScale()) > 1e-12 * defaultScale();
+  w.precision = s.precision && *s.precision != r->precision;
+  w.mode = s.mode && r->backend_known &&
+           std::find(r->modes.begin(), r->modes.end(), *s.mode) == r->modes.end();
+  w.maskFill = s.maskFill && *s.maskFill != r->mask_fill;
+  w.backend = !s.backend.empty();
+  w.clip = s.clipNorm.has_value();
+  return w;
+}
+
+QStringList SessionContext::whatIfs() const {
+  const WhatIfFields w = whatIfFields();
+  const std::optional<Replay> r = replay();
+  const ComputeSettings& s = settings_;
+  QStringList out;
+  if (w.scale) {
+    out << tr("scale %1 (recorded %2)").arg(*s.scale, 0, 'g', 6).arg(defaultScale(), 0, 'g', 6);
+  }
+  if (w.precision) {
+    out << tr("precision %1 (recorded %2)")
+               .arg(QString::fromLatin1(precision_name(*s.precision)),
+                    QString::fromLatin1(precision_name(r->precision)));
+  }
+  if (w.mode) out << tr("mode %1 (recorded %2)").arg(modeName(*s.mode), modeName(r->modes.front()));
+  if (w.maskFill) {
+    out << tr("mask fill %1 (recorded %2)")
+               .arg(maskFillName(*s.maskFill), maskFillName(r->mask_fill));
+  }
+  if (w.backend) out << tr("backend %1").arg(QString::fromStdString(s.backend));
+  if (w.clip) out << tr("clip %1").arg(*s.clipNorm, 0, 'g', 6);
+  return out;
+}
+
+ComputeSettings SessionContext::settingsWithoutWhatIfs() const {
+  const WhatIfFields w = whatIfFields();
+  ComputeSettings s = settings_;
+  if (w.scale) s.scale.reset();
+  if (w.precision) s.precision.reset();
+  if (w.mode) s.mode.reset();
+  if (w.maskFill) s.maskFill.reset();
+  if (w.backend) s.backend.clear();
+  if (w.clip) s.clipNorm.reset();
+  return s;
+}
+
+void SessionContext::resetToRecorded() {
+  changeSettings(ComputeSettings{});
+}
+
+void SessionContext::setWhatIfsKept(bool kept) {
+  if (kept == whatIfsKept_) return;
+  whatIfsKept_ = kept;
+  emit settingsChanged();
 }
 
 Precision SessionContext::effectivePrecision() const {

@@ -105,6 +105,18 @@ class SessionContext : public QObject {
   MaskFill effectiveMaskFill() const;
   // What the selected case's recorded run did (the defaults above); none without a case.
   std::optional<Replay> replay() const;
+  // The settings in effect that differ from the recorded run, one phrase each ("precision fp32
+  // (recorded fp16)", "clip 1"); empty when the compute replays what ran. A mode is a what-if
+  // only when the dump names its backend (else fused and unfused are both candidates).
+  QStringList whatIfs() const;
+  // The settings less their what-ifs (choices that agree with the recorded run stay).
+  ComputeSettings settingsWithoutWhatIfs() const;
+  // Forgets every what-if: scale, precision, mode, mask fill, backend and clip as recorded.
+  void resetToRecorded();
+  // The user asked to keep the what-ifs with the dump's view state (its sidecar); off, the
+  // sidecar restores the view only.
+  void setWhatIfsKept(bool kept);
+  bool whatIfsKept() const { return whatIfsKept_; }
 
   // The score-matrix window the heatmaps show and their size in pixels (pooling target).
   void setScoreView(const ViewWindow& window, QSize pixels);
@@ -135,7 +147,7 @@ class SessionContext : public QObject {
   void filesChanged();
   void caseChanged();      // a new case is selected (batch, head and window reset)
   void headChanged();      // batch or head changed
-  void settingsChanged();  // scale, precision, mode or mask fill changed
+  void settingsChanged();  // scale, precision, mode, mask fill, backend, clip or "kept" changed
   void inputsChanged();    // anything a compute depends on changed (after the above)
   void resultChanged();
   void hoverChanged();
@@ -145,6 +157,12 @@ class SessionContext : public QObject {
   void errorRaised(const QString& title, const QString& message, const QString& hint);
 
  private:
+  // Which settings are what-ifs (see whatIfs()).
+  struct WhatIfFields {
+    bool scale = false, precision = false, mode = false, maskFill = false, backend = false,
+         clip = false;
+  };
+  WhatIfFields whatIfFields() const;
   void rememberRecent(const QString& path);
   void changeSettings(const ComputeSettings& next);
 
@@ -159,6 +177,7 @@ class SessionContext : public QObject {
   CellReadout hovered_;
   StepTile stepTile_;
   bool referenceWanted_ = false;
+  bool whatIfsKept_ = false;
   ScoreSet scoresWanted_ = kAllScores;
 };
 

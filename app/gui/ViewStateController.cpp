@@ -130,7 +130,11 @@ void ViewStateController::onCaseChanged() {
   restoring_ = true;
   if (!restoredDumps_.contains(s->dump())) {
     restoredDumps_.insert(s->dump());
-    if (!s->settings.isEmpty()) restoreSettings(s->settings);
+    if (!s->settings.isEmpty()) {
+      restoreSettings(s->settings);
+      // What-ifs in the sidecar were kept by the user: they stay kept.
+      context_->setWhatIfsKept(!context_->whatIfs().isEmpty());
+    }
   }
   const QString casePath = context_->casePath();
   const QString key = s->dump() + QLatin1Char('|') + casePath;
@@ -239,7 +243,10 @@ void ViewStateController::capture(SessionFile* s) {
     return;
   }
   s->lastCase = context_->casePath();
-  s->settings = settingsJson(context_->settings());
+  // What-ifs go into the sidecar only when the user keeps them (the what-if banner); choices
+  // that agree with the recorded run (a mode when the dump does not name its backend) always.
+  s->settings = settingsJson(context_->whatIfsKept() ? context_->settings()
+                                                     : context_->settingsWithoutWhatIfs());
   CaseSession& c = s->cases[context_->casePath()];
   c.batch = context_->batch();
   c.head = context_->head();

@@ -1,5 +1,6 @@
 // Saves and restores the view state of a dump through its sidecar session file: the last case,
-// the what-if settings (scale, precision, mode, mask fill, clip norm, backend), and per case
+// the settings (scale, precision, mode, mask fill, clip norm, backend; the what-ifs among them
+// only when the user keeps them, SessionContext::whatIfsKept), and per case
 // the batch / head, the heatmap tab, the zoom window and the colour state (colormap, scale
 // mode, fixed range) of every tab. The state is captured before every save of the session and
 // saved for every opened dump: when it changes (debounced; at once when the sidecar already

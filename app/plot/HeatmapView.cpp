@@ -161,6 +161,7 @@ void HeatmapView::buildPlot() {
   connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &HeatmapView::onMousePress);
   connect(plot_, &QCustomPlot::mouseRelease, this, &HeatmapView::onMouseRelease);
+  connect(plot_, &QCustomPlot::mouseDoubleClick, this, &HeatmapView::resetZoom);
 }
 
 void HeatmapView::setGrid(std::shared_ptr<const MatrixGrid> grid, bool resetView) {
@@ -345,8 +346,39 @@ bool HeatmapView::exportTo(const QString& path, QString* error) {
   return exportPlot(plot_, path, error);
 }
 
+void HeatmapView::resetZoom() {
+  if (!grid_) return;
+  resetAxes();
+  requestReplot();
+  emit viewWindowChanged(visibleWindow());
+}
+
 void HeatmapView::onAxisRangeChanged() {
-  if (!applyingRange_) zoomTimer_->start();
+  if (applyingRange_) return;
+  clampAxes();
+  zoomTimer_->start();
+}
+
+void HeatmapView::clampAxes() {
+  if (!grid_) return;
+  // Each axis stays within the matrix: a range wider than it shows all of it, a range past an
+  // edge is moved back inside (its width kept).
+  applyingRange_ = true;
+  const auto clamp = [](QCPAxis* axis, int64_t elements) {
+    const double lo = -0.5, hi = static_cast<double>(elements) - 0.5;
+    QCPRange r = axis->range();
+    if (r.size() >= hi - lo) {
+      r = QCPRange(lo, hi);
+    } else if (r.lower < lo) {
+      r = QCPRange(lo, lo + r.size());
+    } else if (r.upper > hi) {
+      r = QCPRange(hi - r.size(), hi);
+    }
+    if (r != axis->range()) axis->setRange(r);
+  };
+  clamp(plot_->xAxis, grid_->total_cols);
+  clamp(plot_->yAxis, grid_->total_rows);
+  applyingRange_ = false;
 }
 
 bool HeatmapView::elementAt(const QPoint& pos, int64_t* row, int64_t* col) const {

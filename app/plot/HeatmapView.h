@@ -73,6 +73,8 @@ class HeatmapView : public QWidget {
 
   // Zooms the axes to a window as the user would (viewWindowChanged follows, debounced).
   void zoomTo(const ViewWindow& window);
+  // Shows the whole matrix again (Home, double-click); viewWindowChanged follows at once.
+  void resetZoom();
 
   // Outlines a block of elements (the backward stepper's current tile); nullopt removes it.
   void setHighlight(const std::optional<ViewWindow>& block);
@@ -103,6 +105,8 @@ class HeatmapView : public QWidget {
   void updateLegend();
   void resetAxes();
   void onAxisRangeChanged();
+  // Keeps both axes within the matrix (wheel zoom and drags cannot run past it).
+  void clampAxes();
   void onMouseMove(QMouseEvent* event);
   void onMousePress(QMouseEvent* event);
   void onMouseRelease(QMouseEvent* event);

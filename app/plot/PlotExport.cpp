@@ -120,6 +120,10 @@ bool writeSvg(QCustomPlot* plot, QSize size, const FigureStamp& stamp, QIODevice
 
 }  // namespace
 
+QString plotLibraryVersion() {
+  return QStringLiteral(QCUSTOMPLOT_VERSION_STR);
+}
+
 QStringList exportFormats() {
   return {QStringLiteral("png"), QStringLiteral("pdf"), QStringLiteral("svg")};
 }

@@ -18,6 +18,8 @@ namespace attnscope {
 
 // File suffixes exportPlot understands: "png", "pdf", "svg".
 QStringList exportFormats();
+// The QCustomPlot version the figures are drawn with ("2.1.0").
+QString plotLibraryVersion();
 
 // Height in pixels of the stamp footer below the plot (0 for an empty stamp).
 int stampFooterHeight(const FigureStamp& stamp);

@@ -1,5 +1,8 @@
-// Shared HDF5 plumbing: the library lock, error-stack text and object paths.
+// Shared HDF5 plumbing: the library lock, error-stack text, object paths and the library's
+// version.
 #include "core/io/hdf5_common.h"
+
+#include "core/io/hdf5_dump.h"
 
 namespace attnscope::h5 {
 
@@ -44,3 +47,14 @@ Error dataset_error(ErrorCode code, const std::string& file, const std::string& 
 }
 
 }  // namespace attnscope::h5
+
+namespace attnscope {
+
+std::string hdf5_library_version() {
+  const auto lock = h5::lock_library();
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
+}  // namespace attnscope

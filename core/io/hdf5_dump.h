@@ -29,6 +29,9 @@ inline constexpr const char* kSchemaMinorAttribute = "attnscope_schema_minor";
 inline constexpr int kSchemaVersion = 1;
 inline constexpr int kSchemaMinor = 1;
 
+// "1.10.8": the HDF5 library this build reads and writes with (for About boxes and reports).
+std::string hdf5_library_version();
+
 struct OpenOptions {
   bool allow_external = false;  // follow external links / external raw storage / virtual datasets
   int64_t max_tensor_bytes = int64_t{8} << 30;  // refuse any single dataset larger than this

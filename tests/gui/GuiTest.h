@@ -92,6 +92,11 @@ class GuiTest : public QObject {
   void opening_a_dump_leads_to_its_first_error_finding();
   void f8_walks_findings_through_the_case_and_across_cases();
 
+  // DebuggerConventionsTests.cpp
+  void help_menu_lists_shortcuts_and_versions();
+  void home_and_double_click_show_the_whole_matrix();
+  void window_shortcuts_work_while_a_text_field_has_focus();
+
  private:
   QTemporaryDir settingsDir_;
 };

@@ -1,7 +1,8 @@
 // Interaction tests of the real MainWindow (Qt Test, offscreen, label gui): Ctrl+G go to a cell,
 // the annotation list (select, edit, delete) and moving / editing annotations on the plot,
-// the view state restored from the sidecar session, and Alt+arrow navigation through the steps
-// and layers of a multi-step dump. Each slot is one CTest test (gui.interaction.<slot>).
+// the view state restored from the sidecar session, what-ifs kept on request, and Alt+arrow
+// navigation through the steps and layers of a multi-step dump. Each slot is one CTest test
+// (gui.interaction.<slot>).
 #pragma once
 
 #include <QObject>
@@ -30,6 +31,9 @@ class InteractionTest : public QObject {
   // ViewStateTests.cpp
   void view_state_is_restored_on_reopen();
   void version_1_sidecar_still_restores();
+
+  // WhatIfTests.cpp
+  void what_ifs_are_kept_only_on_request_and_reset_in_one_click();
 
  private:
   QTemporaryDir settingsDir_;

@@ -1,5 +1,5 @@
-// The view state in the sidecar session, in the real window on a copy of the sample: non-default
-// settings, case, head, tab, colour state and zoom come back exactly after closing and
+// The view state in the sidecar session, in the real window on a copy of the sample: kept
+// what-if settings, case, head, tab, colour state and zoom come back exactly after closing and
 // reopening the dump (without naming the case), and a version 1 sidecar (before zoom and colour
 // state existed) still restores what it holds and is upgraded on the next save.
 #include <QJsonDocument>
@@ -45,6 +45,7 @@ void InteractionTest::view_state_is_restored_on_reopen() {
     ctx->setScale(0.0625);
     ctx->setClipNorm(1.5);
     ctx->setBackend("reference");
+    ctx->setWhatIfsKept(true);  // the user keeps the what-ifs with the dump
     ctx->setBatch(0);
     ctx->setHead(2);
     HeatmapPanel* maps = w.window->heatmaps();
@@ -75,6 +76,7 @@ void InteractionTest::view_state_is_restored_on_reopen() {
   QCOMPARE(s.scale, std::optional<double>(0.0625));
   QCOMPARE(s.clipNorm, std::optional<double>(1.5));
   QCOMPARE(s.backend, std::string("reference"));
+  QVERIFY(ctx->whatIfsKept());
   QCOMPARE(ctx->head(), int64_t{2});
   HeatmapPanel* maps = w.window->heatmaps();
   QCOMPARE(maps->currentView()->name(), QStringLiteral("dS"));

@@ -1,0 +1,60 @@
+// What-if banner (see WhatIfBanner.h).
+#include "app/panels/WhatIfBanner.h"
+
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+
+#include "app/gui/SessionContext.h"
+
+namespace attnscope {
+
+WhatIfBanner::WhatIfBanner(SessionContext* context, QWidget* parent)
+    : QFrame(parent), context_(context) {
+  setObjectName(QStringLiteral("whatIfBanner"));
+  setFrameShape(QFrame::StyledPanel);
+  setAutoFillBackground(true);
+  QPalette tint = palette();
+  tint.setColor(QPalette::Window, QColor(0xff, 0xf3, 0xc8));
+  setPalette(tint);
+  label_ = new QLabel(this);
+  label_->setWordWrap(true);
+  label_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // wraps, never widens
+  reset_ = new QPushButton(tr("Reset to recorded"), this);
+  reset_->setObjectName(QStringLiteral("resetToRecordedButton"));
+  reset_->setToolTip(
+      tr("Replay the recorded run: scale, precision, mode, mask fill, backend "
+         "and clip as the dump says"));
+  keep_ = new QCheckBox(tr("Keep for this dump"), this);
+  keep_->setObjectName(QStringLiteral("keepWhatIfsBox"));
+  keep_->setToolTip(
+      tr("Save these settings in the dump's session file, so that they come "
+         "back when it is opened again"));
+  auto* row = new QHBoxLayout(this);
+  row->setContentsMargins(6, 2, 6, 2);
+  row->addWidget(label_, 1);
+  row->addWidget(keep_);
+  row->addWidget(reset_);
+  connect(reset_, &QPushButton::clicked, context_, &SessionContext::resetToRecorded);
+  connect(keep_, &QCheckBox::toggled, context_, &SessionContext::setWhatIfsKept);
+  connect(context_, &SessionContext::settingsChanged, this, &WhatIfBanner::refresh);
+  connect(context_, &SessionContext::caseChanged, this, &WhatIfBanner::refresh);
+  refresh();
+}
+
+QString WhatIfBanner::text() const {
+  return label_->text();
+}
+
+void WhatIfBanner::refresh() {
+  const QStringList differences = context_->whatIfs();
+  setVisible(!differences.isEmpty());
+  label_->setText(tr("What-if: %1. Findings are judged under these settings, not the recorded run.")
+                      .arg(differences.join(QStringLiteral(" · "))));
+  label_->setToolTip(label_->text());
+  const QSignalBlocker block(keep_);
+  keep_->setChecked(context_->whatIfsKept());
+}
+
+}  // namespace attnscope
