@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Renders the README's screenshots into docs/screenshots/ (or OUT_DIR): the GUI under a virtual
-# X server (Xvfb) on the bundled sample, and one figure written by `attnscope-cli export`.
+# X server (Xvfb, a 1366x768 laptop screen) on the bundled sample, and one figure written by
+# `attnscope-cli export`.
+#   lead_first_error.png     the sample opened without a case: scan badges in the browser and
+#                            the first error finding focused (/train/step_003/layer_00, dK)
 #   main_fp16_overflow.png   /fp16_score_overflow, head 3, fp16 unfused: the +inf band in S
 #                            (overlay colours, findings list, row plots)
 #   ds_nan_gradients.png     the dS tab of the same head: NaN gradients of the overflowing rows
@@ -38,10 +41,11 @@ cp "$BUNDLED" "$SAMPLE"
 shoot() {  # shoot NAME ARGS... : one GUI run, saved as OUT/NAME.png
   local name="$1"
   shift
-  XDG_CONFIG_HOME="$WORK/config-$name" xvfb-run -a -s "-screen 0 1600x1000x24" \
+  XDG_CONFIG_HOME="$WORK/config-$name" xvfb-run -a -s "-screen 0 1366x768x24" \
     "$GUI" --screenshot "$OUT/$name.png" "$@"
 }
 
+shoot lead_first_error "$SAMPLE"
 shoot main_fp16_overflow --precision fp16 --mode unfused --head 3 "$SAMPLE::/fp16_score_overflow"
 shoot ds_nan_gradients --precision fp16 --mode unfused --head 3 --matrix dS \
   "$SAMPLE::/fp16_score_overflow"

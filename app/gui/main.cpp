@@ -9,8 +9,10 @@
 
 #include "app/gui/AppOptions.h"
 #include "app/gui/ComputeWorker.h"
+#include "app/gui/FindingNavigator.h"
 #include "app/gui/GuiBench.h"
 #include "app/gui/MainWindow.h"
+#include "app/gui/ScanController.h"
 #include "app/gui/StepperController.h"
 #include "core/io/dump_probe.h"
 
@@ -19,9 +21,11 @@ namespace {
 constexpr int kScreenshotDelayMs = 600;
 constexpr int kScreenshotTimeoutMs = 120000;
 
-// Saves the window as a PNG once the stepper is idle too, then quits (exit 1 on failure).
+// Saves the window as a PNG once the stepper, the case scan and the head compute are idle and
+// an opened dump has led to its first error, then quits (exit 1 on failure).
 void grabWhenIdle(attnscope::MainWindow& window, const QString& path) {
-  if (window.stepper()->busy()) {
+  if (window.stepper()->busy() || window.scans()->busy() || window.worker()->busy() ||
+      window.findingNavigator()->leading()) {
     QTimer::singleShot(kScreenshotDelayMs, &window,
                        [&window, path] { grabWhenIdle(window, path); });
     return;

@@ -42,7 +42,7 @@ StepperPanel::StepperPanel(SessionContext* context, StepperController* stepper, 
   summary_->setObjectName(QStringLiteral("stepperSummary"));
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* restart = button(tr("⏮"), tr("Restart: nothing ran"), this);
+  auto* restart = button(tr("restart"), tr("Restart: nothing ran"), this);
   auto* back = button(tr("◀ step"), tr("Step back (Shift+F10)"), this);
   auto* forward = button(tr("step ▶"), tr("Step forward (F10)"), this);
   auto* run = button(tr("run to non-finite"),
