@@ -59,9 +59,6 @@ ViewStateController::ViewStateController(SessionContext* context, HeatmapPanel* 
       heatmaps_(heatmaps),
       annotations_(annotations),
       navigation_(navigation) {
-  for (const auto& [name, widget] : annotations_->views()) {
-    defaultMaps_[name] = static_cast<HeatmapView*>(widget)->colorScale().map;
-  }
   connect(context_, &SessionContext::caseChanged, this, &ViewStateController::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ViewStateController::onStateChanged);
   connect(context_, &SessionContext::settingsChanged, this, &ViewStateController::onStateChanged);
@@ -202,11 +199,14 @@ void ViewStateController::restoreViews(const QJsonObject& views) {
   for (const auto& [name, widget] : annotations_->views()) {
     auto* view = static_cast<HeatmapView*>(widget);
     const QJsonObject state = views.value(name).toObject();
-    view->setColormap(state.value(kColormap).toString() == colormapKey(ColormapKind::diverging)
-                          ? ColormapKind::diverging
-                      : state.value(kColormap).toString() == colormapKey(ColormapKind::sequential)
-                          ? ColormapKind::sequential
-                          : defaultMaps_[name]);
+    const QString map = state.value(kColormap).toString();
+    if (map == colormapKey(ColormapKind::diverging)) {
+      view->setColormap(ColormapKind::diverging);
+    } else if (map == colormapKey(ColormapKind::sequential)) {
+      view->setColormap(ColormapKind::sequential);
+    } else {
+      view->setAutomaticColormap();  // none saved: the map the values call for
+    }
     ScaleKind scale = ScaleKind::linear;
     for (ScaleKind k : {ScaleKind::log, ScaleKind::symlog}) {
       if (state.value(kScale).toString() == scaleName(k)) scale = k;
@@ -226,12 +226,11 @@ QJsonObject ViewStateController::captureViews() const {
     const auto* view = static_cast<const HeatmapView*>(widget);
     const ColorScale& cs = view->colorScale();
     const bool automatic = view->automaticRange();
-    const auto it = defaultMaps_.find(name);
-    if (automatic && cs.scale == ScaleKind::linear && it != defaultMaps_.end() &&
-        it->second == cs.map) {
+    if (automatic && cs.scale == ScaleKind::linear && view->automaticColormap()) {
       continue;  // the default state is not written
     }
-    QJsonObject state{{kColormap, colormapKey(cs.map)}, {kScale, scaleName(cs.scale)}};
+    QJsonObject state{{kScale, scaleName(cs.scale)}};
+    if (!view->automaticColormap()) state[kColormap] = colormapKey(cs.map);
     if (!automatic) state[kRange] = QJsonArray{cs.lo, cs.hi};
     views[name] = state;
   }

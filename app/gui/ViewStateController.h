@@ -60,9 +60,8 @@ class ViewStateController : public QObject {
   HeatmapPanel* heatmaps_;
   AnnotationController* annotations_;
   NavigationController* navigation_;
-  std::map<QString, ColormapKind> defaultMaps_;  // by heatmap tab
-  QSet<QString> restoredDumps_;                  // dumps whose settings were applied
-  QSet<QString> restoredCases_;                  // "dump|case" whose view state was applied
+  QSet<QString> restoredDumps_;  // dumps whose settings were applied
+  QSet<QString> restoredCases_;  // "dump|case" whose view state was applied
   bool restoring_ = false;
   bool autosave_ = true;
   QTimer* saveTimer_ = nullptr;

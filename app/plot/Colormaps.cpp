@@ -129,16 +129,32 @@ QString formatNumber(double v, int significant) {
 std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
                                     const std::vector<float>& values) {
   const bool log = scale == ScaleKind::log;
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -lo;
+  std::vector<double> usable;
+  usable.reserve(values.size());
   for (float f : values) {
     const double v = log ? std::fabs(f) : f;
-    if (!std::isfinite(v) || (log && v == 0)) continue;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+    if (std::isfinite(v) && !(log && v == 0)) usable.push_back(v);
   }
-  if (lo > hi) return {log ? 1e-3 : 0.0, 1.0};
+  if (usable.empty()) return {log ? 1e-3 : 0.0, 1.0};
+  const auto [minIt, maxIt] = std::minmax_element(usable.begin(), usable.end());
+  double lo = *minIt, hi = *maxIt;
   if (log) return {lo, hi > lo ? hi : lo * 10};
+  // Robust ends: a few extreme cells (one P = 1 among thousands) do not set the range; they
+  // take the end colours. A range the quantiles would collapse keeps [min, max].
+  const size_t n = usable.size();
+  const size_t cut = static_cast<size_t>(static_cast<double>(n) * kRangeTailFraction);
+  if (cut > 0) {
+    std::nth_element(usable.begin(), usable.begin() + static_cast<std::ptrdiff_t>(cut),
+                     usable.end());
+    const double qlo = usable[cut];
+    std::nth_element(usable.begin(), usable.begin() + static_cast<std::ptrdiff_t>(n - 1 - cut),
+                     usable.end());
+    const double qhi = usable[n - 1 - cut];
+    if (qhi > qlo) {
+      lo = qlo;
+      hi = qhi;
+    }
+  }
   if (kind == ColormapKind::diverging) {
     const double m = std::max(std::fabs(lo), std::fabs(hi));
     lo = -m;
@@ -149,6 +165,17 @@ std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
     hi += 0.5;
   }
   return {lo, hi};
+}
+
+ColormapKind colormapFor(const std::vector<float>& values) {
+  bool negative = false, positive = false;
+  for (float f : values) {
+    if (!std::isfinite(f)) continue;
+    negative = negative || f < 0;
+    positive = positive || f > 0;
+    if (negative && positive) return ColormapKind::diverging;
+  }
+  return ColormapKind::sequential;
 }
 
 }  // namespace attnscope

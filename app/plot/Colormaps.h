@@ -50,10 +50,17 @@ struct ColorScale {
 // Number format of axes, range entries and readouts: "65504", "1.25e-05", "NaN", "+inf".
 QString formatNumber(double v, int significant = 4);
 
-// Automatic range of finite values: [min, max]; diverging maps (linear, symlog) get a range
-// symmetric around 0; log scales use [min, max] of the nonzero |v|. Degenerate ranges widen;
+// Share of the finite values left out at each end of an automatic linear / symlog range.
+inline constexpr double kRangeTailFraction = 0.001;
+
+// Automatic range of finite values: linear and symlog scales span the 0.1 % to 99.9 %
+// quantiles (all of [min, max] when that collapses or for under 1000 values), symmetric around
+// 0 for diverging maps; log scales use [min, max] of the nonzero |v|. Degenerate ranges widen;
 // no usable value gives [0, 1] ([1e-3, 1] for log).
 std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
                                     const std::vector<float>& values);
+// The map that shows the values' structure: diverging around 0 when they take both signs,
+// sequential when they are one-signed (S of 41..51, P, norms).
+ColormapKind colormapFor(const std::vector<float>& values);
 
 }  // namespace attnscope

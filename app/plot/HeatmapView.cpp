@@ -218,10 +218,20 @@ void HeatmapView::resizeEvent(QResizeEvent* event) {
 }
 
 void HeatmapView::setColormap(ColormapKind kind) {
+  colormapAuto_ = false;
+  showColormap(kind);
+  redraw();
+}
+
+void HeatmapView::setAutomaticColormap() {
+  colormapAuto_ = true;
+  redraw();
+}
+
+void HeatmapView::showColormap(ColormapKind kind) {
   scale_.map = kind;
   colormapBox_->setCurrentIndex(colormapBox_->findData(static_cast<int>(kind)));
   colorScale_->setGradient(makeGradient(kind));
-  redraw();
 }
 
 void HeatmapView::setScaleKind(ScaleKind kind) {
@@ -277,7 +287,11 @@ void HeatmapView::fill() {
   unfilled_ = false;
   static const MatrixGrid kEmpty;
   const MatrixGrid& g = grid_ ? *grid_ : kEmpty;
+  if (colormapAuto_ && grid_) showColormap(colormapFor(g.value));
   if (autoRange_) std::tie(scale_.lo, scale_.hi) = autoRange(scale_.map, scale_.scale, g.value);
+  // No finite value (an all-NaN or all-inf matrix): no colour bar to read, the legend counts.
+  colorScale_->setVisible(
+      std::any_of(g.value.begin(), g.value.end(), [](float v) { return std::isfinite(v); }));
   image_->setGrid(grid_);
   image_->setColorScale(scale_);
   const ColorLut lut(scale_);

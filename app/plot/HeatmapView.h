@@ -52,7 +52,11 @@ class HeatmapView : public QWidget {
   void setStamp(const QString& stamp);
   QString stamp() const { return stamp_; }
 
+  // A colormap the user chose; setAutomaticColormap() goes back to the one the values call
+  // for (colormapFor: sequential when one-signed, diverging around 0 otherwise), the default.
   void setColormap(ColormapKind kind);
+  void setAutomaticColormap();
+  bool automaticColormap() const { return colormapAuto_; }
   void setScaleKind(ScaleKind kind);
   // Fixed colour range in data units (turns auto off), or back to automatic.
   void setColorRange(double lo, double hi);
@@ -98,6 +102,8 @@ class HeatmapView : public QWidget {
   void buildPlot();
   // The title line: the plot's window title (name and stamp), elided in the middle to fit.
   void elideTitle();
+  // Shows `kind` in the gradient and the colormap box (no redraw).
+  void showColormap(ColormapKind kind);
   void buildToolbar(QWidget* bar);
   void redraw();
   void fill();
@@ -117,6 +123,7 @@ class HeatmapView : public QWidget {
   std::shared_ptr<const MatrixGrid> grid_;
   ColorScale scale_;
   bool autoRange_ = true;
+  bool colormapAuto_ = true;
   bool applyingRange_ = false;
   bool applyingScale_ = false;  // fill() sets the colour bar's range (not a user drag)
   QPoint pressPos_;

@@ -40,6 +40,7 @@ class GuiTest : public QObject {
   void colormap_ends_map_to_end_stops();
   void colormap_never_paints_nonfinite();
   void log_and_symlog_scales_invert();
+  void auto_range_ignores_rare_extremes_and_picks_the_map();
   void open_target_splits_file_and_case();
   void command_line_rejects_bad_values();
 
@@ -62,6 +63,7 @@ class GuiTest : public QObject {
   void export_writes_png_and_pdf_atomically();
   void zoom_recomputes_pooled_window();
   void row_plot_shows_series_and_thresholds();
+  void colour_maps_follow_the_values();
 
   // StepperTests.cpp
   void stepper_keys_step_and_highlight_tile();

@@ -85,6 +85,27 @@ void GuiTest::log_and_symlog_scales_invert() {
   QCOMPARE(dhi, 3.0);
 }
 
+void GuiTest::auto_range_ignores_rare_extremes_and_picks_the_map() {
+  // P-like: 10000 values in [0, 0.3] and one P = 1 cell: the range ends near 0.3, not at 1.
+  std::vector<float> p(10000);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = 0.3f * static_cast<float>(i) / 9999.0f;
+  p.push_back(1.0f);
+  const auto [plo, phi] = autoRange(ColormapKind::sequential, ScaleKind::linear, p);
+  QVERIFY2(plo >= 0 && plo < 0.001 && phi > 0.29 && phi < 0.3, qPrintable(QString::number(phi)));
+  QCOMPARE(colormapFor(p), ColormapKind::sequential);
+  // One-signed scores (41..51): a sequential map over their own range, not a red half of a
+  // diverging one centred on 0.
+  std::vector<float> s(4096);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 41.0f + 10.0f * static_cast<float>(i % 97) / 96.0f;
+  QCOMPARE(colormapFor(s), ColormapKind::sequential);
+  const auto [slo, shi] = autoRange(colormapFor(s), ScaleKind::linear, s);
+  QVERIFY(slo >= 41 && slo < 41.2 && shi > 50.8 && shi <= 51);
+  // Both signs: diverging, symmetric around 0; non-finite values play no part.
+  const std::vector<float> mixed{-2.f, 0.5f, 1.f, kNaN, std::numeric_limits<float>::infinity()};
+  QCOMPARE(colormapFor(mixed), ColormapKind::diverging);
+  QCOMPARE(colormapFor({kNaN, 0.f}), ColormapKind::sequential);
+}
+
 void GuiTest::open_target_splits_file_and_case() {
   OpenTarget t = parseOpenTarget(QStringLiteral("/data/run.h5::/step_3/layer_1"));
   QCOMPARE(t.file, QStringLiteral("/data/run.h5"));

@@ -1,7 +1,8 @@
 // The views of the real MainWindow: inspector readout and pins, export, zoom-driven recompute
-// of pooled heatmaps, and the row plots with their thresholds.
+// of pooled heatmaps, the row plots with their thresholds, and colour maps chosen by the values.
 #include <QImage>
 #include <QtTest>
+#include <cmath>
 
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/SessionContext.h"
@@ -158,6 +159,37 @@ void GuiTest::row_plot_shows_series_and_thresholds() {
   QTemporaryDir dir;
   QString error;
   QVERIFY2(plot->exportTo(dir.filePath(QStringLiteral("rows.png")), &error), qPrintable(error));
+}
+
+}  // namespace attnscope::test
+
+namespace attnscope::test {
+
+void GuiTest::colour_maps_follow_the_values() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/train/step_000/layer_00")}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.head == 0; }));
+  // The scores of this case are all positive (about 41 to 51): a sequential map over them.
+  HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
+  QVERIFY(f.window->heatmaps()->showMatrix(QStringLiteral("S")));
+  QTest::qWait(50);
+  QVERIFY(s->automaticColormap());
+  QCOMPARE(s->colorScale().map, ColormapKind::sequential);
+  QVERIFY2(s->colorScale().lo > 30 && s->colorScale().hi < 60,
+           qPrintable(QStringLiteral("%1..%2").arg(s->colorScale().lo).arg(s->colorScale().hi)));
+  // dQ takes both signs: diverging around 0. A map the user picks stays.
+  HeatmapView* dq = f.window->heatmaps()->view(QStringLiteral("dQ"));
+  QVERIFY(f.window->heatmaps()->showMatrix(QStringLiteral("dQ")));
+  QTest::qWait(50);
+  QCOMPARE(dq->colorScale().map, ColormapKind::diverging);
+  QCOMPARE(dq->colorScale().lo, -dq->colorScale().hi);
+  dq->setColormap(ColormapKind::sequential);
+  QVERIFY(!dq->automaticColormap());
+  f.context()->setScale(0.2);
+  QVERIFY(waitForResult(*f.window,
+                        [](const HeadResult& r) { return std::abs(r.scale - 0.2) < 1e-12; }));
+  QTest::qWait(50);
+  QCOMPARE(dq->colorScale().map, ColormapKind::sequential);
 }
 
 }  // namespace attnscope::test
