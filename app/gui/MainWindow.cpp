@@ -22,6 +22,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "app/export/CaseExport.h"
 #include "app/gui/AnalysisController.h"
@@ -67,6 +69,27 @@ QSize defaultWindowSize() {
   const QSize available = screen->availableGeometry().size();
   return kPreferredSize.boundedTo(QSize(available.width(), available.height() - 40));
 }
+
+// While it lives, the heatmaps under `root` draw no stepper tile outline: it marks the step the
+// screen shows, not the figure's content, so exports leave it out. Restored on destruction.
+class TileOutlinesHidden {
+ public:
+  explicit TileOutlinesHidden(QWidget* root) {
+    for (HeatmapView* v : root->findChildren<HeatmapView*>()) {
+      if (!v->highlight()) continue;
+      hidden_.push_back({v, *v->highlight()});
+      v->setHighlight(std::nullopt);
+    }
+  }
+  ~TileOutlinesHidden() {
+    for (const auto& [view, block] : hidden_) view->setHighlight(block);
+  }
+  TileOutlinesHidden(const TileOutlinesHidden&) = delete;
+  TileOutlinesHidden& operator=(const TileOutlinesHidden&) = delete;
+
+ private:
+  std::vector<std::pair<HeatmapView*, ViewWindow>> hidden_;
+};
 
 }  // namespace
 
@@ -350,6 +373,7 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
     if (error) *error = tr("nothing to export: no heatmap has been computed yet");
     return false;
   }
+  const TileOutlinesHidden plain(heatmaps_);
   return exportView(view, path, stampFor(*context_->result(), view->name()), error);
 }
 
@@ -409,6 +433,7 @@ QStringList MainWindow::exportAllViews(const QString& folder, QString* error) {
   const RowPlotExports rows(*result,
                             [this](const QString& v) { return annotations_->userAnnotations(v); });
   views += rows.views();
+  const TileOutlinesHidden plain(heatmaps_);
   return attnscope::exportAllViews(views, stampFor(*result, QString()), folder, error);
 }
 

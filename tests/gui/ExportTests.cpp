@@ -1,6 +1,7 @@
 // Entry point and fixtures of the export test suite, and the stamped export of the real window:
 // PNG / PDF / SVG with the stamp in the picture and the metadata, atomic replacement, and
 // "export all views" with its index page.
+#include <qcustomplot.h>
 #include <QDir>
 #include <QImage>
 #include <QSettings>
@@ -172,6 +173,22 @@ void ExportTest::export_replaces_atomically_and_rejects_bad_targets() {
            QStringList{QStringLiteral("s.png")});
 }
 
+namespace {
+
+// Pixels of the stepper's gold tile outline (#ffd700, give or take antialiasing).
+int outlinePixels(const QImage& image) {
+  int n = 0;
+  for (int y = 0; y < image.height(); ++y) {
+    for (int x = 0; x < image.width(); ++x) {
+      const QColor c = image.pixelColor(x, y);
+      n += c.red() > 235 && c.green() > 195 && c.green() < 225 && c.blue() < 40;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 void ExportTest::export_all_views_writes_images_and_index() {
   DumpCopy dump;
   ExportWindow w;
@@ -192,11 +209,21 @@ void ExportTest::export_all_views_writes_images_and_index() {
   box.to = QPointF(40, 2.5);
   box.text = QStringLiteral("l overflows here");
   QVERIFY(w.window->annotations()->addAnnotation(box));
+  // The stepper's tile outline is on the screen, not in the figures.
+  StepTile tile;
+  tile.valid = true;
+  tile.rowEnd = tile.colEnd = 64;
+  w.window->context()->setStepTile(tile);
+  HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
+  QVERIFY(s->highlight().has_value());
   QTemporaryDir out;
-  const QString folder = out.filePath(QStringLiteral("figures"));
+  const QString folder = out.filePath(QStringLiteral("figures"));  // created by the export
   QString error;
   const QStringList written = w.window->exportAllViews(folder, &error);
   QVERIFY2(error.isEmpty(), qPrintable(error));
+  QVERIFY(s->highlight().has_value());
+  QVERIFY(outlinePixels(s->plot()->toPixmap().toImage()) > 50);
+  QCOMPARE(outlinePixels(QImage(folder + QStringLiteral("/S.png"))), 0);
   QStringList names;
   for (const auto& [name, widget] : w.window->annotations()->views()) names << name;
   QVERIFY(names.size() >= 6);
