@@ -37,34 +37,6 @@ std::optional<Precision> precision_from_dtype(const std::string& dtype) {
   return std::nullopt;
 }
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::f64:
-      return "fp64";
-    case Precision::f32:
-      return "fp32";
-    case Precision::f16:
-      return "fp16";
-    case Precision::bf16:
-      return "bf16";
-  }
-  return "unknown";
-}
-
-const char* mask_fill_name(MaskFill fill) {
-  switch (fill) {
-    case MaskFill::neg_inf:
-      return "neg_inf";
-    case MaskFill::neg_1e9:
-      return "-1e9";
-    case MaskFill::finfo_min:
-      return "finfo_min";
-    case MaskFill::safe:
-      return "safe";
-  }
-  return "unknown";
-}
-
 std::vector<float> CaseInputs::q_f32() const {
   return to_f32(q);
 }

@@ -8,6 +8,7 @@
 
 #include "core/case_model.h"
 #include "core/result.h"
+#include "kernels/attn_names.h"  // precision_name, mask_fill_name
 #include "kernels/attn_params.h"
 
 namespace attnscope {
@@ -46,8 +47,6 @@ struct CaseInputs {
 
 // Precision named by a dtype attribute ("float16", "bfloat16", "float32", "float64").
 std::optional<Precision> precision_from_dtype(const std::string& dtype);
-const char* precision_name(Precision p);    // "fp64", "fp32", "fp16", "bf16"
-const char* mask_fill_name(MaskFill fill);  // "neg_inf", "-1e9", "finfo_min", "safe"
 // A cache-key number of a mask fill setting: the enum value, -1 for "as recorded".
 inline int fill_key(const std::optional<MaskFill>& fill) {
   return fill ? static_cast<int>(*fill) : -1;

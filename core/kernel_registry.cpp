@@ -263,12 +263,4 @@ Support fixed_backward_p(const std::string& variant, BackwardP runs, const AttnP
                      "bias of magnitude >= 65504) where the two differ");
 }
 
-const char* backward_p_name(BackwardP b) {
-  return b == BackwardP::saved ? "saved" : "from_lse";
-}
-
-const char* mode_name(Mode m) {
-  return m == Mode::fused ? "fused" : "unfused";
-}
-
 }  // namespace attnscope

@@ -11,6 +11,7 @@
 
 #include "core/case_inputs.h"
 #include "core/result.h"
+#include "kernels/attn_names.h"  // mode_name, backward_p_name, precision_name
 #include "kernels/attn_params.h"
 #include "kernels/cpu/fused_attention.h"
 
@@ -36,7 +37,7 @@ struct RunConfig {
   Precision precision = Precision::f32;
   Mode mode = Mode::fused;
   int threads = 0;  // worker threads of the CPU kernels and of LibTorch; 0 = their default
-  // cpu-* variants: record the instrumentation (kernels/cpu/attn_trace.h) on every run; the
+  // cpu-* variants: record the instrumentation (kernels/attn_trace.h) on every run; the
   // outputs stay bit-identical. Other variants have none and ignore it.
   bool instrument = false;
 };
@@ -122,9 +123,5 @@ bool backward_p_matters(const AttnParams& params);
 // A variant whose backward always takes P from `runs`: refuses params asking for the other
 // source where backward_p_matters.
 Support fixed_backward_p(const std::string& variant, BackwardP runs, const AttnParams& params);
-const char* backward_p_name(BackwardP b);  // "saved", "from_lse"
-
-// precision_name(Precision) comes with core/case_inputs.h.
-const char* mode_name(Mode m);  // "fused", "unfused"
 
 }  // namespace attnscope

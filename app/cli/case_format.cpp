@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "kernels/attn_names.h"
+
 namespace attnscope {
 
 std::string format_number(double x) {
@@ -36,8 +38,7 @@ void write_case_config_fields(JsonWriter& json, const CaseInfo& c) {
   json.field("scale", cfg.effective_scale(c.dims.head_dim));
   json.field("scale_from_file", cfg.scale.has_value());
   json.field("causal", cfg.causal);
-  json.field("causal_align",
-             cfg.causal_align == CausalAlign::bottom_right ? "bottom_right" : "top_left");
+  json.field("causal_align", causal_align_name(cfg.causal_align));
   json.key("dtype");
   if (cfg.dtype.empty())
     json.null();

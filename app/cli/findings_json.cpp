@@ -26,7 +26,7 @@ void write_range(JsonWriter& json, const char* key, const IndexRange& r) {
     json.null();
 }
 
-void write_tally(JsonWriter& json, const char* key, const NonfiniteTally& t) {
+void write_tally(JsonWriter& json, const char* key, const CellCounts& t) {
   json.key(key).begin_object();
   json.field("nan", t.nan).field("pos_inf", t.pos_inf).field("neg_inf", t.neg_inf);
   json.end_object();

@@ -91,9 +91,9 @@ QList<Annotation> automaticMarkers(const MatrixGrid& grid, const QString& view, 
   float maxAbs = -1;
   for (int64_t n = 0; n < grid.rows * grid.cols; ++n) {
     const CellClass cls = grid.cls[static_cast<size_t>(n)];
-    if (firstBad < 0 && cls != CellClass::value && cls != CellClass::masked) firstBad = n;
+    if (firstBad < 0 && cls != CellClass::finite && cls != CellClass::masked) firstBad = n;
     const float v = std::fabs(grid.value[static_cast<size_t>(n)]);
-    if (cls == CellClass::value && v > maxAbs) {
+    if (cls == CellClass::finite && v > maxAbs) {
       maxAbs = v;
       maxCell = n;
     }

@@ -75,7 +75,7 @@ QColor overlayColor(CellClass cls) {
       return QColor(0x00, 0xe5, 0xff);  // vivid cyan
     case CellClass::masked:
       return QColor(0x9a, 0x9a, 0x9a);  // mid grey
-    case CellClass::value:
+    case CellClass::finite:
       break;
   }
   return {};

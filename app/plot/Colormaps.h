@@ -24,7 +24,7 @@ const std::vector<std::pair<double, QColor>>& colormapStops(ColormapKind kind);
 // Colour at position t of a colormap (t clamped to [0, 1]; linear RGB between stops).
 QColor colormapColor(ColormapKind kind, double t);
 
-// Colour of an overlay class (CellClass::value has none: invalid QColor). None of them is a
+// Colour of an overlay class (CellClass::finite has none: invalid QColor). None of them is a
 // colormap colour.
 QColor overlayColor(CellClass cls);
 

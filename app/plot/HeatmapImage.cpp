@@ -103,7 +103,7 @@ void HeatmapImage::colorize() {
   ranks_.resize(n);
   for (size_t e = 0; e < n; ++e) {
     const CellClass cls = g.cls[e];
-    if (cls == CellClass::value) {
+    if (cls == CellClass::finite) {
       colors_[e] = lut.color(g.value[e]);
       ranks_[e] = valueRank(g.value[e]);
       continue;

@@ -26,11 +26,11 @@ void displayValues(const MatrixGrid& grid, ScaleKind scale, double linthresh,
   if (scale == ScaleKind::linear) {  // the common case, without a call per cell
     for (size_t e = 0; e < cells; ++e) {
       d[n] = value[e];
-      n += cls[e] == CellClass::value;
+      n += cls[e] == CellClass::finite;
     }
   } else {
     for (size_t e = 0; e < cells; ++e) {
-      if (cls[e] != CellClass::value) continue;
+      if (cls[e] != CellClass::finite) continue;
       const double t = toDisplay(scale, value[e], linthresh);
       d[n] = t;
       n += std::isfinite(t);

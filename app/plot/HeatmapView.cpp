@@ -188,8 +188,8 @@ void HeatmapView::clear() {
   redraw();
 }
 
-OverlayCounts HeatmapView::overlayCounts() const {
-  return grid_ ? grid_->counts : OverlayCounts{};
+CellCounts HeatmapView::overlayCounts() const {
+  return grid_ ? grid_->counts : CellCounts{};
 }
 
 int64_t HeatmapView::overlayCells(CellClass cls) const {
@@ -313,7 +313,7 @@ void HeatmapView::fill() {
 }
 
 void HeatmapView::updateLegend() {
-  const OverlayCounts n = overlayCounts();
+  const CellCounts n = overlayCounts();
   const int64_t counts[] = {n.nan, n.pos_inf, n.neg_inf, n.masked};
   for (int k = 0; k < 4; ++k) {
     legendEntries_[k]->setName(QStringLiteral("%1 %2")

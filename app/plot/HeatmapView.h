@@ -45,7 +45,7 @@ class HeatmapView : public QWidget {
   const std::shared_ptr<const MatrixGrid>& sharedGrid() const { return grid_; }
 
   // Elements per overlay class in the grid shown, and cells drawn in each overlay colour.
-  OverlayCounts overlayCounts() const;
+  CellCounts overlayCounts() const;
   int64_t overlayCells(CellClass cls) const;
 
   // Title line drawn above the map and into exports (file, case, batch/head, settings).

@@ -60,13 +60,15 @@ ModeRun run_mode(const AttnParams& params, const KernelInputs& in, Mode mode, bo
   return r;
 }
 
-NonfiniteTally tally(const std::vector<float>& x) {
-  NonfiniteTally t;
+CellCounts tally(const std::vector<float>& x) {
+  CellCounts t;
   for (float v : x) {
     if (std::isnan(v)) {
       ++t.nan;
     } else if (std::isinf(v)) {
       ++(v > 0 ? t.pos_inf : t.neg_inf);
+    } else {
+      ++t.finite;
     }
   }
   return t;

@@ -18,6 +18,7 @@
 #include "core/kernel_registry.h"  // mode_name, precision_name
 #include "core/replay.h"
 #include "core/result.h"
+#include "kernels/attn_types.h"  // CellCounts, Mode
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope {
@@ -80,19 +81,13 @@ struct ClipReport {
 // "fused", "unfused" or "upcast" (SDPA MATH) for a run.
 const char* run_name(const ModeRun& r);
 
-// Non-finite elements of one tensor by class.
-struct NonfiniteTally {
-  int64_t nan = 0, pos_inf = 0, neg_inf = 0;
-  int64_t total() const { return nan + pos_inf + neg_inf; }
-};
-
 struct RunStats {
   Mode mode = Mode::fused;
   Precision precision = Precision::f32;
   bool upcast = false;
   double max_abs_s = 0;             // over finite visible scores
   double min_lse = 0, max_lse = 0;  // over finite LSE (0 / 0 when none)
-  NonfiniteTally o, lse, dq, dk, dv;
+  CellCounts o, lse, dq, dk, dv;    // elements by class (finite, NaN, +inf, -inf; none masked)
   GradientNorms norms;
 };
 

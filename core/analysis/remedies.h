@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/attn_params.h"
-#include "kernels/cpu/attn_trace.h"
+#include "kernels/attn_types.h"  // Provenance
 
 namespace attnscope {
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/io/hdf5_common.h"
+#include "kernels/attn_names.h"
 
 namespace attnscope::h5 {
 
@@ -212,10 +213,13 @@ Result<CaseConfig> read_case_config(hid_t group, const std::string& where) {
       if (name == "causal_align") {
         std::string t = lower(*text);
         for (char& c : t) c = c == '-' ? '_' : c;
-        if (t != "top_left" && t != "bottom_right") {
-          return attribute_error(where, attr, "= '" + *text + "' is not top_left or bottom_right");
+        const char* top_left = causal_align_name(CausalAlign::top_left);
+        const char* bottom_right = causal_align_name(CausalAlign::bottom_right);
+        if (t != top_left && t != bottom_right) {
+          return attribute_error(where, attr,
+                                 "= '" + *text + "' is not " + top_left + " or " + bottom_right);
         }
-        config.causal_align = t == "top_left" ? CausalAlign::top_left : CausalAlign::bottom_right;
+        config.causal_align = t == top_left ? CausalAlign::top_left : CausalAlign::bottom_right;
       }
       if (name == "dtype") {
         config.dtype = normalise_dtype(*text);
@@ -259,7 +263,8 @@ Status write_case_config(hid_t group, const CaseConfig& c) {
   if (c.scale) done.push_back(write_double_attribute(group, "scale", *c.scale));
   done.push_back(write_bool_attribute(group, "causal", c.causal));
   if (c.causal_align != CausalAlign::top_left) {
-    done.push_back(write_string_attribute(group, "causal_align", "bottom_right"));
+    done.push_back(
+        write_string_attribute(group, "causal_align", causal_align_name(c.causal_align)));
   }
   if (!c.dtype.empty()) done.push_back(write_string_attribute(group, "dtype", c.dtype));
   done.push_back(write_string_attribute(group, "layout", layout_name(c.layout)));

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/attn_trace.h"
+#include "kernels/attn_types.h"
 
 namespace attnscope {
 namespace {
@@ -12,26 +12,7 @@ CellClass classify(float x, bool masked) {
   if (std::isnan(x)) return CellClass::nan;
   if (masked) return CellClass::masked;
   if (std::isinf(x)) return x > 0 ? CellClass::pos_inf : CellClass::neg_inf;
-  return CellClass::value;
-}
-
-void count_class(OverlayCounts& c, CellClass cls, int64_t n) {
-  switch (cls) {
-    case CellClass::nan:
-      c.nan += n;
-      break;
-    case CellClass::pos_inf:
-      c.pos_inf += n;
-      break;
-    case CellClass::neg_inf:
-      c.neg_inf += n;
-      break;
-    case CellClass::masked:
-      c.masked += n;
-      break;
-    case CellClass::value:
-      break;
-  }
+  return CellClass::finite;
 }
 
 std::vector<int64_t> unit_edges(int64_t begin, int64_t n) {
@@ -59,8 +40,8 @@ MatrixGrid full_grid(const char* name, std::vector<float> raw, const std::vector
   for (size_t e = 0; e < n; ++e) {
     const CellClass cls = classify(raw[e], !masked.empty() && masked[e] != kEntryVisible);
     g.cls[e] = cls;
-    g.value[e] = cls == CellClass::value ? raw[e] : std::nanf("");
-    count_class(g.counts, cls, 1);
+    g.value[e] = cls == CellClass::finite ? raw[e] : std::nanf("");
+    g.counts.add(cls);
   }
   g.raw = std::move(raw);
   return g;
@@ -82,27 +63,19 @@ MatrixGrid pooled_grid(const char* name, const PooledHeadMatrices& pm, PooledMat
   g.row_edges = pm.row_edges;
   g.col_edges = pm.col_edges;
   const size_t n = m.max.size();
-  g.cls.resize(n);
   if (!m.cls.empty()) {
-    // PooledClass and CellClass list the classes in the same order.
-    for (size_t e = 0; e < n; ++e) g.cls[e] = static_cast<CellClass>(m.cls[e]);
-    g.counts = {m.totals.nan, m.totals.pos_inf, m.totals.neg_inf, m.totals.masked};
+    g.cls = std::move(m.cls);
+    g.counts = m.totals;
   } else {
+    g.cls.resize(n);
     for (size_t e = 0; e < n; ++e) {
-      g.cls[e] = m.nan[e] > 0       ? CellClass::nan
-                 : m.pos_inf[e] > 0 ? CellClass::pos_inf
-                 : m.neg_inf[e] > 0 ? CellClass::neg_inf
-                 : m.finite[e] == 0 ? CellClass::masked
-                                    : CellClass::value;
-      g.counts.nan += m.nan[e];
-      g.counts.pos_inf += m.pos_inf[e];
-      g.counts.neg_inf += m.neg_inf[e];
-      g.counts.masked += m.masked[e];
+      g.cls[e] = cell_class(m.nan[e], m.pos_inf[e], m.neg_inf[e], m.finite[e]);
+      g.counts += {m.finite[e], m.nan[e], m.pos_inf[e], m.neg_inf[e], m.masked[e]};
     }
   }
   g.value.resize(n);
   for (size_t e = 0; e < n; ++e) {
-    g.value[e] = g.cls[e] != CellClass::value                 ? std::nanf("")
+    g.value[e] = g.cls[e] != CellClass::finite                ? std::nanf("")
                  : std::fabs(m.max[e]) >= std::fabs(m.min[e]) ? m.max[e]
                                                               : m.min[e];
   }

@@ -5,22 +5,6 @@
 
 namespace attnscope {
 
-const char* cell_class_name(CellClass cls) {
-  switch (cls) {
-    case CellClass::value:
-      return "finite";
-    case CellClass::nan:
-      return "NaN";
-    case CellClass::pos_inf:
-      return "+inf";
-    case CellClass::neg_inf:
-      return "-inf";
-    case CellClass::masked:
-      return "masked";
-  }
-  return "unknown";
-}
-
 bool MatrixGrid::complete() const {
   return !pooled && !empty() && row_edges.front() == 0 && col_edges.front() == 0 &&
          row_edges.back() == total_rows && col_edges.back() == total_cols;

@@ -7,20 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attn_names.h"  // cell_class_name
+#include "kernels/attn_types.h"  // CellClass, CellCounts
+
 namespace attnscope {
-
-// What one heatmap cell shows. Non-finite and masked classes are drawn as overlays; only
-// `value` cells go through the colormap.
-enum class CellClass : uint8_t { value = 0, nan, pos_inf, neg_inf, masked };
-
-const char* cell_class_name(CellClass cls);  // "finite", "NaN", "+inf", "-inf", "masked"
-
-// Element counts by overlay class (elements, not cells: a pooled cell may hold many).
-struct OverlayCounts {
-  int64_t nan = 0, pos_inf = 0, neg_inf = 0, masked = 0;
-
-  int64_t nonfinite() const { return nan + pos_inf + neg_inf; }
-};
 
 // A window of the matrix in element indices: rows [row_begin, row_end) x cols [col_begin,
 // col_end).
@@ -39,7 +29,7 @@ struct CellReadout {
   int64_t row_begin = 0, row_end = 0;  // the cell's block (one element at full resolution)
   int64_t col_begin = 0, col_end = 0;
   bool pooled = false;
-  CellClass cls = CellClass::value;
+  CellClass cls = CellClass::finite;
   float value = 0;         // full resolution: the kernel's value; pooled: the finite extreme
   float min = 0, max = 0;  // pooled: finite range of the block
 
@@ -56,11 +46,11 @@ struct MatrixGrid {
   int64_t total_rows = 0, total_cols = 0;     // full matrix size (Sq x Sk, Sq x Dv, ...)
   std::vector<int64_t> row_edges, col_edges;  // [rows + 1], [cols + 1]
   bool pooled = false;
-  std::vector<float> value;  // [rows x cols] NaN where cls != value
+  std::vector<float> value;  // [rows x cols] NaN where cls != finite
   std::vector<CellClass> cls;
   std::vector<float> raw;                 // full resolution only
   std::vector<float> cell_min, cell_max;  // pooled only
-  OverlayCounts counts;
+  CellCounts counts;                      // elements by class
 
   bool empty() const { return rows == 0 || cols == 0; }
   // True when the grid shows every element of the matrix at full resolution.

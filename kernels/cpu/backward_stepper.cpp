@@ -14,9 +14,6 @@
 namespace attnscope {
 namespace {
 
-using cpu::kTileCols;
-using cpu::kTileRows;
-
 size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
@@ -38,35 +35,6 @@ void copy_compact(const float* x, int64_t rows, int64_t cols, int64_t ld, std::v
 }
 
 }  // namespace
-
-const char* step_stage_name(StepStage stage) {
-  switch (stage) {
-    case StepStage::start:
-      return "start";
-    case StepStage::backward_preprocess:
-      return "backward_preprocess";
-    case StepStage::score_tile:
-      return "score_tile";
-    case StepStage::mask_tile:
-      return "mask_tile";
-    case StepStage::recompute_p:
-      return "recompute_p";
-    case StepStage::accumulate_dv:
-      return "accumulate_dv";
-    case StepStage::compute_dp:
-      return "compute_dp";
-    case StepStage::compute_ds:
-      return "compute_ds";
-    case StepStage::accumulate_dq:
-      return "accumulate_dq";
-    case StepStage::accumulate_dk:
-      return "accumulate_dk";
-    case StepStage::store_dk_dv:
-    case StepStage::store_dq:
-      return "backward_postprocess";
-  }
-  return "unknown";
-}
 
 struct BackwardStepper::Impl {
   // Everything a step changes.
@@ -102,9 +70,9 @@ struct BackwardStepper::Impl {
   }
 
   cpu::ScoreTile tile_of(int64_t qt, int64_t jt) const {
-    const int64_t i0 = qt * kTileRows, j0 = jt * kTileCols;
-    return {i0, j0, std::min(kTileRows, prm.seqlen_q - i0), std::min(kTileCols, prm.seqlen_k - j0),
-            kTileCols};
+    const int64_t i0 = qt * cpu::kTileRows, j0 = jt * cpu::kTileCols;
+    return {i0, j0, std::min(cpu::kTileRows, prm.seqlen_q - i0),
+            std::min(cpu::kTileCols, prm.seqlen_k - j0), cpu::kTileCols};
   }
 
   void plan_steps() {
@@ -251,7 +219,7 @@ void BackwardStepper::Impl::run_tile_stage(StepStage stage, const cpu::ScoreTile
   StepperState& st = mu.st;
   cpu::BackwardTileBuffers& w = mu.tile;
   const cpu::HeadContext& x = op.x;
-  const int64_t D = prm.head_dim, Dv = prm.head_dim_v, jt = t.j0 / kTileCols;
+  const int64_t D = prm.head_dim, Dv = prm.head_dim_v, jt = t.j0 / cpu::kTileCols;
   const float* q_tile = op.q.data() + t.i0 * D;
   const float* do_tile = op.dout.data() + t.i0 * Dv;
   // Counts a freshly computed tile; accumulators report only their new non-finite entries.
@@ -279,8 +247,8 @@ void BackwardStepper::Impl::run_tile_stage(StepStage stage, const cpu::ScoreTile
       st.ds.clear();
       st.masked.resize(count(t.rows * t.cols));
       cpu::mask_classes(x, t, st.masked.data());
-      cpu::score_tile(x, t, q_tile, op.kt.data() + jt * D * kTileCols, kTileCols, w.s.data(),
-                      w.gf.data());
+      cpu::score_tile(x, t, q_tile, op.kt.data() + jt * D * cpu::kTileCols, cpu::kTileCols,
+                      w.s.data(), w.gf.data());
       show_scores();
       break;
     case StepStage::mask_tile:
@@ -298,7 +266,8 @@ void BackwardStepper::Impl::run_tile_stage(StepStage stage, const cpu::ScoreTile
       });
       break;
     case StepStage::compute_dp:
-      cpu::compute_dp(x, t, do_tile, op.vt.data() + jt * Dv * kTileCols, kTileCols, w.dp.data());
+      cpu::compute_dp(x, t, do_tile, op.vt.data() + jt * Dv * cpu::kTileCols, cpu::kTileCols,
+                      w.dp.data());
       copy_compact(w.dp.data(), t.rows, t.cols, t.ld, st.dp);
       fresh(w.dp.data());
       break;

@@ -11,29 +11,12 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu/attn_trace.h"
+#include "kernels/attn_names.h"  // step_stage_name
+#include "kernels/attn_trace.h"
+#include "kernels/attn_types.h"  // StepStage
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope {
-
-enum class StepStage : uint8_t {
-  start,  // position 0: nothing ran yet
-  backward_preprocess,
-  score_tile,
-  mask_tile,
-  recompute_p,
-  accumulate_dv,
-  compute_dp,
-  compute_ds,
-  accumulate_dq,
-  accumulate_dk,
-  store_dk_dv,  // kv tile j: dK_j, dV_j rounded once and stored (dV_j times 1 / (1 - p) first
-                // with dropout: backward_postprocess_dv)
-  store_dq,     // backward_postprocess of dQ: the chunk partials summed in order, rounded
-};
-
-// The stage function a step calls ("backward_postprocess" for both stores; "start").
-const char* step_stage_name(StepStage stage);
 
 struct StepInfo {
   int64_t index = -1;  // step number, position() - 1 for the current step; -1 at the start

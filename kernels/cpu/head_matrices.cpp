@@ -18,7 +18,7 @@ HeadMatrices cpu_head_matrices(const AttnParams& params, const CpuAttnOptions& o
                                const ForwardRows* rows) {
   using cpu::kTileRows;
   HeadMatrices out;
-  out.window = cpu::resolve_window(params, window);
+  out.window = resolve_window(params, window);
   const MatrixWindow& w = out.window;
   const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which), rows);
   out.rows = w.row_end - w.row_begin;

@@ -119,17 +119,6 @@ HeadOperands head_operands(const AttnParams& p, Mode mode, const CpuAttnInputs& 
   return op;
 }
 
-MatrixWindow resolve_window(const AttnParams& params, MatrixWindow w) {
-  if (w.row_end < 0) w.row_end = params.seqlen_q;
-  if (w.col_end < 0) w.col_end = params.seqlen_k;
-  if (w.row_begin < 0 || w.row_begin >= w.row_end || w.row_end > params.seqlen_q ||
-      w.col_begin < 0 || w.col_begin >= w.col_end || w.col_end > params.seqlen_k) {
-    throw std::invalid_argument(
-        "cpu_head_matrices: window must be a non-empty part of [0, Sq) x [0, Sk)");
-  }
-  return w;
-}
-
 TileStage last_stage(const MatrixSelection& which) {
   if (which.ds) return TileStage::ds;
   if (which.dp) return TileStage::dp;

@@ -27,9 +27,6 @@ struct HeadOperands {
 HeadOperands head_operands(const AttnParams& params, Mode mode, const CpuAttnInputs& inputs,
                            int64_t b, int64_t h);
 
-// The window with -1 ends resolved; throws std::invalid_argument when empty or out of range.
-MatrixWindow resolve_window(const AttnParams& params, MatrixWindow window);
-
 // The last stage a selection needs (throws when nothing is selected).
 TileStage last_stage(const MatrixSelection& which);
 

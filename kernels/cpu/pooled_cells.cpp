@@ -189,21 +189,13 @@ void PooledCells::size_cells(PooledMatrix& m, size_t n) const {
   }
 }
 
-void PooledCells::store(PooledMatrix& m, size_t at, const Cell& c, PooledTotals& t) const {
-  t.finite += c.finite;
-  t.nan += c.nan;
-  t.pos_inf += c.pos_inf;
-  t.neg_inf += c.neg_inf;
-  t.masked += c.masked;
+void PooledCells::store(PooledMatrix& m, size_t at, const Cell& c, CellCounts& t) const {
+  t += {c.finite, c.nan, c.pos_inf, c.neg_inf, c.masked};
   const bool none = c.finite == 0;
   m.max[at] = none ? NAN : c.max;
   m.min[at] = none ? NAN : c.min;
   if (!which_.cell_counts) {
-    m.cls[at] = c.nan > 0       ? PooledClass::nan
-                : c.pos_inf > 0 ? PooledClass::pos_inf
-                : c.neg_inf > 0 ? PooledClass::neg_inf
-                : none          ? PooledClass::masked
-                                : PooledClass::finite;
+    m.cls[at] = cell_class(c.nan, c.pos_inf, c.neg_inf, c.finite);
     return;
   }
   m.finite[at] = c.finite;
@@ -357,7 +349,7 @@ PooledHeadMatrices PooledCells::finish() {
   }
   const bool selected[] = {which_.s, which_.p, which_.dp, which_.ds};
   PooledMatrix* mats[] = {&out_.s, &out_.p, &out_.dp, &out_.ds};
-  PooledTotals totals[4];
+  CellCounts totals[4];
   std::vector<Cell> merged;
   for (int k = 0; k < 4; ++k) {
     if (!selected[k] || split_row_base_.back() == 0) continue;
@@ -394,15 +386,9 @@ PooledHeadMatrices PooledCells::finish() {
     partial_[k].clear();
   }
   for (int k = 0; k < 4; ++k) {
-    PooledTotals& t = mats[k]->totals;
+    CellCounts& t = mats[k]->totals;
     t = totals[k];
-    for (const Scratch& sc : scratch_) {
-      t.finite += sc.totals[k].finite;
-      t.nan += sc.totals[k].nan;
-      t.pos_inf += sc.totals[k].pos_inf;
-      t.neg_inf += sc.totals[k].neg_inf;
-      t.masked += sc.totals[k].masked;
-    }
+    for (const Scratch& sc : scratch_) t += sc.totals[k];
   }
   return std::move(out_);
 }

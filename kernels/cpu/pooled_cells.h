@@ -49,7 +49,7 @@ class PooledCells {
     std::vector<uint8_t> cls, clean;
     std::vector<float> col_mx, col_mn, col_check;
     std::vector<double> col_sum;
-    PooledTotals totals[4];  // of the cells this worker stored
+    CellCounts totals[4];  // of the cells this worker stored
   };
   // Pixel rows [pr0, pr1] and columns [pc0, pc1] a tile overlaps.
   struct TileCells {
@@ -66,7 +66,7 @@ class PooledCells {
   // Index of split cell (pr, pc) among all split cells, row-major.
   int64_t split_id(int64_t pr, int64_t pc) const;
   // Stores final statistics c at cell index `at` of m, counting them into totals.
-  void store(PooledMatrix& m, size_t at, const Cell& c, PooledTotals& totals) const;
+  void store(PooledMatrix& m, size_t at, const Cell& c, CellCounts& totals) const;
   // Sizes m's arrays for n cells (those the selection keeps).
   void size_cells(PooledMatrix& m, size_t n) const;
   // Moves the staged final cells of q tile qt to their row-major places.

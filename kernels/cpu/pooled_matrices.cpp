@@ -15,7 +15,7 @@ PooledHeadMatrices cpu_pooled_matrices(const AttnParams& params, const CpuAttnOp
                                        int64_t out_rows, int64_t out_cols, MatrixWindow window,
                                        MatrixSelection which, const ForwardRows* rows) {
   using cpu::kTileRows;
-  const MatrixWindow w = cpu::resolve_window(params, window);
+  const MatrixWindow w = resolve_window(params, window);
   const cpu::HeadTiles tiles(params, options.mode, inputs, b, h, cpu::last_stage(which), rows);
   const int threads = cpu::resolve_threads(options.threads);
   const int64_t tile_cols = options.mode == Mode::fused ? cpu::kTileCols : params.seqlen_k;

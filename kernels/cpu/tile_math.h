@@ -6,12 +6,14 @@
 #include <cstdint>
 
 #include "kernels/attn_params.h"
+#include "kernels/attn_types.h"
 
 namespace attnscope::cpu {
 
-// Tile sizes of the fused kernels: Br query rows by Bc keys.
-constexpr int64_t kTileRows = 64;  // Br
-constexpr int64_t kTileCols = 64;  // Bc
+// Tile sizes of the fused kernels (kernels/attn_types.h) as the int64_t the CPU index math
+// takes.
+constexpr int64_t kTileRows = attnscope::kTileRows;  // Br
+constexpr int64_t kTileCols = attnscope::kTileCols;  // Bc
 
 // C = (accumulate ? C : 0) + alpha * (A B) with A [m x k], B [k x n], C [m x n]:
 //   A(r, t) = a[r * a_rs + t * a_cs]   (any strides: pass a_rs = 1, a_cs = ld for A^T)

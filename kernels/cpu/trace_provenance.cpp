@@ -57,18 +57,10 @@ Provenance TraceRecorder::row_cause(int64_t bh, int64_t i, bool backward) const 
   // O_i reads every v_j (0 * NaN) but only the visible k_j (masked scores are replaced);
   // dQ_i = scale * sum_j dS_ij k_j reads every k_j as well.
   const bool kv_bad = v_head_bad_[count(bkv)] || (backward && k_head_bad_[count(bkv)]);
-  if (q_bad_[row] || kv_bad || (backward && dout_bad_[row]) || (f & kRowInput) != 0) {
-    return Provenance::input;
-  }
-  if ((f & kRowScoreOverflow) != 0) return Provenance::score_overflow;
+  const bool inputs_bad = q_bad_[row] || kv_bad || (backward && dout_bad_[row]);
   const float m = backward ? row_m_[row] : trace_.forward.m[row];
-  if (m == -std::numeric_limits<float>::infinity()) {
-    if ((f & kRowScoreNegInf) != 0) return Provenance::score_overflow;
-    return (f & kRowFillMasked) != 0 ? Provenance::mask_fill : Provenance::fully_masked_row;
-  }
-  if ((f & kRowExpOverflow) != 0) return Provenance::exp_overflow;
-  if ((f & kRowGradOverflow) != 0) return Provenance::grad_overflow;
-  return Provenance::finite;
+  return row_provenance(f, inputs_bad, m == -std::numeric_limits<float>::infinity(),
+                        Provenance::finite);
 }
 
 void TraceRecorder::finish_forward(const CpuForwardOutputs& out) {

@@ -152,15 +152,15 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
     if (std::isfinite(m[r]) && rs.max > -kInf) {
       const float arg = rs.max - m[r];
       ts.max_exp_arg = std::max(ts.max_exp_arg, arg);
-      if (arg > kExpOverflowArg) flags |= kRowExpOverflow;
+      if (arg > kExpOverflowArg) flags |= kCauseExpOverflow;
     }
-    if (rs.fill_masked > 0 && fill_overflowed_) flags |= kRowFillMasked;
+    if (rs.fill_masked > 0 && fill_overflowed_) flags |= kCauseFillMasked;
     if (rs.nonfinite.total() > 0) {
       if (q_bad_[count(row0 + r)] || k_bad || bias_row_bad(x, t, r)) {
-        flags |= kRowInput;
+        flags |= kCauseInput;
       } else {
-        if (rs.nonfinite.nan + rs.nonfinite.pos_inf > 0) flags |= kRowScoreOverflow;
-        if (rs.nonfinite.neg_inf > 0) flags |= kRowScoreNegInf;
+        if (rs.nonfinite.nan + rs.nonfinite.pos_inf > 0) flags |= kCauseScoreOverflow;
+        if (rs.nonfinite.neg_inf > 0) flags |= kCauseScoreNegInf;
       }
     }
     if (flags != 0) set_row(row0 + r, flags);
@@ -236,10 +236,10 @@ void TraceRecorder::classify_gradients(const HeadContext& x, const ScoreTile& t,
     if (!row_clean_[count(row0 + r)] || kv_bad) {
       col_flags |= kColArrived;
     } else if (p_bad > 0) {
-      set_row(row0 + r, kRowExpOverflow);
+      set_row(row0 + r, kCauseExpOverflow);
       col_flags |= kColArrived;
     } else {
-      set_row(row0 + r, kRowGradOverflow);
+      set_row(row0 + r, kCauseGradOverflow);
       col_flags |= kColBorn;
     }
   }

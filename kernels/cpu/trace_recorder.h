@@ -1,26 +1,18 @@
 // Internal recorder behind CpuAttnOptions::trace: the drivers hand it each tile after its
 // stages ran (read-only), it fills the CpuTrace's tile stats and per-row / per-kv-tile cause
-// flags, and at the end resolves provenance codes and norms. Never touches kernel outputs.
+// flags (RowCause, ColFlag), and at the end resolves provenance codes and norms. Never touches
+// kernel outputs.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/attn_trace.h"
+#include "kernels/attn_trace.h"
+#include "kernels/attn_types.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/forward_stages.h"
 
 namespace attnscope::cpu {
-
-// Cause flags of a query row (b, h, i), OR-ed over its tiles.
-enum RowFlag : uint8_t {
-  kRowInput = 1,          // a visible non-finite score read a non-finite q / k / bias
-  kRowScoreOverflow = 2,  // a visible score became NaN / +inf from finite inputs
-  kRowScoreNegInf = 4,    // a visible score became -inf from finite inputs
-  kRowFillMasked = 8,     // the row holds fill-masked entries and the fill overflowed to -inf
-  kRowExpOverflow = 16,   // an exp argument exceeded kExpOverflowArg (or P non-finite)
-  kRowGradOverflow = 32,  // dP / dS became non-finite from finite operands
-};
 
 // Cause flags of a kv tile (b, kv head, kv tile) for dK / dV.
 enum ColFlag : uint8_t {
@@ -97,7 +89,7 @@ class TraceRecorder {
   std::vector<uint8_t> k_head_bad_;        // [B * Hk] K of the kv head has a non-finite
   std::vector<uint8_t> v_head_bad_;        // [B * Hk] V of the kv head has a non-finite
   std::vector<uint8_t> v_head_large_;      // [B * Hk] Sk * max |v| could overflow an fp32 sum
-  std::vector<uint8_t> row_flags_;         // [B * H * Sq] RowFlag bits
+  std::vector<uint8_t> row_flags_;         // [B * H * Sq] RowCause bits
   std::vector<uint8_t> col_flags_;         // [B * Hk * n_kv] ColFlag bits
   std::vector<uint8_t> row_clean_;         // [B * H * Sq] backward: q, dO, m, l (D) usable
   std::vector<float> row_m_;               // [B * H * Sq] backward: m of the row

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/cpu/attn_trace.h"
+#include "kernels/attn_trace.h"
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/precision.h"  // kExpOverflowArg
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attn_matrices.h"
 #include "kernels/attn_params.h"
-#include "kernels/cpu/attn_trace.h"
-#include "kernels/cpu/fused_attention.h"
-#include "kernels/cpu/head_matrices.h"
+#include "kernels/attn_tensors.h"
+#include "kernels/attn_trace.h"
 
 namespace attnscope::cuda {
 
@@ -48,14 +48,15 @@ int64_t backward_shared_bytes(const AttnParams& params);
 struct CudaTrace {
   int64_t q_tiles = 0, kv_tiles = 0;
   std::vector<float> m, l, lse;                 // [B, H, Sq]
-  std::vector<uint32_t> row_causes;             // [B, H, Sq] RowCause flags (device_math.h)
+  std::vector<uint32_t> row_causes;             // [B, H, Sq] RowCause flags (attn_types.h)
   std::vector<TileStats> forward_tiles;         // [B, H, n_q, n_kv]
   std::vector<TileStats> backward_tiles;        // [B, H, n_q, n_kv]
   std::vector<float> d;                         // [B, H, Sq]
   std::vector<float> dq_row_norm;               // [B, H, Sq]
   std::vector<float> dk_row_norm, dv_row_norm;  // [B, Hk, Sk]
   std::vector<double> dq_head_norm, dk_head_norm, dv_head_norm;  // [B, H], [B, Hk], [B, Hk]
-  // Non-finite elements per Provenance code (index = code, 9 entries) of O and LSE together,
+  // Non-finite elements per Provenance code (index = code, kProvenanceCodes entries) of O and
+  // LSE together,
   // and of dQ, dK, dV together.
   std::vector<int64_t> forward_provenance, backward_provenance;
 };

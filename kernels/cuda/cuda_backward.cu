@@ -36,7 +36,7 @@ __device__ void score_and_mask_tile(const Args<T>& a, const BwdTile<T>& t) {
     if (r >= t.rows || c >= t.cols) {
       *s = -pos_inf();
       *gf = 0;
-      t.cls[e] = kPadding;
+      t.cls[e] = kEntryPadding;
       continue;
     }
     const int64_t i = t.i0 + r, j = t.j0 + c;
@@ -52,9 +52,9 @@ __device__ void score_and_mask_tile(const Args<T>& a, const BwdTile<T>& t) {
       *gf = 0;
     }
     *s = v;
-    t.cls[e] = hidden ? kFillMasked : bias == -pos_inf() ? kBiasMasked : kVisible;
+    t.cls[e] = hidden ? kEntryFillMasked : bias == -pos_inf() ? kEntryBiasMasked : kEntryVisible;
     if (t.stats == nullptr) continue;
-    if (t.cls[e] != kVisible) {
+    if (t.cls[e] != kEntryVisible) {
       atomicAdd(&t.stats->masked, 1);
     } else if (is_finite(v)) {
       atomicMax(&t.stats->max_abs_s, ordered_int(fabsf(v)));
@@ -73,12 +73,12 @@ __device__ void recompute_p_and_accumulate_dv(const Args<T>& a, const BwdTile<T>
   for (int e = threadIdx.x; e < kTileRows * kTileCols; e += blockDim.x) {
     const int r = e / kTileCols, c = e % kTileCols;
     float p = 0;
-    if (t.cls[e] != kPadding && !(a.safe && t.m[r] == -pos_inf())) {
+    if (t.cls[e] != kEntryPadding && !(a.safe && t.m[r] == -pos_inf())) {
       p = expf(t.s[r * ld_f(kTileCols) + c] - t.m[r]) * (1.0f / t.l[r]);
     }
     t.p[r * ld_f(kTileCols) + c] = p;
     t.lo[r * ld_t(kTileCols) + c] = store_f<T>(p);
-    if (t.stats != nullptr && t.cls[e] != kPadding) count_nonfinite(t.stats->p, p);
+    if (t.stats != nullptr && t.cls[e] != kEntryPadding) count_nonfinite(t.stats->p, p);
   }
   __syncthreads();
   block_matmul<T, true, false>(kTileCols, a.dim_v_pad, kTileRows, t.lo, ld_t(kTileCols), t.dout,
@@ -95,7 +95,7 @@ __device__ void compute_dp_and_ds(const Args<T>& a, const BwdTile<T>& t) {
   __syncthreads();
   for (int e = threadIdx.x; e < kTileRows * kTileCols; e += blockDim.x) {
     const int r = e / kTileCols, c = e % kTileCols;
-    if (t.cls[e] == kPadding) {
+    if (t.cls[e] == kEntryPadding) {
       t.lo[r * ld_t(kTileCols) + c] = store_f<T>(0.0f);
       continue;
     }

@@ -12,7 +12,7 @@
 #include <type_traits>
 
 #include "kernels/attn_params.h"
-#include "kernels/cpu/attn_trace.h"
+#include "kernels/attn_trace.h"
 #include "kernels/cuda/device_math.h"
 #include "kernels/cuda/tile_layout.h"
 
@@ -24,7 +24,7 @@ template <typename T>
 struct Args {
   int64_t batch, heads, kv_heads, sq, sk, dim, dim_v, group;
   int dim_pad, dim_v_pad;  // D, Dv rounded up to 16
-  int n_q, n_kv;           // tiles of 64 rows / 64 keys
+  int n_q, n_kv;           // tiles of kTileRows rows / kTileCols keys
   float scale, softcap, fill;
   bool causal, safe, fill_neg_inf;
   int64_t shift;  // causal diagonal: key j hidden from query i iff j > i + shift
@@ -148,12 +148,12 @@ __device__ void block_matmul(int M, int N, int K, const T* a, int lda, const T* 
   }
 }
 
-// Copies rows [row0, row0 + 64) x cols [0, cols_pad) of a [n_rows x cols] T matrix into a
-// shared [64 x ld] tile, zero outside the matrix.
+// Copies rows [row0, row0 + kTileRows) x cols [0, cols_pad) of a [n_rows x cols] T matrix into
+// a shared [kTileRows x ld] tile, zero outside the matrix.
 template <typename T>
 __device__ void load_tile(const T* src, int64_t n_rows, int64_t cols, int64_t row0, int cols_pad,
                           T* dst, int ld) {
-  for (int e = threadIdx.x; e < 64 * cols_pad; e += blockDim.x) {
+  for (int e = threadIdx.x; e < kTileRows * cols_pad; e += blockDim.x) {
     const int r = e / cols_pad, x = e % cols_pad;
     const bool inside = row0 + r < n_rows && x < cols;
     dst[r * ld + x] = inside ? src[(row0 + r) * cols + x] : store_f<T>(0.0f);

@@ -49,7 +49,7 @@ __device__ void mask_tile(const Args<T>& a, const FwdTile<T>& t) {
     float* s = t.s + r * ld_f(kTileCols) + c;
     if (r >= t.rows || c >= t.cols) {
       *s = -pos_inf();
-      t.cls[e] = kPadding;
+      t.cls[e] = kEntryPadding;
       continue;
     }
     const int64_t i = t.i0 + r, j = t.j0 + c;
@@ -57,9 +57,9 @@ __device__ void mask_tile(const Args<T>& a, const FwdTile<T>& t) {
     if (a.mask != nullptr) hidden |= a.mask[broadcast_offset(a.mask_st, t.b, t.h, i, j)] == 0;
     const float bias = a.bias != nullptr ? a.bias[broadcast_offset(a.bias_st, t.b, t.h, i, j)] : 0;
     if (hidden) *s = a.fill;
-    t.cls[e] = hidden ? kFillMasked : bias == -pos_inf() ? kBiasMasked : kVisible;
+    t.cls[e] = hidden ? kEntryFillMasked : bias == -pos_inf() ? kEntryBiasMasked : kEntryVisible;
     if (t.stats == nullptr) continue;
-    if (t.cls[e] != kVisible) {
+    if (t.cls[e] != kEntryVisible) {
       atomicAdd(&t.stats->masked, 1);
       continue;
     }
@@ -97,7 +97,7 @@ __device__ void online_softmax_update(const Args<T>& a, const FwdTile<T>& t) {
     const float m_old = t.m[r], m_new = max_nan(m_old, row_max), base = softmax_base(m_new);
     float sum = 0, max_arg = -pos_inf();
     for (int c = 0; c < kTileCols; ++c) {
-      if (t.stats != nullptr && t.cls[r * kTileCols + c] == kVisible && is_finite(s[c])) {
+      if (t.stats != nullptr && t.cls[r * kTileCols + c] == kEntryVisible && is_finite(s[c])) {
         max_arg = fmaxf(max_arg, s[c] - m_new);
       }
       const float p = expf(s[c] - base);

@@ -8,14 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/head_tiles.h"
 #include "kernels/cuda/cuda_attention.h"
 #include "kernels/cuda/cuda_kernels.cuh"
 
 namespace attnscope::cuda {
 namespace {
-
-constexpr int kCodes = 9;
 
 // Owning device allocation of `bytes` (zero-filled).
 class DeviceBuffer {
@@ -135,7 +132,8 @@ struct PoolBuffers {
     return {max.as<int>(),     min.as<int>(),     finite.as<int>(), nan.as<int>(),
             pos_inf.as<int>(), neg_inf.as<int>(), masked.as<int>(), sum.as<double>()};
   }
-  // PooledMatrix of the accumulated cells: max / min / mean NaN where no finite entry.
+  // PooledMatrix of the accumulated cells: max / min / mean NaN where no finite entry; totals
+  // summed over the cells.
   PooledMatrix download() const {
     PooledMatrix m;
     if (n == 0) return m;
@@ -154,6 +152,7 @@ struct PoolBuffers {
       m.max[e] = any ? ordered_float(hi[e]) : quiet_nan();
       m.min[e] = any ? ordered_float(lo[e]) : quiet_nan();
       m.mean[e] = any ? static_cast<float>(total[e] / m.finite[e]) : quiet_nan();
+      m.totals += {m.finite[e], m.nan[e], m.pos_inf[e], m.neg_inf[e], m.masked[e]};
     }
     return m;
   }
@@ -315,8 +314,8 @@ CudaAttention::CudaAttention(const AttnParams& params, const CpuAttnInputs& in, 
     s.dq_sq = DeviceBuffer(sz(B * H * Sq) * sizeof(double));
     s.dk_sq = DeviceBuffer(sz(B * Hk * Sk) * sizeof(double));
     s.dv_sq = DeviceBuffer(sz(B * Hk * Sk) * sizeof(double));
-    s.fwd_counts = DeviceBuffer(kCodes * sizeof(unsigned long long));
-    s.bwd_counts = DeviceBuffer(kCodes * sizeof(unsigned long long));
+    s.fwd_counts = DeviceBuffer(kProvenanceCodes * sizeof(unsigned long long));
+    s.bwd_counts = DeviceBuffer(kProvenanceCodes * sizeof(unsigned long long));
     s.poisoned = DeviceBuffer(sz(B * Hk) * sizeof(uint32_t));
   }
   s.dispatch([&](auto tag) {
@@ -374,7 +373,7 @@ PooledHeadMatrices CudaAttention::pooled_matrices(int64_t b, int64_t h, int64_t 
     throw std::invalid_argument("cuda pooled_matrices: batch / head index out of range");
   }
   PooledHeadMatrices out;
-  out.window = cpu::resolve_window(s.p, window);
+  out.window = resolve_window(s.p, window);
   const MatrixWindow& w = out.window;
   const int64_t R = w.row_end - w.row_begin, C = w.col_end - w.col_begin;
   out.rows = std::clamp<int64_t>(out_rows, 1, R);
@@ -409,7 +408,7 @@ CudaTrace CudaAttention::trace() const {
     t.lse = s.lse.download<float>(sz(rows));
     t.row_causes = s.row_causes.download<uint32_t>(sz(rows));
     t.forward_tiles = s.fwd_tiles.download<TileStats>(tiles);
-    const auto counts = s.fwd_counts.download<unsigned long long>(kCodes);
+    const auto counts = s.fwd_counts.download<unsigned long long>(kProvenanceCodes);
     t.forward_provenance.assign(counts.begin(), counts.end());
   }
   if (s.backward_done) {
@@ -421,7 +420,7 @@ CudaTrace CudaAttention::trace() const {
                        t.dk_head_norm);
     row_and_head_norms(s.dv_sq.download<double>(sz(kv_rows)), p.seqlen_k, t.dv_row_norm,
                        t.dv_head_norm);
-    const auto counts = s.bwd_counts.download<unsigned long long>(kCodes);
+    const auto counts = s.bwd_counts.download<unsigned long long>(kProvenanceCodes);
     t.backward_provenance.assign(counts.begin(), counts.end());
   }
   return t;

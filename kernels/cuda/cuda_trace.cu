@@ -71,11 +71,12 @@ __global__ void forward_provenance_kernel(Args<T> a, unsigned long long* counts)
   const bool bad = kv_head_bad(a, row);
   const uint32_t causes = a.row_causes[row];
   if (n_o > 0) {
-    const Provenance c = row_provenance(causes, bad, a.m[row], Provenance::propagated);
+    const Provenance c =
+        row_provenance(causes, bad, a.m[row] == -pos_inf(), Provenance::propagated);
     atomicAdd(counts + static_cast<int>(c), static_cast<unsigned long long>(n_o));
   }
   if (lse_bad) {
-    const Provenance c = row_provenance(causes, bad, a.m[row], Provenance::lse);
+    const Provenance c = row_provenance(causes, bad, a.m[row] == -pos_inf(), Provenance::lse);
     atomicAdd(counts + static_cast<int>(c), 1ull);
   }
 }
@@ -105,7 +106,7 @@ __global__ void backward_provenance_kernel(Args<T> a, unsigned long long* counts
     if (n == 0) return;
     const bool bad = kv_head_bad(a, idx) || !row_finite(a.dout, idx, a.dim_v);
     const Provenance c =
-        row_provenance(a.row_causes[idx], bad, a.m[idx], Provenance::grad_overflow);
+        row_provenance(a.row_causes[idx], bad, a.m[idx] == -pos_inf(), Provenance::grad_overflow);
     atomicAdd(counts + static_cast<int>(c), static_cast<unsigned long long>(n));
   } else if (idx < q_rows + kv_rows) {
     const int64_t row = idx - q_rows;

@@ -1,26 +1,18 @@
 // Per-element math of the CUDA attention kernels as __host__ __device__ inline functions, so
 // that g++ compiles the very same code into CPU unit tests (tests/gpu/device_math_test.cpp):
 // fp16 / bf16 rounding, masking, causal alignment, softcap, the online-softmax update of one
-// row, non-finite classification and the provenance of a non-finite output row.
+// row and non-finite classification (the provenance of a row: row_provenance in
+// kernels/attn_types.h).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/attn_params.h"
-#include "kernels/cpu/attn_trace.h"
-#include "kernels/precision.h"  // kExpOverflowArg, the CPU kernels' value
-
-#if defined(__CUDACC__)
-#define ATTNSCOPE_HD __host__ __device__ __forceinline__
-#else
-#define ATTNSCOPE_HD inline
-#endif
+#include "kernels/attn_types.h"  // ATTNSCOPE_HD, kTileRows / kTileCols, RowCause, Provenance
+#include "kernels/precision.h"   // kExpOverflowArg, the CPU kernels' value
 
 namespace attnscope::cuda {
-
-constexpr int kTileRows = 64;  // Br, as the CPU kernels (kernels/cpu/tile_math.h)
-constexpr int kTileCols = 64;  // Bc
 
 ATTNSCOPE_HD uint32_t bits_of(float x) {
   uint32_t u;
@@ -115,7 +107,7 @@ ATTNSCOPE_HD int tile_extent(int64_t n, int64_t start, int tile) {
 }
 
 // Pooled cell of offset x in a window of `size` entries cut into n cells with edges
-// floor(e * size / n) (kernels/cpu/head_matrices.h): the largest e with edge(e) <= x.
+// floor(e * size / n) (PooledHeadMatrices): the largest e with edge(e) <= x.
 ATTNSCOPE_HD int64_t pooled_cell(int64_t x, int64_t size, int64_t n) {
   return ((x + 1) * n + size - 1) / size - 1;
 }
@@ -153,37 +145,11 @@ ATTNSCOPE_HD float softmax_base(float m_new) {
   return m_new == -pos_inf() ? 0.0f : m_new;
 }
 
-// Class of a non-finite value: 0 finite, 1 NaN, 2 +inf, 3 -inf.
+// Class of a value as a CellClass code: 0 finite, 1 NaN, 2 +inf, 3 -inf.
 ATTNSCOPE_HD int nonfinite_class(float x) {
   if (is_finite(x)) return 0;
   if (is_nan(x)) return 1;
   return x > 0 ? 2 : 3;
-}
-
-// Cause flags of one query row, OR-ed over its tiles by the kernels (same meaning as the CPU
-// recorder's RowFlag).
-enum RowCause : uint32_t {
-  kCauseInput = 1,          // q_i non-finite, or a visible non-finite score read non-finite k/bias
-  kCauseScoreOverflow = 2,  // a visible score became NaN / +inf from finite inputs
-  kCauseScoreNegInf = 4,    // a visible score became -inf from finite inputs
-  kCauseExpOverflow = 16,   // an exp argument above kExpOverflowArg
-  kCauseGradOverflow = 32,  // dP / dS non-finite from finite operands
-};
-
-// Provenance of the non-finite elements of a row-indexed output (O_i, LSE_i, dQ_i), earliest
-// cause first: input (row flags or a non-finite v / dO / k the output reads), score overflow,
-// an empty row (m = -inf), exp overflow, gradient overflow; with no cause found, `fallback`.
-ATTNSCOPE_HD Provenance row_provenance(uint32_t flags, bool inputs_bad, float m,
-                                       Provenance fallback) {
-  if (inputs_bad || (flags & kCauseInput) != 0) return Provenance::input;
-  if ((flags & kCauseScoreOverflow) != 0) return Provenance::score_overflow;
-  if (m == -pos_inf()) {
-    return (flags & kCauseScoreNegInf) != 0 ? Provenance::score_overflow
-                                            : Provenance::fully_masked_row;
-  }
-  if ((flags & kCauseExpOverflow) != 0) return Provenance::exp_overflow;
-  if ((flags & kCauseGradOverflow) != 0) return Provenance::grad_overflow;
-  return fallback;
 }
 
 }  // namespace attnscope::cuda

@@ -11,10 +11,6 @@ namespace attnscope::cuda {
 
 constexpr int kThreads = 128;  // 4 warps per CTA in every kernel
 
-// Class of a score entry in a tile: visible, hidden by the bool mask or causality (fill),
-// hidden by a -inf bias, or padding past the last query row / key.
-enum EntryClass : uint8_t { kVisible = 0, kFillMasked = 1, kBiasMasked = 2, kPadding = 3 };
-
 // Per-tile statistics accumulated in shared memory while the stages run (instrumentation):
 // non-finite counts [nan, +inf, -inf] per stage, masked entries, and two maxima as ordered ints.
 struct TileAccum {
@@ -52,7 +48,7 @@ ATTNSCOPE_HD int pad16(int64_t n) {
 // Byte offsets of the forward kernel's shared buffers (element size `es` of T):
 // q, k [64 x ld_t(Dp)] T; v [64 x ld_t(Dvp)] T; s [64 x ld_f(64)] fp32; p [64 x ld_t(64)] T;
 // acc [64 x ld_f(Dvp)] fp32; rows: m, l, alpha (fp32), causes (u32), 64 each; cls [64 x 64]
-// EntryClass; the TileAccum of the current tile.
+// MaskedEntry; the TileAccum of the current tile.
 struct ForwardLayout {
   int64_t q, k, v, s, p, acc, rows, cls, accum, total;
   ATTNSCOPE_HD ForwardLayout(int dp, int dvp, int es) {

@@ -1,8 +1,7 @@
 // CPU tests of the CUDA kernels' shared host/device code, compiled by g++ and run everywhere:
 // fp16 / bf16 rounding against kernels/precision.h, masking and causal alignment against
-// attn_params.h, softcap, NaN-propagating max, non-finite classes, the provenance rule, the
-// shared-memory layouts, the support check and the backward's tile sequence against the CPU
-// stepper's plan.
+// attn_params.h, softcap, NaN-propagating max, non-finite classes, the shared-memory layouts, the
+// support check and the backward's tile sequence against the CPU stepper's plan.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,20 +117,6 @@ TEST(CudaDeviceMath, nonfinite_class_and_ordered_int_order) {
     EXPECT_LE(ordered_int(sorted[e]), ordered_int(sorted[e + 1])) << sorted[e];
     EXPECT_EQ(ordered_float(ordered_int(sorted[e])), sorted[e]);
   }
-}
-
-TEST(CudaDeviceMath, row_provenance_takes_the_earliest_cause) {
-  const Provenance fb = Provenance::propagated;
-  EXPECT_EQ(row_provenance(kCauseExpOverflow, true, 0, fb), Provenance::input);
-  EXPECT_EQ(row_provenance(kCauseInput | kCauseScoreOverflow, false, 0, fb), Provenance::input);
-  EXPECT_EQ(row_provenance(kCauseScoreOverflow | kCauseGradOverflow, false, 0, fb),
-            Provenance::score_overflow);
-  EXPECT_EQ(row_provenance(0, false, -kInf, fb), Provenance::fully_masked_row);
-  EXPECT_EQ(row_provenance(kCauseScoreNegInf, false, -kInf, fb), Provenance::score_overflow);
-  EXPECT_EQ(row_provenance(kCauseExpOverflow | kCauseGradOverflow, false, 1, fb),
-            Provenance::exp_overflow);
-  EXPECT_EQ(row_provenance(kCauseGradOverflow, false, 1, fb), Provenance::grad_overflow);
-  EXPECT_EQ(row_provenance(0, false, 1, Provenance::lse), Provenance::lse);
 }
 
 // Offsets in order, each buffer 128-byte aligned and ending before the next one starts.

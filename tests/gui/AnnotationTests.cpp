@@ -65,7 +65,7 @@ void ExportTest::automatic_markers_find_first_nonfinite_and_max() {
   g.row_edges = {0, 1, 2, 3};
   g.col_edges = {0, 1, 2, 3, 4};
   g.value = {1, NAN, 2, 3, 0.5f, -1, NAN, 4, NAN, 6, 7, -7.5f};
-  g.cls.assign(12, CellClass::value);
+  g.cls.assign(12, CellClass::finite);
   g.cls[1] = CellClass::masked;
   g.cls[6] = CellClass::nan;
   g.cls[8] = CellClass::neg_inf;

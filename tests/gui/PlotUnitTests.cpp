@@ -63,7 +63,7 @@ void GuiTest::colormap_never_paints_nonfinite() {
       if (a != b) QVERIFY(distance(overlayColor(a), overlayColor(b)) > 150);
     }
   }
-  QVERIFY(!overlayColor(CellClass::value).isValid());
+  QVERIFY(!overlayColor(CellClass::finite).isValid());
 }
 
 void GuiTest::log_and_symlog_scales_invert() {

@@ -151,7 +151,7 @@ void GuiTest::fp16_unfused_overlay_head3_not_head0() {
     return isSelection(r, 3, Precision::f16, Mode::unfused);
   }));
   HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
-  const OverlayCounts c3 = s->overlayCounts();
+  const CellCounts c3 = s->overlayCounts();
   QVERIFY2(c3.pos_inf + c3.nan > 0, "QK^T overflows fp16 in head 3");
   QVERIFY(s->overlayCells(CellClass::pos_inf) + s->overlayCells(CellClass::nan) > 0);
   QVERIFY(f.window->heatmaps()->view(QStringLiteral("P"))->overlayCounts().nan > 0);

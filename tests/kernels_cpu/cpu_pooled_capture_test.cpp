@@ -188,14 +188,14 @@ TEST(PooledCapture, without_cell_counts_keeps_max_min_worst_class_and_totals) {
       EXPECT_TRUE(a->finite.empty() && a->nan.empty() && a->mean.empty());
       ASSERT_EQ(a->cls.size(), f->max.size());
       for (size_t e = 0; e < a->cls.size(); ++e) {
-        const PooledClass want = f->nan[e] > 0       ? PooledClass::nan
-                                 : f->pos_inf[e] > 0 ? PooledClass::pos_inf
-                                 : f->neg_inf[e] > 0 ? PooledClass::neg_inf
-                                 : f->finite[e] == 0 ? PooledClass::masked
-                                                     : PooledClass::finite;
+        const CellClass want = f->nan[e] > 0       ? CellClass::nan
+                               : f->pos_inf[e] > 0 ? CellClass::pos_inf
+                               : f->neg_inf[e] > 0 ? CellClass::neg_inf
+                               : f->finite[e] == 0 ? CellClass::masked
+                                                   : CellClass::finite;
         ASSERT_EQ(a->cls[e], want) << "cell " << e;
-        nan_cells += want == PooledClass::nan;
-        masked_cells += want == PooledClass::masked;
+        nan_cells += want == CellClass::nan;
+        masked_cells += want == CellClass::masked;
       }
       EXPECT_EQ(a->totals.finite, sum(f->finite));
       EXPECT_EQ(a->totals.nan, sum(f->nan));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "kernels/attn_names.h"
 
 namespace attnscope::test {
 namespace {

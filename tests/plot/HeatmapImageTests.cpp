@@ -43,11 +43,11 @@ std::shared_ptr<MatrixGrid> fullGrid(int64_t rows, int64_t cols, std::vector<flo
     const float v = values[e];
     g->cls[e] = std::isnan(v)   ? CellClass::nan
                 : std::isinf(v) ? (v > 0 ? CellClass::pos_inf : CellClass::neg_inf)
-                                : CellClass::value;
+                                : CellClass::finite;
   }
   for (size_t e : masked) g->cls[e] = CellClass::masked;
   for (size_t e = 0; e < values.size(); ++e) {
-    if (g->cls[e] != CellClass::value) values[e] = kNaN;
+    if (g->cls[e] != CellClass::finite) values[e] = kNaN;
   }
   g->value = std::move(values);
   return g;

@@ -1,82 +1,16 @@
-// Instrumentation of one CPU attention run (DESIGN §4): per-row statistics, per-tile stats of
-// the forward and backward, gradient norms, and a provenance code for every non-finite output
-// element. Filled when CpuAttnOptions::trace points at a CpuTrace; outputs stay bit-identical.
+// Instrumentation of one attention run (DESIGN §4): per-row statistics, per-tile stats of the
+// forward and backward, gradient norms, and a provenance code for every non-finite output
+// element. The CPU kernels fill a CpuTrace when CpuAttnOptions::trace points at one (outputs
+// stay bit-identical); the CUDA kernels write the same TileStats (kernels/cuda CudaTrace).
 #pragma once
 
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "kernels/attn_types.h"
+
 namespace attnscope {
-
-// Earliest stage where a non-finite output element appeared (DESIGN §4), one code per element
-// of O, LSE, dQ, dK, dV (finite elements: `finite`). Resolved from flags the stages leave per
-// query row and per kv tile:
-// - Row-indexed outputs O_i, LSE_i, dQ_i take the cause found on query row i, earliest first:
-//   `input` (q_i non-finite; any v_j, since 0 * NaN poisons; a visible k_j or bias entry that
-//   made a score non-finite; for dQ_i also dO_i and any k_j), `score_overflow`, then for a row
-//   whose max m is -inf `mask_fill` (the fill overflowed to -inf) or `fully_masked_row`, then
-//   `exp_overflow`, then `grad_overflow` (dP / dS of the row born non-finite). Without a cause
-//   O falls back to `propagated`, LSE to `lse`, dQ to `grad_overflow` (an accumulator or its
-//   store overflowed).
-// - Column-indexed dK_j, dV_j: `input` when k_j or v_j is non-finite, else `propagated` when a
-//   poisoned query row (NaN q or dO, a fully masked row, an overflowed score, ...) reached
-//   their kv tile through P or dS, else `grad_overflow` (born in their own stages or sums).
-enum class Provenance : uint8_t {
-  finite = 0,        // the element is finite
-  input,             // a q / k / v / dO / bias element it reads is NaN or Inf
-  score_overflow,    // a visible score left the precision's range from finite inputs
-  mask_fill,         // the mask fill value became -inf (not representable) and emptied the row
-  fully_masked_row,  // every score of the row is -inf by masking: m = -inf, l = 0
-  exp_overflow,      // an exp argument exceeded log(FLT_MAX) = 88.72
-  lse,               // only the LSE is non-finite (e.g. m + log l rounded past fp16's range)
-  grad_overflow,     // dP / dS / a gradient accumulator left the range when computed or stored
-  propagated,        // came from another non-finite element
-};
-
-inline const char* provenance_name(Provenance p) {
-  switch (p) {
-    case Provenance::finite:
-      return "finite";
-    case Provenance::input:
-      return "input";
-    case Provenance::score_overflow:
-      return "score_overflow";
-    case Provenance::mask_fill:
-      return "mask_fill";
-    case Provenance::fully_masked_row:
-      return "fully_masked_row";
-    case Provenance::exp_overflow:
-      return "exp_overflow";
-    case Provenance::lse:
-      return "lse";
-    case Provenance::grad_overflow:
-      return "grad_overflow";
-    case Provenance::propagated:
-      return "propagated";
-  }
-  return "unknown";
-}
-
-// Mask class of a score entry (tile stats, head matrices).
-enum MaskedEntry : uint8_t {
-  kEntryVisible = 0,
-  kEntryFillMasked = 1,  // bool mask 0 or causally hidden: the score is the fill value
-  kEntryBiasMasked = 2,  // a -inf bias entry (an additive float mask)
-};
-
-// Non-finite entries of a block by class.
-struct NonfiniteCount {
-  int32_t nan = 0, pos_inf = 0, neg_inf = 0;
-
-  int64_t total() const { return int64_t{nan} + pos_inf + neg_inf; }
-  NonfiniteCount& operator+=(const NonfiniteCount& o) {
-    nan += o.nan;
-    pos_inf += o.pos_inf;
-    neg_inf += o.neg_inf;
-    return *this;
-  }
-};
 
 // Stats of one tile: query rows [qt * tile_rows, ...) x keys [kt * tile_cols, ...) of one
 // (batch, head). The unfused kernel materialises whole rows; its stats are cut into the same
