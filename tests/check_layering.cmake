@@ -2,8 +2,11 @@
 # core/view included), LibTorch or HDF5 in kernels/, HDF5 in core/ outside core/io/, LibTorch
 # in core/view/ (the view model uses core's plain headers), core/io or core/view in the rest of
 # core/ (core does not know its readers or its views), app/ in core/, LibTorch anywhere in app/
-# (it must never meet Qt headers), QCustomPlot in app/ outside app/plot/, and in app/export/
-# (shared with the CLI's export) any window, panel or session context of app/gui/, app/panels/.
+# (it must never meet Qt headers), QCustomPlot in app/ outside app/plot/, in app/export/
+# (shared with the CLI's export) any window, panel or session context of app/gui/, app/panels/,
+# and outside kernels/cpu the CPU kernels' headers: kernels/cuda takes the shared vocabulary
+# from kernels/*.h (which include nothing from kernels/cpu, kernels/cuda, kernels/reference)
+# and its own files.
 # Usage: cmake -DROOT=<source dir> -P check_layering.cmake
 set(violations "")
 
@@ -26,6 +29,9 @@ set(qt "Q[A-Za-z]+|qcustomplot|Qt[A-Za-z]*/")
 check_dir(kernels "${qt}" "Qt in kernels/")
 check_dir(kernels "torch/|ATen/|c10/|caffe2/" "LibTorch in kernels/")
 check_dir(kernels "hdf5|H5[A-Za-z]*\\.h" "HDF5 in kernels/")
+check_dir(kernels/cuda "kernels/(cpu|reference)/|core/|app/" "kernels/cuda beyond kernels/*.h")
+check_dir(kernels "kernels/(cpu|cuda|reference)/" "a kernels/ subfolder in kernels/*.h"
+          "/kernels/(cpu|cuda|reference)/")
 check_dir(core "${qt}" "Qt in core/")
 check_dir(core "hdf5|H5[A-Za-z]*\\.h" "HDF5 in core/ outside core/io/" "/core/io/")
 check_dir(core/view "torch/|ATen/|c10/|caffe2/" "LibTorch in core/view/")
