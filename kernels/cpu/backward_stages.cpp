@@ -4,17 +4,21 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/attn_check.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/precision.h"
 
 namespace attnscope::cpu {
 
 void backward_preprocess(int64_t rows, int64_t dim_v, const float* o, const float* dout, float* d) {
+  ATTNSCOPE_DCHECK(rows > 0 && dim_v > 0 && o != nullptr && dout != nullptr && d != nullptr);
   for (int64_t r = 0; r < rows; ++r) d[r] = dot_f32(dout + r * dim_v, o + r * dim_v, dim_v);
 }
 
 void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
                  const float* l, float* p) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(s != nullptr && m != nullptr && l != nullptr && p != nullptr);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < t.rows; ++r) {
     float* p_r = p + r * t.ld;
@@ -30,6 +34,8 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
 
 void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
                    const float* dout, float* dv_acc) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(p != nullptr && p_lo != nullptr && dout != nullptr && dv_acc != nullptr);
   const float* p_mm = p;  // fp32 P is its own rounding at f32
   if (x.precision != Precision::f32 || x.dropout) {
     for (int64_t r = 0; r < t.rows; ++r)
@@ -42,12 +48,16 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
 
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
                 int64_t ldvt, float* dp) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(dout != nullptr && vt != nullptr && dp != nullptr && ldvt >= t.cols);
   gemm_tile(t.rows, t.cols, x.dim_v, dout, x.dim_v, 1, vt, ldvt, dp, t.ld, 1.0f, false);
   if (x.dropout) apply_dropout(x, t, dp, dp, x.dropout_scale);
 }
 
 void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
                 const float* d, const float* gf, float* ds) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(p != nullptr && dp != nullptr && d != nullptr && gf != nullptr && ds != nullptr);
   for (int64_t r = 0; r < t.rows; ++r) {
     const float* p_r = p + r * t.ld;
     const float* dp_r = dp + r * t.ld;
@@ -60,19 +70,25 @@ void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const 
 
 void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,
                    float* dq_acc) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(ds != nullptr && k != nullptr && dq_acc != nullptr);
   gemm_tile(t.rows, x.dim, t.cols, ds, t.ld, 1, k, x.dim, dq_acc, x.dim, x.scale, true);
 }
 
 void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, const float* q,
                    float* dk_acc) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(ds != nullptr && q != nullptr && dk_acc != nullptr);
   gemm_tile(t.cols, x.dim, t.rows, ds, 1, t.ld, q, x.dim, dk_acc, x.dim, x.scale, true);
 }
 
 void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out) {
+  ATTNSCOPE_DCHECK(n >= 0 && (n == 0 || (acc != nullptr && out != nullptr)));
   round_copy(x.precision, acc, out, n);
 }
 
 void backward_postprocess_dv(const HeadContext& x, const float* acc, int64_t n, float* out) {
+  ATTNSCOPE_DCHECK(n >= 0 && (n == 0 || (acc != nullptr && out != nullptr)));
   if (!x.dropout) {
     round_copy(x.precision, acc, out, n);
     return;

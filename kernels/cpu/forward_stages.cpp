@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/attn_check.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/precision.h"
 
@@ -25,6 +26,8 @@ Precision emulated_precision(Precision p) {
 }
 
 HeadContext make_head_context(const AttnParams& params, Mode mode, int64_t b, int64_t h) {
+  ATTNSCOPE_DCHECK(b >= 0 && b < params.batch && h >= 0 && h < params.heads);
+  ATTNSCOPE_DCHECK(params.kv_heads > 0 && params.heads % params.kv_heads == 0);
   HeadContext x;
   x.params = &params;
   x.b = b;
@@ -60,6 +63,8 @@ bool fill_is_neg_inf(const HeadContext& x) {
 
 void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
                 int64_t ldkt, float* s, float* gf) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(q != nullptr && kt != nullptr && s != nullptr && ldkt >= t.cols);
   gemm_tile(t.rows, t.cols, x.dim, q, x.dim, 1, kt, ldkt, s, t.ld, x.scale, false);
   const AttnParams& p = *x.params;
   for (int64_t r = 0; r < t.rows; ++r) {
@@ -85,6 +90,7 @@ void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const 
 }
 
 void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t) && s != nullptr);
   const AttnParams& p = *x.params;
   if (!p.causal && p.mask == nullptr) return;
   const int64_t shift = causal_shift(p);
@@ -112,6 +118,9 @@ void mask_tile(const HeadContext& x, const ScoreTile& t, float* s, float* gf) {
 
 void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, float* out,
                    float kept) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
+  ATTNSCOPE_DCHECK(x.dropout && x.params->dropout_keep != nullptr && p != nullptr &&
+                   out != nullptr);
   const AttnParams& prm = *x.params;
   const BroadcastStrides& st = prm.dropout_strides;
   for (int64_t r = 0; r < t.rows; ++r) {
@@ -125,6 +134,9 @@ void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, flo
 
 void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
                            float* acc, int64_t dim_v) {
+  ATTNSCOPE_DCHECK(t.rows > 0 && t.rows <= attnscope::kTileRows && t.cols > 0 && t.cols <= t.ld);
+  ATTNSCOPE_DCHECK(s != nullptr && p != nullptr && m != nullptr && l != nullptr);
+  ATTNSCOPE_DCHECK(dim_v >= 0 && (acc != nullptr || dim_v == 0));  // acc null: statistics only
   for (int64_t r = 0; r < t.rows; ++r) {
     const float m_new = max_propagating_nan(m[r], max_propagating_nan(s + r * t.ld, t.cols));
     const float base = m_new == -kInf ? 0.0f : m_new;
@@ -136,6 +148,8 @@ void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* 
 }
 
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
+  ATTNSCOPE_DCHECK(p != nullptr && v != nullptr && acc != nullptr);
   for (int64_t r = 0; r < t.rows; ++r) round_copy(x.precision, p + r * t.ld, p + r * t.ld, t.cols);
   if (x.dropout) apply_dropout(x, t, p, p, 1.0f);
   gemm_tile(t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true);
@@ -143,6 +157,9 @@ void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const flo
 
 void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,
                       const float* acc, float* o, float* lse, float* m_out, float* l_out) {
+  ATTNSCOPE_DCHECK(rows > 0 && rows <= attnscope::kTileRows);
+  ATTNSCOPE_DCHECK(m != nullptr && l != nullptr && acc != nullptr && o != nullptr);
+  ATTNSCOPE_DCHECK(lse != nullptr && m_out != nullptr && l_out != nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     float* o_r = o + r * x.dim_v;
     m_out[r] = m[r];

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/attn_params.h"
+#include "kernels/attn_types.h"
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope::cpu {
@@ -38,6 +39,25 @@ HeadContext make_head_context(const AttnParams& params, Mode mode, int64_t b, in
 struct ScoreTile {
   int64_t i0 = 0, j0 = 0, rows = 0, cols = 0, ld = 0;
 };
+
+// The contract every stage states on its tile t (ATTNSCOPE_DCHECK at entry): a non-empty block
+// inside [0, Sq) x [0, Sk) whose rows fit the row stride.
+inline bool tile_in_bounds(const AttnParams& p, const ScoreTile& t) {
+  return t.i0 >= 0 && t.j0 >= 0 && t.rows > 0 && t.cols > 0 && t.i0 + t.rows <= p.seqlen_q &&
+         t.j0 + t.cols <= p.seqlen_k && t.cols <= t.ld;
+}
+
+// A tile of the fused kernels: at most Br x Bc, row stride Bc (the per-worker tile buffers).
+inline bool fused_tile(const AttnParams& p, const ScoreTile& t) {
+  return tile_in_bounds(p, t) && t.rows <= attnscope::kTileRows && t.cols <= attnscope::kTileCols &&
+         t.ld == attnscope::kTileCols;
+}
+
+// A row block of the unfused kernel: queries t.i0.. against every key (t.j0 = 0, t.cols = t.ld
+// = Sk).
+inline bool unfused_row_block(const AttnParams& p, const ScoreTile& t) {
+  return tile_in_bounds(p, t) && t.j0 == 0 && t.cols == p.seqlen_k && t.ld == p.seqlen_k;
+}
 
 // True when causality hides every key of the tile from every query of it.
 bool causally_hidden(const AttnParams& params, const ScoreTile& t);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attn_check.h"
 #include "kernels/cpu/backward_stages.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/parallel_for.h"
@@ -188,6 +189,8 @@ void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, cons
                                   const float* kt, const float* do_tile, const float* vt,
                                   const float* m, const float* l, const float* d,
                                   BackwardTileBuffers& w, TileStage last) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
+  ATTNSCOPE_DCHECK(w.s.size() >= static_cast<size_t>(kTileRows * kTileCols));
   score_tile(x, t, q_tile, kt, kTileCols, w.s.data(), w.gf.data());
   mask_tile(x, t, w.s.data(), w.gf.data());
   if (last >= TileStage::p) recompute_p(x, t, w.s.data(), m, l, w.p.data());

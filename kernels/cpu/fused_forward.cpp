@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attn_check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/parallel_for.h"
@@ -26,6 +27,12 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
   const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_kv = tile_count(Sk, kTileCols);
   const int64_t i0 = qt * kTileRows, rows = std::min(kTileRows, Sq - i0);
+  ATTNSCOPE_DCHECK(qt >= 0 && i0 < Sq);
+  ATTNSCOPE_DCHECK(op.q != nullptr && op.kt != nullptr && op.v != nullptr &&
+                   op.kv_finite != nullptr);
+  ATTNSCOPE_DCHECK(w.s.size() >= static_cast<size_t>(kTileRows * kTileCols) &&
+                   w.acc.size() >= static_cast<size_t>(kTileRows * Dv));
+  ATTNSCOPE_DCHECK(o != nullptr && lse != nullptr && m != nullptr && l != nullptr);
   const float* q_tile = op.q + i0 * D;
 
   std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<float>::infinity());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/attn_check.h"
 #include "kernels/precision.h"
 
 #if defined(__F16C__)
@@ -19,6 +20,9 @@ namespace {
 typedef float v8f __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 constexpr int64_t kLanes = 8;
+static_assert(sizeof(v8f) == kLanes * sizeof(float), "one v8f is kLanes fp32 lanes");
+// A full tile row is whole 16-wide micro-kernel blocks (two registers), without a scalar tail.
+static_assert(kTileCols % (2 * kLanes) == 0, "tile rows are whole 16-wide blocks");
 
 inline v8f load8(const float* p) {
   v8f v;
@@ -144,7 +148,12 @@ void row_block(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
 
 void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+  ATTNSCOPE_DCHECK(m >= 0 && n >= 0 && k >= 0 && ldb >= n && ldc >= n);
+  ATTNSCOPE_DCHECK(m == 0 || n == 0 ||
+                   (c != nullptr && (k == 0 || (a != nullptr && b != nullptr))));
   constexpr int kRows = 6;  // 6 x 16 accumulators = 12 of the 16 AVX2 registers
+  // The accumulators plus the two B vectors of micro_kernel<kRows, 2> stay in registers.
+  static_assert(kRows * 2 + 2 <= 16, "micro-kernel fits the 16 AVX2 registers");
   int64_t r = 0;
   for (; r + kRows <= m; r += kRows) {
     row_block<kRows>(n, k, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, alpha, accumulate);
@@ -174,6 +183,8 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, in
 
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst,
                int64_t ld_dst) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && ld_src >= cols && ld_dst >= rows);
+  ATTNSCOPE_DCHECK(rows == 0 || cols == 0 || (src != nullptr && dst != nullptr));
   constexpr int64_t kBlock = 16;
   for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
     const int64_t r1 = r0 + kBlock < rows ? r0 + kBlock : rows;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/attn_check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/precision.h"
@@ -19,6 +20,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 void times_transposed(int64_t rows, int64_t sk, int64_t dim, const float* a, const float* xt,
                       float* out) {
+  ATTNSCOPE_DCHECK(rows > 0 && sk > 0 && dim > 0);
+  ATTNSCOPE_DCHECK(a != nullptr && xt != nullptr && out != nullptr);
   for (int64_t jt = 0; jt < tile_count(sk, kTileCols); ++jt) {
     const int64_t j0 = jt * kTileCols;
     gemm_tile(rows, std::min(kTileCols, sk - j0), dim, a, dim, 1, xt + jt * dim * kTileCols,
@@ -28,6 +31,8 @@ void times_transposed(int64_t rows, int64_t sk, int64_t dim, const float* a, con
 
 void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
                     float* s, float* gf) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && unfused_row_block(*x.params, t));
+  ATTNSCOPE_DCHECK(q != nullptr && kt != nullptr && s != nullptr && gf != nullptr);
   times_transposed(t.rows, t.cols, x.dim, q, kt, s);
   const Precision pr = x.precision;
   const AttnParams& p = *x.params;
@@ -59,6 +64,8 @@ void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, co
 
 void unfused_softmax(const HeadContext& x, const ScoreTile& t, const float* s, float* p, float* m,
                      float* l) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && unfused_row_block(*x.params, t));
+  ATTNSCOPE_DCHECK(s != nullptr && p != nullptr && m != nullptr && l != nullptr);
   for (int64_t r = 0; r < t.rows; ++r) {
     const float* s_r = s + r * t.ld;
     float* p_r = p + r * t.ld;
@@ -76,6 +83,7 @@ void unfused_softmax(const HeadContext& x, const ScoreTile& t, const float* s, f
 
 const float* unfused_dropout(const HeadContext& x, const ScoreTile& t, const float* p, float* pd) {
   if (!x.dropout) return p;
+  ATTNSCOPE_DCHECK(x.params != nullptr && unfused_row_block(*x.params, t) && pd != nullptr);
   apply_dropout(x, t, p, pd, x.dropout_scale);
   for (int64_t r = 0; r < t.rows; ++r)
     round_copy(x.precision, pd + r * t.ld, pd + r * t.ld, t.cols);
@@ -84,6 +92,8 @@ const float* unfused_dropout(const HeadContext& x, const ScoreTile& t, const flo
 
 void unfused_softmax_backward(const HeadContext& x, const ScoreTile& t, const float* p, float* dp,
                               float* d, float* ds) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && unfused_row_block(*x.params, t));
+  ATTNSCOPE_DCHECK(p != nullptr && dp != nullptr && d != nullptr && ds != nullptr);
   for (int64_t r = 0; r < t.rows; ++r)
     round_copy(x.precision, dp + r * t.ld, dp + r * t.ld, t.cols);
   if (x.dropout) unfused_dropout(x, t, dp, dp);
@@ -98,6 +108,8 @@ void unfused_softmax_backward(const HeadContext& x, const ScoreTile& t, const fl
 }
 
 void unfused_score_grad(const HeadContext& x, const ScoreTile& t, const float* gf, float* ds) {
+  ATTNSCOPE_DCHECK(x.params != nullptr && unfused_row_block(*x.params, t));
+  ATTNSCOPE_DCHECK(gf != nullptr && ds != nullptr);
   for (int64_t r = 0; r < t.rows; ++r) {
     float* g_r = ds + r * t.ld;
     const float* gf_r = gf + r * t.ld;

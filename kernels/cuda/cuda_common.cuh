@@ -149,7 +149,9 @@ __device__ void block_matmul(int M, int N, int K, const T* a, int lda, const T* 
 }
 
 // Copies rows [row0, row0 + kTileRows) x cols [0, cols_pad) of a [n_rows x cols] T matrix into
-// a shared [kTileRows x ld] tile, zero outside the matrix.
+// a shared [kTileRows x ld] tile, zero outside the matrix. Q tiles and K / V tiles both load
+// through it, so the two tile sizes must agree.
+static_assert(kTileRows == kTileCols, "load_tile copies q, k and v tiles of one height");
 template <typename T>
 __device__ void load_tile(const T* src, int64_t n_rows, int64_t cols, int64_t row0, int cols_pad,
                           T* dst, int ld) {

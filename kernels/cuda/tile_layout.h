@@ -10,6 +10,10 @@
 namespace attnscope::cuda {
 
 constexpr int kThreads = 128;  // 4 warps per CTA in every kernel
+// Whole warps (block_matmul hands fragments to warps, the patch holds 256 floats per warp), and
+// at least one thread per tile row (the row loops run `if (threadIdx.x < kTileRows)`).
+static_assert(kThreads % 32 == 0, "CTAs are whole warps");
+static_assert(kThreads >= kTileRows, "one thread per tile row");
 
 // Per-tile statistics accumulated in shared memory while the stages run (instrumentation):
 // non-finite counts [nan, +inf, -inf] per stage, masked entries, and two maxima as ordered ints.
