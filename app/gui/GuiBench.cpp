@@ -15,6 +15,7 @@
 
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/MainWindow.h"
+#include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
 #include "core/io/hdf5_dump.h"
 
@@ -106,7 +107,10 @@ int runGuiBench(const GuiBenchOptions& options) {
   window.show();
   SessionContext* ctx = window.context();
   if (!window.openTarget({QString::fromStdString(path), QStringLiteral("/bench")})) return 1;
-  const auto settled = [&] { return ctx->result() && !window.worker()->busy(); };
+  // The dump's case scan runs once per opened file: measured runs start after it.
+  const auto settled = [&] {
+    return ctx->result() && !window.worker()->busy() && !window.scans()->busy();
+  };
   if (!pump(settled)) return 1;
   window.grab();
 

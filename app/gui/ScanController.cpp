@@ -36,7 +36,10 @@ struct ScanController::Progress {
 
 ScanController::ScanController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context) {
-  runner_ = new TaskRunner(QStringLiteral("attnscope-scan"), QThread::IdlePriority, this);
+  // Normal priority, unlike the other analyses: at idle priority a busy machine starved the scan
+  // for minutes, and it is what leads the user to the problem. One kernel thread leaves the
+  // head recompute the other cores.
+  runner_ = new TaskRunner(QStringLiteral("attnscope-scan"), QThread::InheritPriority, this);
   connect(runner_, &TaskRunner::progress, this, &ScanController::showProgress);
   connect(context_, &SessionContext::filesChanged, this, [this] {
     if (running_.isEmpty()) startNext();

@@ -1,7 +1,7 @@
 // Background scan of every case of each opened dump, as `attnscope-cli scan` runs it
 // (core/view/case_verdict.h): the dump browser's status badges, the case a newly opened dump
 // leads to and the cases "next finding" walks through. One file at a time, in the order opened,
-// on its own TaskRunner at idle priority with one kernel thread (the head recompute keeps the
+// on its own TaskRunner at normal priority with one kernel thread (the head recompute keeps the
 // other cores); verdicts fill in as cases finish, shown at most every 250 ms. cancel() stops
 // the scan (the status bar's Cancel), rescan() resumes the files not scanned to the end.
 #pragma once
