@@ -170,13 +170,24 @@ SummarySettings AnalysisController::summarySettings() const {
   return s;
 }
 
+std::string AnalysisController::summaryKey() const {
+  const std::shared_ptr<const DumpReader> reader = context_->reader();
+  if (!reader || context_->caseInfo() == nullptr) return {};
+  return reader->path() + "|" + context_->casePath().toStdString() + "|" +
+         settingsKey(summarySettings());
+}
+
+bool AnalysisController::summaryCurrent() const {
+  return summary_ && !summaryAppliedKey_.empty() && summaryAppliedKey_ == summaryKey();
+}
+
 void AnalysisController::refresh() {
   const std::shared_ptr<const DumpReader> reader = context_->reader();
   if (!reader || context_->caseInfo() == nullptr) return;
   const SummarySettings s = summarySettings();
   const std::string file = reader->path();
   const std::string casePath = context_->casePath().toStdString();
-  const std::string summaryKey = file + "|" + casePath + "|" + settingsKey(s);
+  const std::string summaryKey = this->summaryKey();
   if (summaryKey != summaryKey_) startSummary(summaryKey);
   const std::string seriesKey = file + "|" + settingsKey(s);
   if (seriesKey != seriesKey_) startSeries(seriesKey);
@@ -188,21 +199,21 @@ void AnalysisController::refresh() {
 
 void AnalysisController::startSummary(const std::string& key) {
   summaryKey_ = key;
-  const auto reader = context_->reader();
+  const auto cases = context_->cases();
   const std::string casePath = context_->casePath().toStdString();
   const SummarySettings s = summarySettings();
-  summaryRunner_->submit(
-      [reader, casePath, s, counters = counters_](const TaskControl& control,
-                                                  QString* error) -> TaskResult {
+  summaryRunner_->submit<CaseSummary>(
+      [cases, casePath, s, counters = counters_](
+          const TaskControl& control, QString* error) -> std::shared_ptr<const CaseSummary> {
         const RunningGuard running(counters->running);
-        Result<CaseData> data = reader->load(casePath);
+        Result<std::shared_ptr<const CaseData>> data = cases->get(casePath);
         if (!data) {
           *error = QString::fromStdString(data.error().describe());
           return nullptr;
         }
         SummarySettings settings = s;
         settings.cancelled = [&control] { return control.stale(); };
-        Result<CaseSummary> summary = summarize_case(*data, settings);
+        Result<CaseSummary> summary = summarize_case(**data, settings);
         if (control.stale()) return nullptr;
         if (!summary) {
           *error = QString::fromStdString(summary.error().describe());
@@ -210,8 +221,9 @@ void AnalysisController::startSummary(const std::string& key) {
         }
         return std::make_shared<const CaseSummary>(std::move(summary).value());
       },
-      [this](TaskResult r) {
-        summary_ = std::static_pointer_cast<const CaseSummary>(r);
+      [this, key](std::shared_ptr<const CaseSummary> r) {
+        summary_ = std::move(r);
+        summaryAppliedKey_ = key;
         emit summaryChanged();
       });
 }
@@ -223,7 +235,8 @@ struct AnalysisController::SeriesProgress {
 
 void AnalysisController::startSeries(const std::string& key) {
   seriesKey_ = key;
-  const auto reader = context_->reader();
+  const auto caseCache = context_->cases();
+  const DumpReader* reader = caseCache->reader().get();
   auto progress = std::make_shared<SeriesProgress>();
   SeriesResult& init = progress->result;
   std::vector<CaseInfo> cases;
@@ -255,9 +268,9 @@ void AnalysisController::startSeries(const std::string& key) {
   const int total = static_cast<int>(init.cases.size());
   const SummarySettings s = summarySettings();
   counters_->seriesTotal.store(total);
-  seriesRunner_->submit(
-      [reader, cases, s, total, progress, counters = counters_](const TaskControl& control,
-                                                                QString*) -> TaskResult {
+  seriesRunner_->submit<SeriesResult>(
+      [caseCache, cases, s, total, progress, counters = counters_](
+          const TaskControl& control, QString*) -> std::shared_ptr<const SeriesResult> {
         const RunningGuard running(counters->running);
         SummarySettings settings = s;
         settings.cancelled = [&control] { return control.stale(); };
@@ -265,8 +278,10 @@ void AnalysisController::startSeries(const std::string& key) {
         control.report(done, total);
         for (size_t i = 0; i < cases.size(); ++i) {
           if (control.stale()) return nullptr;
-          Result<CaseData> data = reader->load(cases[i].path);
-          Result<HeadMetrics> m = data ? case_metrics(*data, settings) : data.error();
+          // Keep::no: a walk over every case must not push the one on screen out of the cache.
+          Result<std::shared_ptr<const CaseData>> data =
+              caseCache->get(cases[i].path, CaseCache::Keep::no);
+          Result<HeadMetrics> m = data ? case_metrics(**data, settings) : data.error();
           if (control.stale()) return nullptr;
           ++counters->casesAnalysed;
           {
@@ -284,8 +299,8 @@ void AnalysisController::startSeries(const std::string& key) {
         const std::lock_guard<std::mutex> lock(progress->mutex);
         return std::make_shared<const SeriesResult>(progress->result);
       },
-      [this](TaskResult r) {
-        series_ = std::static_pointer_cast<const SeriesResult>(r);
+      [this](std::shared_ptr<const SeriesResult> r) {
+        series_ = std::move(r);
         emit seriesChanged();
       });
 }
@@ -306,24 +321,24 @@ void AnalysisController::showSeriesProgress() {
 
 void AnalysisController::startSweep(const std::string& key) {
   sweepKey_ = key;
-  const auto reader = context_->reader();
+  const auto cases = context_->cases();
   const std::string casePath = context_->casePath().toStdString();
   SweepSettings s;
   s.run.mask_fill = context_->effectiveMaskFill();
   s.modes = {context_->effectiveMode()};
   s.points = 21;
-  sweepRunner_->submit(
-      [reader, casePath, s, counters = counters_](const TaskControl& control,
-                                                  QString* error) -> TaskResult {
+  sweepRunner_->submit<ScaleSweep>(
+      [cases, casePath, s, counters = counters_](
+          const TaskControl& control, QString* error) -> std::shared_ptr<const ScaleSweep> {
         const RunningGuard running(counters->running);
-        Result<CaseData> data = reader->load(casePath);
+        Result<std::shared_ptr<const CaseData>> data = cases->get(casePath);
         if (!data) {
           *error = QString::fromStdString(data.error().describe());
           return nullptr;
         }
         SweepSettings settings = s;
         settings.cancelled = [&control] { return control.stale(); };
-        Result<ScaleSweep> sweep = scale_sweep(*data, settings);
+        Result<ScaleSweep> sweep = scale_sweep(**data, settings);
         if (control.stale()) return nullptr;
         if (!sweep) {
           *error = QString::fromStdString(sweep.error().describe());
@@ -331,8 +346,8 @@ void AnalysisController::startSweep(const std::string& key) {
         }
         return std::make_shared<const ScaleSweep>(std::move(sweep).value());
       },
-      [this](TaskResult r) {
-        sweep_ = std::static_pointer_cast<const ScaleSweep>(r);
+      [this](std::shared_ptr<const ScaleSweep> r) {
+        sweep_ = std::move(r);
         emit sweepChanged();
       });
 }

@@ -59,6 +59,9 @@ class AnalysisController : public QObject {
   explicit AnalysisController(SessionContext* context, QObject* parent = nullptr);
 
   std::shared_ptr<const CaseSummary> summary() const { return summary_; }
+  // The summary was computed for the selected case at the settings now in effect (false
+  // from a settings or case change until the new summary is in).
+  bool summaryCurrent() const;
   std::shared_ptr<const SeriesResult> series() const { return series_; }
   std::shared_ptr<const ScaleSweep> sweep() const { return sweep_; }
   TaskRunner* summaryRunner() const { return summaryRunner_; }
@@ -96,12 +99,15 @@ class AnalysisController : public QObject {
   void startSweep(const std::string& key);
   void showSeriesProgress();
   SummarySettings summarySettings() const;
+  // "file|case|settings" of the summary the current selection needs; empty without a case.
+  std::string summaryKey() const;
 
   SessionContext* context_;
   TaskRunner* summaryRunner_ = nullptr;
   TaskRunner* seriesRunner_ = nullptr;
   TaskRunner* sweepRunner_ = nullptr;
   std::shared_ptr<const CaseSummary> summary_;
+  std::string summaryAppliedKey_;  // summaryKey() summary_ was computed for
   std::shared_ptr<const SeriesResult> series_;
   // The running series job's cases so far (shared with it; copied to series_ on progress).
   struct SeriesProgress;

@@ -5,10 +5,8 @@
 
 namespace attnscope {
 
-// The worker thread's case and stage cache, reused across jobs.
+// The worker thread's stage cache, reused across jobs of one case (`data`).
 struct ComputeWorker::State {
-  std::shared_ptr<const DumpReader> reader;
-  std::string path;
   std::shared_ptr<const CaseData> data;
   HeadCache cache;
 };
@@ -37,17 +35,15 @@ ComputeWorker::ComputeWorker(QObject* parent) : QObject(parent), state_(std::mak
 
 ComputeWorker::~ComputeWorker() = default;
 
-quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QString& casePath,
+quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& casePath,
                               const HeadRequest& request) {
-  auto job = [state = state_, reader = std::move(reader), path = casePath.toStdString(), request](
-                 const TaskControl& control, QString*) -> TaskResult {
+  auto job = [state = state_, cases = std::move(cases), path = casePath.toStdString(), request](
+                 const TaskControl& control, QString*) -> std::shared_ptr<const Outcome> {
     State& s = *state;
-    if (!s.data || s.reader != reader || s.path != path) {
-      Result<CaseData> loaded = reader->load(path);
-      if (!loaded) return failure(loaded.error());
-      s.data = std::make_shared<const CaseData>(std::move(loaded).value());
-      s.reader = reader;
-      s.path = path;
+    Result<std::shared_ptr<const CaseData>> data = cases->get(path);
+    if (!data) return failure(data.error());
+    if (*data != s.data) {
+      s.data = std::move(data).value();
       s.cache.clear();
     }
     HeadRequest polled = request;
@@ -55,7 +51,7 @@ quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QS
     try {
       Result<HeadResult> r = compute_head(*s.data, polled, &s.cache);
       if (!r) return failure(r.error());
-      r->file_path = reader->path();
+      r->file_path = cases->reader()->path();
       r->request.cancelled = nullptr;  // a request copied from the result must not carry it
       return std::make_shared<const Outcome>(
           Outcome{std::make_shared<const HeadResult>(std::move(r).value()), {}, {}});
@@ -69,8 +65,7 @@ quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QS
     }
   };
   // apply runs only for the latest job, so runner_->latestId() is this job's id.
-  auto apply = [this](TaskResult result) {
-    const auto outcome = std::static_pointer_cast<const Outcome>(result);
+  auto apply = [this](std::shared_ptr<const Outcome> outcome) {
     const quint64 id = runner_->latestId();
     if (outcome->result) {
       result_ = outcome->result;
@@ -79,7 +74,7 @@ quint64 ComputeWorker::submit(std::shared_ptr<const DumpReader> reader, const QS
       emit failed(id, outcome->message, outcome->hint);
     }
   };
-  return runner_->submit(std::move(job), std::move(apply));
+  return runner_->submit<Outcome>(std::move(job), std::move(apply));
 }
 
 void ComputeWorker::cancel() {

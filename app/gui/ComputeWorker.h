@@ -2,9 +2,9 @@
 // a typed client of TaskRunner. Jobs carry an id and run one at a time on the runner's worker
 // thread; the latest request wins: queued jobs older than it are skipped, a running job's CPU
 // kernels stop at their next tile once a newer request or cancel() makes it stale, and a job
-// that finishes after a newer request is dropped instead of applied. The worker thread keeps the
-// last loaded case and a HeadCache, so a settings change neither re-reads the file nor reruns
-// the stages it does not affect.
+// that finishes after a newer request is dropped instead of applied. Cases come from the
+// session's CaseCache; the worker thread keeps a HeadCache of the last case, so a settings
+// change neither re-reads the file nor reruns the stages it does not affect.
 #pragma once
 
 #include <QObject>
@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "app/gui/TaskRunner.h"
-#include "core/io/hdf5_dump.h"
+#include "core/io/case_cache.h"
 #include "core/view/head_compute.h"
 
 namespace attnscope {
@@ -26,7 +26,7 @@ class ComputeWorker : public QObject {
 
   // Queues a recompute of one head of a case; returns its id (increasing). Every earlier job
   // becomes stale.
-  quint64 submit(std::shared_ptr<const DumpReader> reader, const QString& casePath,
+  quint64 submit(std::shared_ptr<CaseCache> cases, const QString& casePath,
                  const HeadRequest& request);
   // Makes every submitted job stale (its result will be dropped, its kernels stop at the next
   // tile) and clears busy.

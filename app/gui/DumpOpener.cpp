@@ -48,8 +48,8 @@ void DumpOpener::next() {
     const QString path = current_->path;
     emit started(path);
     const std::string file = QFile::encodeName(path).toStdString();
-    runner_->submit(
-        [file](const TaskControl&, QString*) -> TaskResult {
+    runner_->submit<Opened>(
+        [file](const TaskControl&, QString*) -> std::shared_ptr<const Opened> {
           auto out = std::make_shared<Opened>();
           // A hostile file that crashes HDF5 itself is opened first in the attnscope-probe
           // process, which hands back the case listing and the cases it could not read.
@@ -61,8 +61,7 @@ void DumpOpener::next() {
           }
           return out;
         },
-        [this, path](TaskResult r) {
-          const auto opened = std::static_pointer_cast<const Opened>(r);
+        [this, path](std::shared_ptr<const Opened> opened) {
           if (!opened->reader) {
             emit failed(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
                         QString::fromStdString(opened->error.message),

@@ -356,7 +356,7 @@ void MainWindow::showError(const QString& title, const QString& message, const Q
 
 void MainWindow::scheduleCompute() {
   const std::optional<HeadRequest> request = context_->currentRequest();
-  if (request) worker_->submit(context_->reader(), context_->casePath(), *request);
+  if (request) worker_->submit(context_->cases(), context_->casePath(), *request);
 }
 
 void MainWindow::onComputeFinished() {

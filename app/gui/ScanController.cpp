@@ -94,8 +94,9 @@ void ScanController::startNext() {
   progress_ = progress;
   scans_[dump.path] = std::make_shared<const DumpScan>(progress->scan);
   emit scanChanged(dump.path);
-  runner_->submit(
-      [reader = dump.reader, progress](const TaskControl& control, QString*) -> TaskResult {
+  runner_->submit<DumpScan>(
+      [caseCache = dump.cases, progress](const TaskControl& control,
+                                         QString*) -> std::shared_ptr<const DumpScan> {
         const int total = static_cast<int>(progress->scan.cases.size());
         for (int i = 0; i < total; ++i) {
           std::string path;
@@ -105,9 +106,10 @@ void ScanController::startNext() {
             path = progress->scan.cases[i].path;
           }
           if (control.stale()) return nullptr;
-          Result<CaseData> data = reader->load(path);
+          // Keep::no: the scan walks every case; the one on screen stays cached.
+          Result<std::shared_ptr<const CaseData>> data = caseCache->get(path, CaseCache::Keep::no);
           Result<CaseVerdict> v =
-              data ? scan_case(*data, kKernelThreads, [&control] { return control.stale(); })
+              data ? scan_case(**data, kKernelThreads, [&control] { return control.stale(); })
                    : Result<CaseVerdict>(data.error());
           if (control.stale()) return nullptr;
           {
@@ -126,8 +128,8 @@ void ScanController::startNext() {
         const std::lock_guard<std::mutex> lock(progress->mutex);
         return std::make_shared<const DumpScan>(progress->scan);
       },
-      [this, file = dump.path](TaskResult r) {
-        scans_[file] = std::static_pointer_cast<const DumpScan>(r);
+      [this, file = dump.path](std::shared_ptr<const DumpScan> r) {
+        scans_[file] = std::move(r);
         running_.clear();
         progress_.reset();
         emit scanChanged(file);

@@ -58,7 +58,8 @@ int SessionContext::openFile(const QString& path) {
 int SessionContext::adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader) {
   const int existing = indexOfFile(path);
   if (existing >= 0) return existing;
-  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader)});
+  auto cases = std::make_shared<CaseCache>(reader);
+  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader), std::move(cases)});
   rememberRecent(files_.back().path);
   emit filesChanged();
   return static_cast<int>(files_.size()) - 1;
@@ -106,6 +107,10 @@ const CaseInfo* SessionContext::caseInfo() const {
 
 std::shared_ptr<const DumpReader> SessionContext::reader() const {
   return fileIndex_ < 0 ? nullptr : files_[static_cast<size_t>(fileIndex_)].reader;
+}
+
+std::shared_ptr<CaseCache> SessionContext::cases() const {
+  return fileIndex_ < 0 ? nullptr : files_[static_cast<size_t>(fileIndex_)].cases;
 }
 
 void SessionContext::setBatch(int64_t batch) {

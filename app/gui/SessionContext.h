@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/analysis/finding.h"
+#include "core/io/case_cache.h"
 #include "core/io/hdf5_dump.h"
 #include "core/replay.h"
 #include "core/view/head_compute.h"
@@ -51,6 +52,7 @@ FocusTarget findingFocus(const Finding& finding);
 struct OpenDump {
   QString path;
   std::shared_ptr<const DumpReader> reader;
+  std::shared_ptr<CaseCache> cases;  // the reader's cases, read once for every consumer
 };
 
 class SessionContext : public QObject {
@@ -76,6 +78,9 @@ class SessionContext : public QObject {
   QString casePath() const { return casePath_; }
   const CaseInfo* caseInfo() const;
   std::shared_ptr<const DumpReader> reader() const;
+  // The selected file's case cache (null when none is selected): what every job reads cases
+  // through.
+  std::shared_ptr<CaseCache> cases() const;
 
   void setBatch(int64_t batch);
   void setHead(int64_t head);

@@ -12,8 +12,7 @@ namespace attnscope {
 // The session and what it was built for; touched only by jobs on the runner thread.
 struct StepperController::Holder {
   std::string key;
-  std::shared_ptr<const CaseData> data;
-  std::string dataKey;
+  std::shared_ptr<const CaseData> data;  // what `session` steps through (it keeps no copy)
   std::unique_ptr<StepperSession> session;
 };
 
@@ -32,6 +31,7 @@ StepperController::StepperController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context), holder_(std::make_shared<Holder>()) {
   runner_ = new TaskRunner(QStringLiteral("attnscope-stepper"), QThread::InheritPriority, this);
   connect(runner_, &TaskRunner::failed, this, &StepperController::failed);
+  connect(context_, &SessionContext::caseChanged, this, &StepperController::onCaseChanged);
   connect(context_, &SessionContext::inputsChanged, this, &StepperController::onInputsChanged);
 }
 
@@ -57,12 +57,33 @@ void StepperController::seek(int64_t position) {
 }
 
 void StepperController::restart() {
-  runner_->cancel();
   active_ = false;
   target_ = 0;
+  clearSnapshot();
+}
+
+void StepperController::clearSnapshot() {
+  runner_->cancel();
   snapshot_.reset();
   context_->setStepTile(StepTile{});
   emit snapshotChanged();
+}
+
+void StepperController::onCaseChanged() {
+  // caseChanged comes before inputsChanged: this sets the position the new case resumes at.
+  if (active_) {
+    positions_[caseKey_] = target_;
+  } else {
+    positions_.erase(caseKey_);
+  }
+  const std::shared_ptr<const DumpReader> reader = context_->reader();
+  caseKey_ =
+      reader ? QString::fromStdString(reader->path()) + '|' + context_->casePath() : QString();
+  const auto saved = positions_.find(caseKey_);
+  if (saved == positions_.end()) return restart();
+  active_ = true;  // onInputsChanged seeks there
+  target_ = saved->second;
+  clearSnapshot();
 }
 
 void StepperController::onInputsChanged() {
@@ -73,28 +94,24 @@ void StepperController::onInputsChanged() {
 
 void StepperController::submit(Op op, int64_t position) {
   const std::optional<HeadRequest> request = context_->currentRequest();
-  const std::shared_ptr<const DumpReader> reader = context_->reader();
-  if (!request || !reader) return;
+  const std::shared_ptr<CaseCache> cases = context_->cases();
+  if (!request || !cases) return;
   active_ = true;
   target_ = position;
   const std::string casePath = context_->casePath().toStdString();
-  const std::string key = requestKey(reader->path(), casePath, *request);
+  const std::string key = requestKey(cases->reader()->path(), casePath, *request);
   auto holder = holder_;
   const HeadRequest req = *request;
-  auto job = [holder, reader, casePath, key, req, op, position](const TaskControl&,
-                                                                QString* error) -> TaskResult {
+  auto job = [holder, cases, casePath, key, req, op, position](
+                 const TaskControl&, QString* error) -> std::shared_ptr<const StepperSnapshot> {
     if (holder->key != key || !holder->session) {
-      const std::string dataKey = reader->path() + "|" + casePath;
-      if (holder->dataKey != dataKey || !holder->data) {
-        Result<CaseData> loaded = reader->load(casePath);
-        if (!loaded) {
-          *error = QString::fromStdString(loaded.error().describe());
-          return nullptr;
-        }
-        holder->data = std::make_shared<const CaseData>(std::move(loaded).value());
-        holder->dataKey = dataKey;
-      }
       holder->session.reset();
+      Result<std::shared_ptr<const CaseData>> data = cases->get(casePath);
+      if (!data) {
+        *error = QString::fromStdString(data.error().describe());
+        return nullptr;
+      }
+      holder->data = std::move(data).value();
       Result<std::unique_ptr<StepperSession>> made =
           StepperSession::create(*holder->data, req.settings, req.batch, req.head, req.threads);
       if (!made) {
@@ -108,8 +125,8 @@ void StepperController::submit(Op op, int64_t position) {
     return std::make_shared<const StepperSnapshot>(op == Op::seek ? s.seek(position)
                                                                   : s.run_to_nonfinite(position));
   };
-  runner_->submit(job, [this](TaskResult result) {
-    snapshot_ = std::static_pointer_cast<const StepperSnapshot>(result);
+  runner_->submit<StepperSnapshot>(job, [this](std::shared_ptr<const StepperSnapshot> result) {
+    snapshot_ = std::move(result);
     target_ = snapshot_->position;
     const StepInfo& s = snapshot_->step;
     StepTile tile;

@@ -1,11 +1,15 @@
 // Drives the backward stepper of the selected head in the background (DESIGN §6): F10 / Shift+F10
 // move the target position one step, F5 runs to the next step that makes a value non-finite.
 // Requests are positions, so the latest one wins and skipped ones lose nothing; a change of
-// case, head or settings rebuilds the session and returns to the same position (the steps are
-// deterministic). The current tile goes into the SessionContext for every heatmap.
+// head or settings rebuilds the session and returns to the same position (the steps are
+// deterministic). The position belongs to its case: another case starts unstepped, and
+// selecting a case again returns to where its stepper stood. The current tile goes into the
+// SessionContext for every heatmap.
 #pragma once
 
 #include <QObject>
+#include <QString>
+#include <map>
 #include <memory>
 
 #include "core/view/stepper_session.h"
@@ -40,7 +44,9 @@ class StepperController : public QObject {
  private:
   enum class Op { seek, run_to_nonfinite };
   void submit(Op op, int64_t position);
+  void onCaseChanged();
   void onInputsChanged();
+  void clearSnapshot();
 
   SessionContext* context_;
   TaskRunner* runner_ = nullptr;
@@ -49,7 +55,9 @@ class StepperController : public QObject {
   std::shared_ptr<Holder> holder_;
   std::shared_ptr<const StepperSnapshot> snapshot_;
   int64_t target_ = 0;
-  bool active_ = false;  // a step was requested since the last restart
+  bool active_ = false;                   // a step was requested since the last restart
+  QString caseKey_;                       // "file|case" the position belongs to
+  std::map<QString, int64_t> positions_;  // where the stepper stood in other cases (active ones)
 };
 
 }  // namespace attnscope

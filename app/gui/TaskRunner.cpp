@@ -23,7 +23,7 @@ TaskRunner::~TaskRunner() {
   thread_.wait();
 }
 
-quint64 TaskRunner::submit(TaskFn job, ApplyFn apply) {
+quint64 TaskRunner::submitErased(ErasedJob job, ErasedApply apply) {
   const quint64 id = ++next_;
   latest_->store(id);
   setBusy(true);
@@ -40,7 +40,7 @@ quint64 TaskRunner::submit(TaskFn job, ApplyFn apply) {
           QMetaObject::invokeMethod(this, [this, done, total] { emit progress(done, total); });
         });
         QString error;
-        TaskResult result;
+        Erased result;
         try {
           result = job(control, &error);
         } catch (const std::exception& e) {
@@ -65,8 +65,8 @@ void TaskRunner::setBusy(bool busy) {
   emit busyChanged(busy);
 }
 
-void TaskRunner::deliver(quint64 id, const TaskResult& result, const QString& error,
-                         const ApplyFn& apply) {
+void TaskRunner::deliver(quint64 id, const Erased& result, const QString& error,
+                         const ErasedApply& apply) {
   if (id != latest_->load()) {
     ++dropped_;
     emit dropped(id);

@@ -1,8 +1,9 @@
 // A background job runner for the GUI's secondary computations (case analysis, series of
 // cases, scale sweep, backward stepper): one worker thread per runner, jobs carry an id, the
 // latest submission wins (older queued jobs are skipped, late results dropped), jobs may report
-// progress and poll a cancel flag. Results travel as std::shared_ptr<const void> so that the
-// runner needs no knowledge of them; the submitter's apply callback runs on the GUI thread.
+// progress and poll a cancel flag. Jobs are typed: a job of T hands its std::shared_ptr<const T>
+// to the apply callback of the same submit (on the GUI thread); only inside the runner does the
+// result travel type-erased.
 #pragma once
 
 #include <QObject>
@@ -32,10 +33,12 @@ class TaskControl {
   std::function<void(int, int)> progress_;
 };
 
-// A job returns its result, or nullptr with *error set on failure.
-using TaskResult = std::shared_ptr<const void>;
-using TaskFn = std::function<TaskResult(const TaskControl& control, QString* error)>;
-using ApplyFn = std::function<void(TaskResult result)>;
+// A job of T returns its result, or nullptr with *error set on failure (or when stale).
+template <class T>
+using TaskJob = std::function<std::shared_ptr<const T>(const TaskControl& control, QString* error)>;
+// Runs on the GUI thread with the result of the latest job, never null.
+template <class T>
+using TaskApply = std::function<void(std::shared_ptr<const T> result)>;
 
 class TaskRunner : public QObject {
   Q_OBJECT
@@ -48,7 +51,16 @@ class TaskRunner : public QObject {
   ~TaskRunner() override;
 
   // Queues a job; `apply` runs on the GUI thread with its result if it is still the latest.
-  quint64 submit(TaskFn job, ApplyFn apply);
+  template <class T>
+  quint64 submit(TaskJob<T> job, TaskApply<T> apply) {
+    return submitErased(
+        [job = std::move(job)](const TaskControl& control, QString* error) -> Erased {
+          return job(control, error);
+        },
+        [apply = std::move(apply)](const Erased& result) {
+          apply(std::static_pointer_cast<const T>(result));
+        });
+  }
   // Makes every submitted job stale and clears busy.
   void cancel();
 
@@ -69,9 +81,13 @@ class TaskRunner : public QObject {
 
  private:
   class Worker;
+  using Erased = std::shared_ptr<const void>;
+  using ErasedJob = std::function<Erased(const TaskControl&, QString*)>;
+  using ErasedApply = std::function<void(const Erased&)>;
 
+  quint64 submitErased(ErasedJob job, ErasedApply apply);
   void setBusy(bool busy);
-  void deliver(quint64 id, const TaskResult& result, const QString& error, const ApplyFn& apply);
+  void deliver(quint64 id, const Erased& result, const QString& error, const ErasedApply& apply);
 
   QThread thread_;
   Worker* worker_ = nullptr;

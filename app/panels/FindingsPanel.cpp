@@ -58,10 +58,9 @@ FindingsPanel::FindingsPanel(SessionContext* context, AnalysisController* analys
   connect(list_, &QTreeWidget::itemActivated, this,
           [this](QTreeWidgetItem* item) { onActivated(item); });
   connect(analysis_, &AnalysisController::summaryChanged, this, &FindingsPanel::showSummary);
-  connect(context_, &SessionContext::caseChanged, this, [this] {
-    list_->clear();
-    header_->setText(tr("analysing…"));
-  });
+  // From a case or settings change until the new summary is in, the list shows nothing of the
+  // one it replaces.
+  connect(context_, &SessionContext::inputsChanged, this, &FindingsPanel::showSummary);
   showSummary();
 }
 
@@ -93,7 +92,7 @@ void FindingsPanel::activate(int row) {
 void FindingsPanel::showSummary() {
   list_->clear();
   const auto s = analysis_->summary();
-  if (!s || s->case_path != context_->casePath().toStdString()) {
+  if (!s || !analysis_->summaryCurrent()) {
     header_->setText(context_->caseInfo() ? tr("analysing…") : tr("no case selected"));
     return;
   }

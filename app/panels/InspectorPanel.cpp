@@ -2,6 +2,8 @@
 // conversions the kernels use (kernels/precision.h), so they match what the emulation stores.
 #include "app/panels/InspectorPanel.h"
 
+#include <algorithm>
+
 #include <QFormLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -75,10 +77,11 @@ InspectorPanel::InspectorPanel(SessionContext* context, QWidget* parent)
 
   pinned_ = new QTreeWidget(this);
   pinned_->setObjectName(QStringLiteral("pinnedCells"));
-  pinned_->setHeaderLabels({tr("cell"), tr("fp32"), tr("fp16"), tr("bf16")});
+  pinned_->setHeaderLabels({tr("cell"), tr("batch, head"), tr("fp32"), tr("fp16"), tr("bf16")});
   pinned_->setRootIsDecorated(false);
   pinned_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   auto* clear = new QPushButton(tr("Clear pins"), this);
+  clear->setObjectName(QStringLiteral("clearPins"));
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
@@ -87,7 +90,8 @@ InspectorPanel::InspectorPanel(SessionContext* context, QWidget* parent)
   layout->addWidget(pinned_, 1);
   layout->addWidget(clear);
 
-  connect(clear, &QPushButton::clicked, pinned_, &QTreeWidget::clear);
+  connect(clear, &QPushButton::clicked, this, &InspectorPanel::clearPins);
+  connect(context_, &SessionContext::caseChanged, this, &InspectorPanel::showPins);
   connect(context_, &SessionContext::hoverChanged, this, &InspectorPanel::showHovered);
   connect(context_, &SessionContext::cellPinned, this, &InspectorPanel::addPin);
   showHovered();
@@ -121,11 +125,37 @@ int InspectorPanel::pinnedCount() const {
   return pinned_->topLevelItemCount();
 }
 
+QString InspectorPanel::caseKey() const {
+  const auto reader = context_->reader();
+  return reader ? QString::fromStdString(reader->path()) + QLatin1Char('|') + context_->casePath()
+                : QString();
+}
+
 void InspectorPanel::addPin(const CellReadout& r) {
-  const ValueBits bits = describeValue(r.value);
-  auto* item = new QTreeWidgetItem(pinned_, {location(r), bits.fp32, bits.fp16, bits.bf16});
-  item->setToolTip(0, QString::fromLatin1(cell_class_name(r.cls)));
-  pinned_->scrollToItem(item);
+  pins_.push_back({caseKey(), context_->batch(), context_->head(), r});
+  showPins();
+  pinned_->scrollToItem(pinned_->topLevelItem(pinned_->topLevelItemCount() - 1));
+}
+
+void InspectorPanel::showPins() {
+  pinned_->clear();
+  const QString key = caseKey();
+  for (const Pin& p : pins_) {
+    if (p.caseKey != key) continue;
+    const ValueBits bits = describeValue(p.cell.value);
+    auto* item = new QTreeWidgetItem(
+        pinned_, {location(p.cell), QStringLiteral("b%1 h%2").arg(p.batch).arg(p.head), bits.fp32,
+                  bits.fp16, bits.bf16});
+    item->setToolTip(0, QString::fromLatin1(cell_class_name(p.cell.cls)));
+  }
+}
+
+void InspectorPanel::clearPins() {
+  const QString key = caseKey();
+  pins_.erase(
+      std::remove_if(pins_.begin(), pins_.end(), [&](const Pin& p) { return p.caseKey == key; }),
+      pins_.end());
+  showPins();
 }
 
 }  // namespace attnscope

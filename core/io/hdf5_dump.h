@@ -76,6 +76,8 @@ class DumpReader {
   // memory budget (core/memory_budget.h). Safe to call from several threads (HDF5 calls are
   // serialised).
   Result<CaseData> load(const std::string& case_path) const;
+  // load() calls made so far on this reader (how often cases were read).
+  size_t loads() const;
 
   // Test reads of the stored data of every case, without keeping it (the probe, issue 7): a
   // tensor of at most `sample_bytes` is read whole, a larger one has its chunk index walked

@@ -22,6 +22,7 @@ struct DumpReader::State {
   std::vector<Error> rejected;
   std::vector<BrokenCase> broken;
   int schema_version = 0;
+  size_t loads = 0;  // load() calls; guarded by the HDF5 library lock
 
   ~State() {
     auto lock = h5::lock_library();
@@ -279,8 +280,14 @@ Status DumpReader::check_case(const CaseInfo& info, int64_t sample_bytes,
                               on_dataset);
 }
 
+size_t DumpReader::loads() const {
+  auto lock = h5::lock_library();
+  return state_->loads;
+}
+
 Result<CaseData> DumpReader::load(const std::string& case_path) const {
   auto lock = h5::lock_library();
+  ++state_->loads;
   const std::string wanted = case_path.empty() || case_path[0] != '/' ? "/" + case_path : case_path;
   const CaseInfo* info = nullptr;
   for (const CaseInfo& c : state_->cases) {

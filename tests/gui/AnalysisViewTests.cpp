@@ -2,6 +2,7 @@
 // the location), the (batch x head) and (step x layer) overviews with the timeline, the scale
 // sweep, and an event-loop watchdog showing the GUI thread stays responsive during recomputes.
 #include <QDockWidget>
+#include <QLabel>
 #include <QTreeWidget>
 #include <QtTest>
 #include <cmath>
@@ -52,6 +53,45 @@ void GuiTest::findings_click_selects_head_and_location() {
   const ViewWindow shown = f.window->heatmaps()->currentView()->visibleWindow();
   QVERIFY(shown.row_begin <= finding.rows.first && shown.row_end > finding.rows.last);
   QVERIFY(shown.row_end - shown.row_begin < 128);
+}
+
+void GuiTest::findings_list_never_shows_a_replaced_summary() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  f.context()->setPrecision(Precision::f16);
+  f.context()->setMode(Mode::unfused);
+  QVERIFY(waitUntil([&] {
+    const auto s = f.window->analysis()->summary();
+    return summaryFor(*f.window, kOverflowCase) && s->precision == Precision::f16 &&
+           s->mode == Mode::unfused;
+  }));
+  FindingsPanel* findings = f.window->findings();
+  QVERIFY(findings->findingCount() > 0);
+  auto header = [&] {
+    return findings->findChild<QLabel*>(QStringLiteral("findingsHeader"))->text();
+  };
+  // Rows whose severity column says "error", against the header's "· N error(s)".
+  auto consistent = [&] {
+    int errors = 0;
+    for (int i = 0; i < findings->findingCount(); ++i) {
+      errors += findings->list()->topLevelItem(i)->text(0) == QStringLiteral("error");
+    }
+    return header().contains(QStringLiteral("· %1 error").arg(errors));
+  };
+  QVERIFY2(consistent(), qPrintable(header()));
+
+  // A what-if: from the moment the new summary is asked for until it is in, no old row stays.
+  f.context()->setPrecision(Precision::bf16);
+  QCOMPARE(findings->findingCount(), 0);
+  QVERIFY(header().startsWith(QStringLiteral("analysing")));
+  QVERIFY(waitUntil([&] {
+    const auto s = f.window->analysis()->summary();
+    return summaryFor(*f.window, kOverflowCase) && s->precision == Precision::bf16;
+  }));
+  QVERIFY2(header().contains(QStringLiteral("bf16")), qPrintable(header()));
+  QVERIFY2(consistent(), qPrintable(header()));
+  QCOMPARE(findings->findingCount(),
+           static_cast<int>(f.window->analysis()->summary()->findings.size()));
 }
 
 void GuiTest::overview_heads_match_head_views() {

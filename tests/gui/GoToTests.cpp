@@ -98,7 +98,8 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   QCOMPARE(w.window->inspector()->pinnedCount(), 1);
   QCOMPARE(w.window->inspector()->pinnedList()->topLevelItem(0)->text(0),
            QStringLiteral("S [700, 300]"));
-  QCOMPARE(w.window->inspector()->pinnedList()->topLevelItem(0)->text(1),
+  QCOMPARE(w.window->inspector()->pinnedList()->topLevelItem(0)->text(1), QStringLiteral("b1 h5"));
+  QCOMPARE(w.window->inspector()->pinnedList()->topLevelItem(0)->text(2),
            describeValue(cell.value).fp32);
   // The neighbouring element holds another value, so the pin is not off by one.
   QVERIFY(r->s.readout(700, 301).value != cell.value);

@@ -68,6 +68,9 @@ class GuiTest : public QObject {
   // StepperTests.cpp
   void stepper_keys_step_and_highlight_tile();
   void run_to_next_nonfinite_lands_on_known_tile();
+  void every_consumer_of_a_selected_case_shares_one_read();
+  void stepper_position_belongs_to_its_case();
+  void pins_belong_to_their_case();
 
   // ControlTests.cpp
   void precision_fp16_to_bf16_makes_overflow_finite();
@@ -77,6 +80,7 @@ class GuiTest : public QObject {
 
   // AnalysisViewTests.cpp
   void findings_click_selects_head_and_location();
+  void findings_list_never_shows_a_replaced_summary();
   void overview_heads_match_head_views();
   void series_overview_and_timeline_navigate_steps();
   void sweep_view_counts_nonfinite_per_precision();

@@ -1,8 +1,13 @@
 // The backward stepper in the real window: F10 / Shift+F10 move one step and outline the
 // step's tile on every heatmap, F5 lands on the tile an independently driven BackwardStepper
-// finds first non-finite, and the stepper panel shows that tile's intermediates.
+// finds first non-finite, and the stepper panel shows that tile's intermediates. The stepper,
+// head compute, case summary and scale sweep of one selected case read it from the file once.
+#include <QTemporaryDir>
 #include <QtTest>
 
+#include "app/gui/AnalysisController.h"
+#include "app/gui/ComputeWorker.h"
+#include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/panels/HeatmapPanel.h"
@@ -10,6 +15,7 @@
 #include "app/plot/HeatmapView.h"
 #include "kernels/cpu/backward_stepper.h"
 #include "tests/gui/GuiTest.h"
+#include "tests/gui/ScanDump.h"
 
 namespace attnscope::test {
 namespace {
@@ -149,6 +155,98 @@ void GuiTest::run_to_next_nonfinite_lands_on_known_tile() {
                            60000);
   stepper->restart();
   QVERIFY(!f.window->heatmaps()->view(QStringLiteral("P"))->highlight());
+}
+
+void GuiTest::every_consumer_of_a_selected_case_shares_one_read() {
+  // A three-case dump of small heads: the background walks over it end quickly even when the
+  // machine is busy (the series runs at idle priority).
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("consumers.h5"));
+  ScanDumpSpec spec;
+  spec.cases = 3;
+  spec.seq = spec.written = 64;
+  spec.dim = 16;
+  std::string error;
+  QVERIFY2(writeScanDump(path.toStdString(), spec, &error), error.c_str());
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({path, QString::fromStdString(scanCasePath(0))}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  // The dump scan and the step x layer series walk every case once; after them only the
+  // selection reads.
+  AnalysisController* analysis = f.window->analysis();
+  QVERIFY(QTest::qWaitFor(
+      [&] {
+        const auto scan = f.window->scans()->scan(f.context()->file(0).path);
+        const auto series = analysis->series();
+        return scan && scan->complete() && series &&
+               series->done == static_cast<int>(series->cases.size()) &&
+               analysis->runningJobs() == 0;
+      },
+      120000));
+  StepperController* stepper = f.window->stepper();
+  analysis->setSweepEnabled(true);
+  const std::shared_ptr<CaseCache> cases = f.context()->cases();
+  QVERIFY(cases != nullptr);
+  const size_t loadsBefore = cases->reader()->loads();
+  const auto summaryBefore = analysis->summary();
+  const auto sweepBefore = analysis->sweep();
+
+  const QString other = QString::fromStdString(scanCasePath(2));
+  QVERIFY(f.context()->selectCase(f.context()->fileIndex(), other));
+  stepper->stepForward();
+  QVERIFY(QTest::qWaitFor(
+      [&] {
+        const auto result = f.context()->result();
+        const auto summary = analysis->summary();
+        const auto sweep = analysis->sweep();
+        return result && result->case_path == other.toStdString() && !f.window->worker()->busy() &&
+               summary && summary != summaryBefore && summary->case_path == other.toStdString() &&
+               sweep && sweep != sweepBefore && stepper->snapshot() && !stepper->busy() &&
+               analysis->runningJobs() == 0;
+      },
+      120000));
+  QCOMPARE(stepper->snapshot()->position, int64_t{1});
+  QCOMPARE(cases->reader()->loads(), loadsBefore + 1);
+}
+
+void GuiTest::stepper_position_belongs_to_its_case() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kPaddingCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  StepperController* stepper = f.window->stepper();
+  const int file = f.context()->fileIndex();
+  stepper->seek(3);
+  QVERIFY(waitForPosition(stepper, 3));
+  QVERIFY(f.context()->stepTile().valid);
+
+  // Another case starts unstepped: no snapshot, no tile outline, nothing from the first case.
+  const QString other = QStringLiteral("/exploding_grad");
+  QVERIFY(f.context()->selectCase(file, other));
+  QCOMPARE(stepper->snapshot(), nullptr);
+  QCOMPARE(stepper->target(), int64_t{0});
+  QVERIFY(!f.context()->stepTile().valid);
+  QVERIFY(waitForResult(*f.window,
+                        [&](const HeadResult& r) { return r.case_path == other.toStdString(); }));
+  QVERIFY(!stepper->busy());
+  QCOMPARE(stepper->snapshot(), nullptr);
+  stepper->stepForward();
+  QVERIFY(waitForPosition(stepper, 1));
+
+  // Back to the first case: its stepper stands where it was left, and so does the other's.
+  QVERIFY(f.context()->selectCase(file, kPaddingCase));
+  QVERIFY(waitForPosition(stepper, 3));
+  QVERIFY(f.context()->stepTile().valid);
+  QVERIFY(f.context()->selectCase(file, other));
+  QVERIFY(waitForPosition(stepper, 1));
+
+  // A restart forgets the case's position.
+  stepper->restart();
+  QVERIFY(f.context()->selectCase(file, kPaddingCase));
+  QVERIFY(waitForPosition(stepper, 3));
+  QVERIFY(f.context()->selectCase(file, other));
+  QCOMPARE(stepper->snapshot(), nullptr);
+  QTest::qWait(100);
+  QCOMPARE(stepper->snapshot(), nullptr);
 }
 
 }  // namespace attnscope::test

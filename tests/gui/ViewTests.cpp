@@ -1,6 +1,8 @@
 // The views of the real MainWindow: inspector readout and pins, export, zoom-driven recompute
 // of pooled heatmaps, the row plots with their thresholds, and colour maps chosen by the values.
 #include <QImage>
+#include <QPushButton>
+#include <QTreeWidget>
 #include <QtTest>
 #include <cmath>
 
@@ -65,6 +67,41 @@ void GuiTest::hover_and_click_pin_a_cell() {
   QCOMPARE(f.window->inspector()->pinnedCount(), 1);
   QTest::mouseClick(plot, Qt::LeftButton, {}, plot->rect().center());
   QCOMPARE(f.window->inspector()->pinnedCount(), 2);
+}
+
+void GuiTest::pins_belong_to_their_case() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  InspectorPanel* inspector = f.window->inspector();
+  f.context()->setHead(3);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.head == 3; }));
+  f.window->heatmaps()->view(QStringLiteral("S"))->clickCell(20, 30);
+  QCOMPARE(inspector->pinnedCount(), 1);
+  QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(0), QStringLiteral("S [20, 30]"));
+  QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(1), QStringLiteral("b0 h3"));
+
+  // Another case shows its own pins only; the first case's come back with it.
+  const QString other = QStringLiteral("/exploding_grad");
+  QVERIFY(f.context()->selectCase(f.context()->fileIndex(), other));
+  QCOMPARE(inspector->pinnedCount(), 0);
+  QVERIFY(waitForResult(*f.window,
+                        [&](const HeadResult& r) { return r.case_path == other.toStdString(); }));
+  f.window->heatmaps()->view(QStringLiteral("S"))->clickCell(1, 2);
+  QCOMPARE(inspector->pinnedCount(), 1);
+  QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(0), QStringLiteral("S [1, 2]"));
+  QVERIFY(f.context()->selectCase(f.context()->fileIndex(), kOverflowCase));
+  QCOMPARE(inspector->pinnedCount(), 1);
+  QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(0), QStringLiteral("S [20, 30]"));
+  QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(1), QStringLiteral("b0 h3"));
+
+  // "Clear pins" clears the selected case's pins only.
+  auto* clear = inspector->findChild<QPushButton*>(QStringLiteral("clearPins"));
+  QVERIFY(clear != nullptr);
+  clear->click();
+  QCOMPARE(inspector->pinnedCount(), 0);
+  QVERIFY(f.context()->selectCase(f.context()->fileIndex(), other));
+  QCOMPARE(inspector->pinnedCount(), 1);
 }
 
 void GuiTest::export_writes_png_and_pdf_atomically() {

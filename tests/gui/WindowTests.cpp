@@ -233,8 +233,8 @@ void GuiTest::stale_results_are_dropped() {
   first.settings.scale = 0.5;
   HeadRequest second = first;
   second.settings.scale = 0.25;
-  const quint64 idFirst = worker->submit(ctx->reader(), ctx->casePath(), first);
-  const quint64 idSecond = worker->submit(ctx->reader(), ctx->casePath(), second);
+  const quint64 idFirst = worker->submit(ctx->cases(), ctx->casePath(), first);
+  const quint64 idSecond = worker->submit(ctx->cases(), ctx->casePath(), second);
   QVERIFY(idSecond > idFirst);
   QCOMPARE(worker->latestId(), idSecond);
   QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
@@ -247,7 +247,7 @@ void GuiTest::stale_results_are_dropped() {
   QCOMPARE(ctx->result()->scale, 0.25);
 
   // Cancel: the running job's result is dropped and nothing is applied.
-  const quint64 idCancelled = worker->submit(ctx->reader(), ctx->casePath(), first);
+  const quint64 idCancelled = worker->submit(ctx->cases(), ctx->casePath(), first);
   worker->cancel();
   QVERIFY(!worker->busy());
   QTRY_VERIFY_WITH_TIMEOUT(dropped.count() == 2, 30000);

@@ -82,11 +82,13 @@ TEST(ComputeWorkerCancel, newer_request_stops_the_running_head_and_is_applied) {
   ASSERT_TRUE(big && small);
   ComputeWorker worker;
   Events events(worker);
-  const quint64 first = worker.submit(big, QStringLiteral("/c"), request());
+  const quint64 first =
+      worker.submit(std::make_shared<CaseCache>(big), QStringLiteral("/c"), request());
   ASSERT_TRUE(spin_until([&] { return !events.started.empty(); }));
   QThread::msleep(500);  // inside the kernels by now (or still loading: either way stale)
   const auto resubmitted = std::chrono::steady_clock::now();
-  const quint64 second = worker.submit(small, QStringLiteral("/c"), request());
+  const quint64 second =
+      worker.submit(std::make_shared<CaseCache>(small), QStringLiteral("/c"), request());
   ASSERT_TRUE(spin_until([&] { return !events.finished.empty() && !events.dropped.empty(); }));
   std::printf(
       "newer request applied %.2f s after it was submitted (measured, not checked)\n",
@@ -106,7 +108,8 @@ TEST(ComputeWorkerCancel, cancel_drops_the_running_head_without_a_result) {
   ASSERT_TRUE(big);
   ComputeWorker worker;
   Events events(worker);
-  const quint64 id = worker.submit(big, QStringLiteral("/c"), request());
+  const quint64 id =
+      worker.submit(std::make_shared<CaseCache>(big), QStringLiteral("/c"), request());
   ASSERT_TRUE(spin_until([&] { return !events.started.empty(); }));
   QThread::msleep(500);
   worker.cancel();
