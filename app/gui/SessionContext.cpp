@@ -113,6 +113,12 @@ std::shared_ptr<CaseCache> SessionContext::cases() const {
   return fileIndex_ < 0 ? nullptr : files_[static_cast<size_t>(fileIndex_)].cases;
 }
 
+QString SessionContext::caseKey() const {
+  return fileIndex_ < 0
+             ? QString()
+             : files_[static_cast<size_t>(fileIndex_)].path + QLatin1Char('|') + casePath_;
+}
+
 void SessionContext::setBatch(int64_t batch) {
   const CaseInfo* c = caseInfo();
   if (c == nullptr || batch == batch_ || batch < 0 || batch >= c->dims.batch) return;

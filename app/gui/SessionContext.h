@@ -81,6 +81,8 @@ class SessionContext : public QObject {
   // The selected file's case cache (null when none is selected): what every job reads cases
   // through.
   std::shared_ptr<CaseCache> cases() const;
+  // "file|case" of the selection (empty when none): what per-case state is keyed by.
+  QString caseKey() const;
 
   void setBatch(int64_t batch);
   void setHead(int64_t head);

@@ -76,9 +76,7 @@ void StepperController::onCaseChanged() {
   } else {
     positions_.erase(caseKey_);
   }
-  const std::shared_ptr<const DumpReader> reader = context_->reader();
-  caseKey_ =
-      reader ? QString::fromStdString(reader->path()) + '|' + context_->casePath() : QString();
+  caseKey_ = context_->caseKey();
   const auto saved = positions_.find(caseKey_);
   if (saved == positions_.end()) return restart();
   active_ = true;  // onInputsChanged seeks there

@@ -125,21 +125,15 @@ int InspectorPanel::pinnedCount() const {
   return pinned_->topLevelItemCount();
 }
 
-QString InspectorPanel::caseKey() const {
-  const auto reader = context_->reader();
-  return reader ? QString::fromStdString(reader->path()) + QLatin1Char('|') + context_->casePath()
-                : QString();
-}
-
 void InspectorPanel::addPin(const CellReadout& r) {
-  pins_.push_back({caseKey(), context_->batch(), context_->head(), r});
+  pins_.push_back({context_->caseKey(), context_->batch(), context_->head(), r});
   showPins();
   pinned_->scrollToItem(pinned_->topLevelItem(pinned_->topLevelItemCount() - 1));
 }
 
 void InspectorPanel::showPins() {
   pinned_->clear();
-  const QString key = caseKey();
+  const QString key = context_->caseKey();
   for (const Pin& p : pins_) {
     if (p.caseKey != key) continue;
     const ValueBits bits = describeValue(p.cell.value);
@@ -151,7 +145,7 @@ void InspectorPanel::showPins() {
 }
 
 void InspectorPanel::clearPins() {
-  const QString key = caseKey();
+  const QString key = context_->caseKey();
   pins_.erase(
       std::remove_if(pins_.begin(), pins_.end(), [&](const Pin& p) { return p.caseKey == key; }),
       pins_.end());

@@ -38,7 +38,7 @@ class InspectorPanel : public QWidget {
  private:
   // A pinned cell with the case, batch and head it was pinned in.
   struct Pin {
-    QString caseKey;  // "file|case"
+    QString caseKey;  // SessionContext::caseKey() when it was pinned
     int64_t batch = 0, head = 0;
     CellReadout cell;
   };
@@ -47,7 +47,6 @@ class InspectorPanel : public QWidget {
   void addPin(const CellReadout& r);
   void showPins();
   void clearPins();
-  QString caseKey() const;
 
   SessionContext* context_;
   std::vector<Pin> pins_;  // of every case, in pinning order

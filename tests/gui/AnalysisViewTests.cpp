@@ -27,18 +27,23 @@ bool summaryFor(MainWindow& w, const QString& casePath) {
   return s && s->case_path == casePath.toStdString() && !w.analysis()->summaryRunner()->busy();
 }
 
+// Opens the sample's overflow case in fp16 unfused and waits for its summary at those settings.
+bool openOverflowFp16Unfused(MainWindow& w) {
+  if (!w.openTarget({samplePath(), kOverflowCase})) return false;
+  w.context()->setPrecision(Precision::f16);
+  w.context()->setMode(Mode::unfused);
+  return waitUntil([&] {
+    const auto s = w.analysis()->summary();
+    return summaryFor(w, kOverflowCase) && s->mode == Mode::unfused &&
+           s->precision == Precision::f16;
+  });
+}
+
 }  // namespace
 
 void GuiTest::findings_click_selects_head_and_location() {
   WindowFixture f;
-  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
-  f.context()->setPrecision(Precision::f16);
-  f.context()->setMode(Mode::unfused);
-  QVERIFY(waitUntil([&] {
-    const auto s = f.window->analysis()->summary();
-    return summaryFor(*f.window, kOverflowCase) && s->mode == Mode::unfused &&
-           s->precision == Precision::f16;
-  }));
+  QVERIFY(openOverflowFp16Unfused(*f.window));
   FindingsPanel* findings = f.window->findings();
   QVERIFY(findings->findingCount() > 0);
   const int row = findings->rowOfKind(QStringLiteral("score_overflow"));
@@ -57,14 +62,7 @@ void GuiTest::findings_click_selects_head_and_location() {
 
 void GuiTest::findings_list_never_shows_a_replaced_summary() {
   WindowFixture f;
-  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
-  f.context()->setPrecision(Precision::f16);
-  f.context()->setMode(Mode::unfused);
-  QVERIFY(waitUntil([&] {
-    const auto s = f.window->analysis()->summary();
-    return summaryFor(*f.window, kOverflowCase) && s->precision == Precision::f16 &&
-           s->mode == Mode::unfused;
-  }));
+  QVERIFY(openOverflowFp16Unfused(*f.window));
   FindingsPanel* findings = f.window->findings();
   QVERIFY(findings->findingCount() > 0);
   auto header = [&] {
