@@ -96,8 +96,8 @@ int run_step(const CommandArgs& args) {
   const StepInfo& s = state.step;
   std::cout << "first non-finite step " << s.index << ": " << step_stage_name(s.stage) << "\n"
             << "  q tile " << tile_text(s.q_tile) << ", kv tile " << tile_text(s.kv_tile)
-            << ", rows " << s.row_begin << "-" << s.row_end - 1 << ", cols " << s.col_begin << "-"
-            << s.col_end - 1 << "\n"
+            << ", rows " << s.window.row_begin << "-" << s.window.row_end - 1 << ", cols "
+            << s.window.col_begin << "-" << s.window.col_end - 1 << "\n"
             << "  new non-finite " << s.new_nonfinite << " (nan " << s.nonfinite.nan << ", +inf "
             << s.nonfinite.pos_inf << ", -inf " << s.nonfinite.neg_inf << ")\n";
   const auto [values, width] = step_output(state, params);

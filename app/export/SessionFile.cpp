@@ -22,7 +22,7 @@ const QStringList kCaseKeys = {
     QStringLiteral("annotations"), QStringLiteral("unreadable_annotations")};
 
 // [row_begin, row_end, col_begin, col_end] of non-negative integers with begin < end.
-std::optional<ViewWindow> zoomFromJson(const QJsonValue& value) {
+std::optional<MatrixWindow> zoomFromJson(const QJsonValue& value) {
   const QJsonArray a = value.toArray();
   if (a.size() != 4) return std::nullopt;
   int64_t v[4];
@@ -32,10 +32,10 @@ std::optional<ViewWindow> zoomFromJson(const QJsonValue& value) {
     v[i] = static_cast<int64_t>(d);
   }
   if (v[0] >= v[1] || v[2] >= v[3]) return std::nullopt;
-  return ViewWindow{v[0], v[1], v[2], v[3]};
+  return MatrixWindow{v[0], v[1], v[2], v[3]};
 }
 
-QJsonArray zoomJson(const ViewWindow& z) {
+QJsonArray zoomJson(const MatrixWindow& z) {
   return {qint64{z.row_begin}, qint64{z.row_end}, qint64{z.col_begin}, qint64{z.col_end}};
 }
 
@@ -47,12 +47,12 @@ CaseSession parseCase(const QJsonObject& json, const QString& casePath, QStringL
   bool badZoom = false;
   const QJsonObject zooms = json.value(QStringLiteral("zooms")).toObject();
   for (auto it = zooms.begin(); it != zooms.end(); ++it) {
-    const std::optional<ViewWindow> w = zoomFromJson(it.value());
+    const std::optional<MatrixWindow> w = zoomFromJson(it.value());
     if (w) c.zooms[it.key()] = *w;
     badZoom = badZoom || !w;
   }
   if (json.contains(QStringLiteral("zoom")) && !c.zooms.contains(c.view)) {
-    const std::optional<ViewWindow> w = zoomFromJson(json.value(QStringLiteral("zoom")));
+    const std::optional<MatrixWindow> w = zoomFromJson(json.value(QStringLiteral("zoom")));
     if (w) c.zooms[c.view] = *w;
     badZoom = badZoom || !w;
   }

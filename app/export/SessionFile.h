@@ -24,7 +24,7 @@ struct CaseSession {
   // The window each zoomed heatmap tab showed, by tab name; a tab not listed shows the whole
   // matrix. Written as "zooms" plus "zoom" (the window of `view`, all that version 2 files
   // before per-tab zoom held, still read as the zoom of `view`).
-  QMap<QString, ViewWindow> zooms;
+  QMap<QString, MatrixWindow> zooms;
   // Colour state of the heatmap tabs that differ from the default, by tab name:
   // {"colormap": "diverging", "scale": "log", "range": [lo, hi]} (no range: automatic) (v2).
   QJsonObject views;

@@ -88,7 +88,7 @@ class TileOutlinesHidden {
   TileOutlinesHidden& operator=(const TileOutlinesHidden&) = delete;
 
  private:
-  std::vector<std::pair<HeatmapView*, ViewWindow>> hidden_;
+  std::vector<std::pair<HeatmapView*, MatrixWindow>> hidden_;
 };
 
 }  // namespace

@@ -133,13 +133,13 @@ bool NavigationController::goToCell(const CellTarget& t, QString* error) {
   const auto [rows, cols] = viewShape(t.view, context_->caseInfo()->dims);
   const auto [r0, r1] = around(t.row, rows);
   const auto [c0, c1] = around(t.col, cols);
-  start(Pending{t.view, context_->casePath(), t.batch, t.head, ViewWindow{r0, r1, c0, c1},
+  start(Pending{t.view, context_->casePath(), t.batch, t.head, MatrixWindow{r0, r1, c0, c1},
                 std::make_pair(t.row, t.col), false});
   return true;
 }
 
 void NavigationController::showRegion(const QString& view, int64_t batch, int64_t head,
-                                      const ViewWindow& window) {
+                                      const MatrixWindow& window) {
   start(Pending{view, context_->casePath(), batch, head, window, std::nullopt, false});
 }
 

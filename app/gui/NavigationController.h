@@ -50,7 +50,7 @@ class NavigationController : public QObject {
   bool goToCell(const CellTarget& target, QString* error = nullptr);
   // Shows `window` of `view` at (batch, head): selects them now and zooms once the result of
   // that head is shown. A later call replaces a pending one.
-  void showRegion(const QString& view, int64_t batch, int64_t head, const ViewWindow& window);
+  void showRegion(const QString& view, int64_t batch, int64_t head, const MatrixWindow& window);
   bool pending() const { return pending_.has_value(); }
 
   // Opens the go-to dialog (window-modal, not blocking), filled with the current position.
@@ -73,7 +73,7 @@ class NavigationController : public QObject {
     QString view;
     QString casePath;
     int64_t batch = 0, head = 0;
-    ViewWindow window;
+    MatrixWindow window;
     std::optional<std::pair<int64_t, int64_t>> cell;  // (row, col) to pin
     bool zoomed = false;
   };

@@ -19,11 +19,6 @@ constexpr int kMaxRecent = 10;
 constexpr int64_t kAlwaysReference = int64_t{512} * 512;
 const char* const kRecentKey = "recentFiles";
 
-bool sameWindow(const MatrixWindow& a, const MatrixWindow& b) {
-  return a.row_begin == b.row_begin && a.row_end == b.row_end && a.col_begin == b.col_begin &&
-         a.col_end == b.col_end;
-}
-
 bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
   return a.scale == b.scale && a.precision == b.precision && a.mode == b.mode &&
          a.maskFill == b.maskFill && a.backend == b.backend && a.clipNorm == b.clipNorm;
@@ -292,8 +287,8 @@ MaskFill SessionContext::effectiveMaskFill() const {
   return r ? r->mask_fill : MaskFill::neg_inf;
 }
 
-void SessionContext::setScoreView(const ViewWindow& view, QSize pixels) {
-  MatrixWindow w{view.row_begin, view.row_end, view.col_begin, view.col_end};
+void SessionContext::setScoreView(const MatrixWindow& view, QSize pixels) {
+  MatrixWindow w = view;
   const CaseInfo* c = caseInfo();
   if (c && w.row_begin == 0 && w.col_begin == 0 && w.row_end >= c->dims.seqlen_q &&
       w.col_end >= c->dims.seqlen_k) {
@@ -302,7 +297,7 @@ void SessionContext::setScoreView(const ViewWindow& view, QSize pixels) {
   // Pooling to a few pixels more or less looks the same; re-requesting it would recompute the
   // head after every result whose labels nudge the plot's layout.
   const auto close = [](int a, int b) { return std::abs(a - b) <= std::max(a, b) / 8; };
-  if (sameWindow(w, window_) && close(pixels.width(), pixels_.width()) &&
+  if (w == window_ && close(pixels.width(), pixels_.width()) &&
       close(pixels.height(), pixels_.height())) {
     return;
   }
@@ -359,10 +354,8 @@ FocusTarget findingFocus(const Finding& f) {
   t.tensor = QString::fromStdString(f.tensor);
   t.batch = f.batch;
   t.head = f.head >= 0 ? f.head : (f.heads.valid() ? f.heads.first : -1);
-  t.rowFirst = f.rows.first;
-  t.rowLast = f.rows.last;
-  t.colFirst = f.cols.first;
-  t.colLast = f.cols.last;
+  if (f.rows.valid()) t.window.row_begin = f.rows.first, t.window.row_end = f.rows.last + 1;
+  if (f.cols.valid()) t.window.col_begin = f.cols.first, t.window.col_end = f.cols.last + 1;
   return t;
 }
 

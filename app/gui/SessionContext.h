@@ -30,20 +30,20 @@ struct ComputeSettings {
   std::optional<double> clipNorm;  // clip_grad_norm_(max_norm) over the head's gradients
 };
 
-// The backward stepper's current step (DESIGN §6), highlighted on every heatmap: query rows
-// [rowBegin, rowEnd) x keys [colBegin, colEnd); a step over all tiles spans everything.
+// The backward stepper's current step (DESIGN §6), highlighted on every heatmap: the query rows
+// x keys of `window`; a step over all tiles spans everything.
 struct StepTile {
   bool valid = false;
   QString stage;
   int64_t qTile = -1, kvTile = -1;
-  int64_t rowBegin = 0, rowEnd = 0, colBegin = 0, colEnd = 0;
+  MatrixWindow window{0, 0, 0, 0};  // resolved
 };
 
 // Where a finding points (findings list click): a tensor's rows / cols of one (batch, head).
 struct FocusTarget {
   QString tensor;  // "S", "dQ", "q", ... (the heatmap shown when one matches)
   int64_t batch = -1, head = -1;
-  int64_t rowFirst = 0, rowLast = -1, colFirst = 0, colLast = -1;  // inclusive; last < first: all
+  MatrixWindow window;  // the rows x cols pointed to; an end of -1: every row / col
 };
 
 // The location a finding points to (its first place; the head of a run of heads).
@@ -126,7 +126,7 @@ class SessionContext : public QObject {
   bool whatIfsKept() const { return whatIfsKept_; }
 
   // The score-matrix window the heatmaps show and their size in pixels (pooling target).
-  void setScoreView(const ViewWindow& window, QSize pixels);
+  void setScoreView(const MatrixWindow& window, QSize pixels);
   const MatrixWindow& scoreWindow() const { return window_; }
   QSize scorePixels() const { return pixels_; }
 

@@ -132,10 +132,7 @@ void StepperController::submit(Op op, int64_t position) {
     tile.stage = QString::fromLatin1(step_stage_name(s.stage));
     tile.qTile = s.q_tile;
     tile.kvTile = s.kv_tile;
-    tile.rowBegin = s.row_begin;
-    tile.rowEnd = s.row_end;
-    tile.colBegin = s.col_begin;
-    tile.colEnd = s.col_end;
+    tile.window = s.window;
     context_->setStepTile(tile);
     emit snapshotChanged();
   });

@@ -69,7 +69,7 @@ ViewStateController::ViewStateController(SessionContext* context, HeatmapPanel* 
   for (const auto& [name, widget] : annotations_->views()) {
     auto* view = static_cast<HeatmapView*>(widget);
     connect(view, &HeatmapView::viewWindowChanged, this,
-            [this, view](const ViewWindow& w) { onZoomed(view, w); });
+            [this, view](const MatrixWindow& w) { onZoomed(view, w); });
   }
   connect(annotations_, &AnnotationController::aboutToSave, this, &ViewStateController::capture);
   // Qt's test mode (set by the test suites that open the bundled sample) keeps the sample's
@@ -99,10 +99,10 @@ void ViewStateController::flush() {
   }
 }
 
-void ViewStateController::onZoomed(const HeatmapView* view, const ViewWindow& window) {
+void ViewStateController::onZoomed(const HeatmapView* view, const MatrixWindow& window) {
   const MatrixGrid* g = view->grid();
   if (g == nullptr) return;
-  if (window == ViewWindow{0, g->total_rows, 0, g->total_cols}) {
+  if (window == MatrixWindow{0, g->total_rows, 0, g->total_cols}) {
     zooms_.remove(view->name());
   } else {
     zooms_[view->name()] = window;
@@ -189,7 +189,7 @@ void ViewStateController::restoreCase(const CaseSession& saved) {
 void ViewStateController::restoreZoom(const QString& view) {
   const auto it = pendingZooms_.constFind(view);
   if (it == pendingZooms_.constEnd()) return;
-  const ViewWindow window = *it;
+  const MatrixWindow window = *it;
   pendingZooms_.erase(it);
   zooms_[view] = window;
   navigation_->showRegion(view, context_->batch(), context_->head(), window);

@@ -53,7 +53,7 @@ class ViewStateController : public QObject {
   void restoreCase(const CaseSession& saved);
   void restoreViews(const QJsonObject& views);
   void restoreZoom(const QString& view);
-  void onZoomed(const HeatmapView* view, const ViewWindow& window);
+  void onZoomed(const HeatmapView* view, const MatrixWindow& window);
   void flush();
 
   SessionContext* context_;
@@ -65,8 +65,8 @@ class ViewStateController : public QObject {
   bool restoring_ = false;
   bool autosave_ = true;
   QTimer* saveTimer_ = nullptr;
-  QMap<QString, ViewWindow> zooms_;         // zoomed tabs of the current case (not whole)
-  QMap<QString, ViewWindow> pendingZooms_;  // saved zooms of the case's tabs not shown yet
+  QMap<QString, MatrixWindow> zooms_;         // zoomed tabs of the current case (not whole)
+  QMap<QString, MatrixWindow> pendingZooms_;  // saved zooms of the case's tabs not shown yet
 };
 
 }  // namespace attnscope

@@ -34,10 +34,11 @@ bool isScoreMatrix(const QString& name) {
 
 // The block of a matrix that the stepper's tile covers: score tiles as they are, query rows of
 // O / dQ, key rows of dK / dV (all feature columns).
-ViewWindow tileBlock(const QString& name, const StepTile& t, int64_t cols) {
-  if (isScoreMatrix(name)) return {t.rowBegin, t.rowEnd, t.colBegin, t.colEnd};
-  if (isKeyMatrix(name)) return {t.colBegin, t.colEnd, 0, cols};
-  return {t.rowBegin, t.rowEnd, 0, cols};
+MatrixWindow tileBlock(const QString& name, const StepTile& t, int64_t cols) {
+  const MatrixWindow& w = t.window;
+  if (isScoreMatrix(name)) return w;
+  if (isKeyMatrix(name)) return {w.col_begin, w.col_end, 0, cols};
+  return {w.row_begin, w.row_end, 0, cols};
 }
 
 QString describe(const HeadResult& r) {
@@ -78,7 +79,7 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
     connect(view, &HeatmapView::cellHovered, context_, &SessionContext::setHovered);
     connect(view, &HeatmapView::cellClicked, context_, &SessionContext::pin);
     if (isScoreMatrix(name)) {
-      connect(view, &HeatmapView::viewWindowChanged, this, [this, view](const ViewWindow& w) {
+      connect(view, &HeatmapView::viewWindowChanged, this, [this, view](const MatrixWindow& w) {
         context_->setScoreView(w, view->plotPixelSize());
       });
     }
@@ -151,11 +152,12 @@ void HeatmapPanel::applyFocus() {
     if (isScoreMatrix(name) || isErrorMatrix(name)) pendingFocus_ = target;
     return;
   }
-  if (target.rowLast < target.rowFirst) return;
-  ViewWindow w{target.rowFirst, target.rowLast + 1, 0, g->total_cols};
-  if (target.colLast >= target.colFirst && isScoreMatrix(name)) {
-    w.col_begin = target.colFirst;
-    w.col_end = target.colLast + 1;
+  const MatrixWindow& at = target.window;
+  if (at.row_end < 0) return;  // every row: nothing to zoom to
+  MatrixWindow w{at.row_begin, at.row_end, 0, g->total_cols};
+  if (at.col_end >= 0 && isScoreMatrix(name)) {
+    w.col_begin = at.col_begin;
+    w.col_end = at.col_end;
   }
   // Some context around a small range, so that the block is seen next to its neighbours.
   const int64_t padRows = std::max<int64_t>(4, (w.row_end - w.row_begin) / 4);

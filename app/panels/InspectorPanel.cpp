@@ -30,10 +30,10 @@ QString location(const CellReadout& r) {
         .arg(r.col);
   return QStringLiteral("%1 [%2:%3, %4:%5] (pooled block at [%6, %7])")
       .arg(QString::fromStdString(r.matrix))
-      .arg(r.row_begin)
-      .arg(r.row_end)
-      .arg(r.col_begin)
-      .arg(r.col_end)
+      .arg(r.block.row_begin)
+      .arg(r.block.row_end)
+      .arg(r.block.col_begin)
+      .arg(r.block.col_end)
       .arg(r.row)
       .arg(r.col);
 }

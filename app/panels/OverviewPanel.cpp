@@ -161,7 +161,7 @@ void OverviewPanel::showHeads() {
                               QString::fromLatin1(precision_name(s->precision)),
                               modeName(s->mode)));
   const int64_t b = context_->batch(), h = context_->head();
-  headMap_->setHighlight(ViewWindow{b, b + 1, h, h + 1});
+  headMap_->setHighlight(MatrixWindow{b, b + 1, h, h + 1});
 }
 
 void OverviewPanel::showSeries() {
@@ -184,7 +184,7 @@ void OverviewPanel::showSeries() {
                                      std::vector<float>(static_cast<size_t>(steps), std::nanf("")),
                                      kLineColors[l % 8]};
   }
-  std::optional<ViewWindow> current;
+  std::optional<MatrixWindow> current;
   QList<Annotation> errorCells;
   for (const SeriesCase& c : s->cases) {
     const int r = indexOf(s->steps, c.step), col = indexOf(s->layers, c.layer);
@@ -199,7 +199,7 @@ void OverviewPanel::showSeries() {
       errorCells << errorMarker(r, col);
     }
     if (QString::fromStdString(c.path) == context_->casePath()) {
-      current = ViewWindow{r, r + 1, col, col + 1};
+      current = MatrixWindow{r, r + 1, col, col + 1};
     }
   }
   MatrixGrid grid = dense_grid("step x layer", std::move(cells), steps, layers);

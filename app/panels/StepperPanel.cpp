@@ -114,10 +114,10 @@ void StepperPanel::showSnapshot() {
   if (s.index >= 0) {
     text += tr(" · q tile %1, kv tile %2 · rows %3-%4, keys %5-%6")
                 .arg(tileText(s.q_tile), tileText(s.kv_tile))
-                .arg(s.row_begin)
-                .arg(s.row_end - 1)
-                .arg(s.col_begin)
-                .arg(s.col_end - 1);
+                .arg(s.window.row_begin)
+                .arg(s.window.row_end - 1)
+                .arg(s.window.col_begin)
+                .arg(s.window.col_end - 1);
     text += tr("\nnon-finite in its output: %1 (%2 new)")
                 .arg(countText(s.nonfinite))
                 .arg(s.new_nonfinite);

@@ -171,7 +171,7 @@ void HeatmapView::setGrid(std::shared_ptr<const MatrixGrid> grid, bool resetView
   redraw();
 }
 
-void HeatmapView::setHighlight(const std::optional<ViewWindow>& block) {
+void HeatmapView::setHighlight(const std::optional<MatrixWindow>& block) {
   highlight_ = block;
   highlightRect_->setVisible(block.has_value());
   if (block) {
@@ -331,8 +331,8 @@ void HeatmapView::resetAxes() {
   zoomTimer_->stop();
 }
 
-ViewWindow HeatmapView::visibleWindow() const {
-  ViewWindow w;
+MatrixWindow HeatmapView::visibleWindow() const {
+  MatrixWindow w;
   if (!grid_) return w;
   const QCPRange x = plot_->xAxis->range(), y = plot_->yAxis->range();
   w.col_begin = firstElement(x.lower, grid_->total_cols);
@@ -342,7 +342,7 @@ ViewWindow HeatmapView::visibleWindow() const {
   return w;
 }
 
-void HeatmapView::zoomTo(const ViewWindow& w) {
+void HeatmapView::zoomTo(const MatrixWindow& w) {
   plot_->xAxis->setRange(static_cast<double>(w.col_begin) - 0.5,
                          static_cast<double>(w.col_end) - 0.5);
   plot_->yAxis->setRange(static_cast<double>(w.row_begin) - 0.5,

@@ -69,20 +69,20 @@ class HeatmapView : public QWidget {
   HeatmapImage* image() const { return image_; }
 
   // The window the axes show (clamped to the matrix), and the map's size in pixels.
-  ViewWindow visibleWindow() const;
+  MatrixWindow visibleWindow() const;
   QSize plotPixelSize() const;
 
   // Writes the figure (PNG / PDF by suffix) atomically; false with a message on failure.
   bool exportTo(const QString& path, QString* error);
 
   // Zooms the axes to a window as the user would (viewWindowChanged follows, debounced).
-  void zoomTo(const ViewWindow& window);
+  void zoomTo(const MatrixWindow& window);
   // Shows the whole matrix again (Home, double-click); viewWindowChanged follows at once.
   void resetZoom();
 
   // Outlines a block of elements (the backward stepper's current tile); nullopt removes it.
-  void setHighlight(const std::optional<ViewWindow>& block);
-  std::optional<ViewWindow> highlight() const { return highlight_; }
+  void setHighlight(const std::optional<MatrixWindow>& block);
+  std::optional<MatrixWindow> highlight() const { return highlight_; }
 
   // Emits cellHovered / cellClicked for element (row, col) as the mouse would.
   void hoverCell(int64_t row, int64_t col);
@@ -96,7 +96,7 @@ class HeatmapView : public QWidget {
   void cellHovered(const attnscope::CellReadout& readout);
   void cellClicked(const attnscope::CellReadout& readout);
   // The user zoomed or panned (debounced); the window is clamped to the matrix.
-  void viewWindowChanged(const attnscope::ViewWindow& window);
+  void viewWindowChanged(const attnscope::MatrixWindow& window);
 
  private:
   void buildPlot();
@@ -127,7 +127,7 @@ class HeatmapView : public QWidget {
   bool applyingRange_ = false;
   bool applyingScale_ = false;  // fill() sets the colour bar's range (not a user drag)
   QPoint pressPos_;
-  std::optional<ViewWindow> highlight_;
+  std::optional<MatrixWindow> highlight_;
   bool unfilled_ = true;  // the image, colour bar and histogram do not show grid_ / scale_ yet
   bool stale_ = false;    // hidden changes wait for the next show
   // What the histogram shows (recomputed only when the grid or the scale changes), and the

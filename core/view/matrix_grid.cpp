@@ -29,10 +29,8 @@ CellReadout MatrixGrid::readout(int64_t row, int64_t col) const {
   const int64_t r = cell / cols, c = cell % cols;
   out.row = row;
   out.col = col;
-  out.row_begin = row_edges[static_cast<size_t>(r)];
-  out.row_end = row_edges[static_cast<size_t>(r + 1)];
-  out.col_begin = col_edges[static_cast<size_t>(c)];
-  out.col_end = col_edges[static_cast<size_t>(c + 1)];
+  out.block = {row_edges[static_cast<size_t>(r)], row_edges[static_cast<size_t>(r + 1)],
+               col_edges[static_cast<size_t>(c)], col_edges[static_cast<size_t>(c + 1)]};
   out.pooled = pooled;
   out.cls = cls[e];
   if (pooled) {

@@ -8,26 +8,15 @@
 #include <vector>
 
 #include "kernels/attn_names.h"  // cell_class_name
-#include "kernels/attn_types.h"  // CellClass, CellCounts
+#include "kernels/attn_types.h"  // CellClass, CellCounts, MatrixWindow
 
 namespace attnscope {
-
-// A window of the matrix in element indices: rows [row_begin, row_end) x cols [col_begin,
-// col_end).
-struct ViewWindow {
-  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
-  bool operator==(const ViewWindow& o) const {
-    return row_begin == o.row_begin && row_end == o.row_end && col_begin == o.col_begin &&
-           col_end == o.col_end;
-  }
-};
 
 // What the inspector shows for the cell under the cursor.
 struct CellReadout {
   std::string matrix;
-  int64_t row = -1, col = -1;          // the element under the cursor
-  int64_t row_begin = 0, row_end = 0;  // the cell's block (one element at full resolution)
-  int64_t col_begin = 0, col_end = 0;
+  int64_t row = -1, col = -1;  // the element under the cursor
+  MatrixWindow block;          // the cell's block (one element at full resolution), resolved
   bool pooled = false;
   CellClass cls = CellClass::finite;
   float value = 0;         // full resolution: the kernel's value; pooled: the finite extreme

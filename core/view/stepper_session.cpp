@@ -91,13 +91,13 @@ StepperSnapshot StepperSession::snapshot(bool found) const {
   out.tile_cols = st.tile_cols;
   out.kv_tiles_done = st.kv_tiles_done;
   const StepInfo first = stepper_->describe(std::min<int64_t>(1, out.size - 1));
-  out.tile_rows = first.row_end - first.row_begin;
-  out.tile_cols = first.col_end - first.col_begin;
+  out.tile_rows = first.window.row_end - first.window.row_begin;
+  out.tile_cols = first.window.col_end - first.window.col_begin;
   out.q_tiles = out.tile_rows > 0 ? (p.seqlen_q + out.tile_rows - 1) / out.tile_rows : 0;
   out.kv_tiles = out.tile_cols > 0 ? (p.seqlen_k + out.tile_cols - 1) / out.tile_cols : 0;
 
   const StepInfo& s = st.step;
-  const int64_t r0 = s.row_begin, c0 = s.col_begin;
+  const int64_t r0 = s.window.row_begin, c0 = s.window.col_begin;
   const int64_t rows = st.tile_rows, cols = st.tile_cols;
   const int64_t sq = p.seqlen_q, sk = p.seqlen_k;
   const bool on_tile = s.q_tile >= 0 && s.kv_tile >= 0;
@@ -109,7 +109,7 @@ StepperSnapshot StepperSession::snapshot(bool found) const {
     out.tile.push_back(block_grid(tile_names[k], on_tile ? *tile_values[k] : none, st.masked, r0,
                                   rows, c0, cols, sq, sk));
   }
-  const int64_t kv0 = s.kv_tile >= 0 ? s.col_begin : 0;
+  const int64_t kv0 = s.kv_tile >= 0 ? s.window.col_begin : 0;
   const int64_t kv_rows = s.kv_tile >= 0 ? st.tile_cols : 0;
   out.accumulators.push_back(block_grid("D", st.d, no_mask, 0, sq, 0, 1, sq, 1));
   out.accumulators.push_back(

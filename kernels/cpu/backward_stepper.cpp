@@ -145,12 +145,12 @@ struct BackwardStepper::Impl {
     info.stage = s.stage;
     info.q_tile = s.qt;
     info.kv_tile = s.jt;
-    info.row_end = prm.seqlen_q;
-    info.col_end = prm.seqlen_k;
+    MatrixWindow& w = info.window;
+    w = {0, prm.seqlen_q, 0, prm.seqlen_k};
     if (s.qt >= 0 || s.jt >= 0) {
       const cpu::ScoreTile t = tile_of(std::max<int64_t>(s.qt, 0), std::max<int64_t>(s.jt, 0));
-      if (s.qt >= 0) info.row_begin = t.i0, info.row_end = t.i0 + t.rows;
-      if (s.jt >= 0) info.col_begin = t.j0, info.col_end = t.j0 + t.cols;
+      if (s.qt >= 0) w.row_begin = t.i0, w.row_end = t.i0 + t.rows;
+      if (s.jt >= 0) w.col_begin = t.j0, w.col_end = t.j0 + t.cols;
     }
     return info;
   }

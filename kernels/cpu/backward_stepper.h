@@ -22,8 +22,8 @@ struct StepInfo {
   int64_t index = -1;  // step number, position() - 1 for the current step; -1 at the start
   StepStage stage = StepStage::start;
   int64_t q_tile = -1, kv_tile = -1;  // -1 where the step spans all tiles
-  // Query rows [row_begin, row_end) and keys [col_begin, col_end) the step covers.
-  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+  // The query rows x keys the step covers, resolved (no -1 ends); empty at the start.
+  MatrixWindow window{0, 0, 0, 0};
   // Non-finite entries of the step's output: S (visible entries only: the fill of masked
   // scores is intentional), P, dP, dS, D, or the accumulator / stored block it updated.
   NonfiniteCount nonfinite;

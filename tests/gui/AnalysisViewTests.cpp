@@ -55,7 +55,7 @@ void GuiTest::findings_click_selects_head_and_location() {
   QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("S"));
   // The S view shows the finding's rows (with some context around them).
   const Finding& finding = f.window->analysis()->summary()->findings[static_cast<size_t>(row)];
-  const ViewWindow shown = f.window->heatmaps()->currentView()->visibleWindow();
+  const MatrixWindow shown = f.window->heatmaps()->currentView()->visibleWindow();
   QVERIFY(shown.row_begin <= finding.rows.first && shown.row_end > finding.rows.last);
   QVERIFY(shown.row_end - shown.row_begin < 128);
 }
@@ -113,7 +113,7 @@ void GuiTest::overview_heads_match_head_views() {
   }
   heads = overview->headMap()->grid();  // redrawn with the new head outlined
   QCOMPARE(double{heads->raw[1]}, double{static_cast<float>(maxS)});
-  QCOMPARE(*overview->headMap()->highlight(), (ViewWindow{0, 1, 1, 2}));
+  QCOMPARE(*overview->headMap()->highlight(), (MatrixWindow{0, 1, 1, 2}));
   // ||dQ|| per head equals the norm of the dQ view.
   overview->setMetric(Metric::grad_norm);
   double sum = 0;
@@ -143,11 +143,11 @@ void GuiTest::series_overview_and_timeline_navigate_steps() {
     }
   }
   QCOMPARE(overview->timeline()->seriesCount(), 4);
-  QCOMPARE(*overview->seriesMap()->highlight(), (ViewWindow{0, 1, 0, 1}));
+  QCOMPARE(*overview->seriesMap()->highlight(), (MatrixWindow{0, 1, 0, 1}));
   // A click on (step 5, layer 2) opens that case.
   overview->seriesMap()->clickCell(5, 2);
   QCOMPARE(f.context()->casePath(), QStringLiteral("/train/step_005/layer_02"));
-  QCOMPARE(*overview->seriesMap()->highlight(), (ViewWindow{5, 6, 2, 3}));
+  QCOMPARE(*overview->seriesMap()->highlight(), (MatrixWindow{5, 6, 2, 3}));
 }
 
 void GuiTest::sweep_view_counts_nonfinite_per_precision() {

@@ -75,7 +75,7 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
     tree->setCurrentItem(tree->topLevelItem(1));
     QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
     QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dS"));
-    QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (ViewWindow{22, 69, 12, 59}));
+    QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{22, 69, 12, 59}));
 
     // Editing the text in place rewrites the sidecar.
     tree->topLevelItem(0)->setText(1, QStringLiteral("edited note"));
@@ -140,7 +140,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
     QCOMPARE(saved[0][QStringLiteral("from")].toArray()[0].toDouble(), moved.from.x());
     QCOMPARE(saved[0][QStringLiteral("from")].toArray()[1].toDouble(), moved.from.y());
     // The drag moved the annotation, not the view.
-    QCOMPARE(s->visibleWindow(), (ViewWindow{0, 128, 0, 128}));
+    QCOMPARE(s->visibleWindow(), (MatrixWindow{0, 128, 0, 128}));
 
     // A double-click on the box's edge asks for its text.
     const QPoint edge = layer->toPixel(QPointF(90, 90));

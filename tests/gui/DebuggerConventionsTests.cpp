@@ -48,9 +48,9 @@ void GuiTest::home_and_double_click_show_the_whole_matrix() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
   HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
   QVERIFY(f.window->heatmaps()->showMatrix(QStringLiteral("S")));
-  const ViewWindow whole{0, 128, 0, 128};
+  const MatrixWindow whole{0, 128, 0, 128};
   s->zoomTo({10, 42, 8, 40});
-  QCOMPARE(s->visibleWindow(), (ViewWindow{10, 42, 8, 40}));
+  QCOMPARE(s->visibleWindow(), (MatrixWindow{10, 42, 8, 40}));
   QTest::keyClick(f.window.get(), Qt::Key_Home);
   QCOMPARE(s->visibleWindow(), whole);
   s->zoomTo({10, 42, 8, 40});

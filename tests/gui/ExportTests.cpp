@@ -212,7 +212,7 @@ void ExportTest::export_all_views_writes_images_and_index() {
   // The stepper's tile outline is on the screen, not in the figures.
   StepTile tile;
   tile.valid = true;
-  tile.rowEnd = tile.colEnd = 64;
+  tile.window = {0, 64, 0, 64};
   w.window->context()->setStepTile(tile);
   HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
   QVERIFY(s->highlight().has_value());

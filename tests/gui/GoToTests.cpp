@@ -81,7 +81,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }, 120000));
   HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
   QCOMPARE(w.window->heatmaps()->currentView(), s);
-  QCOMPARE(s->visibleWindow(), (ViewWindow{684, 717, 284, 317}));
+  QCOMPARE(s->visibleWindow(), (MatrixWindow{684, 717, 284, 317}));
   const auto r = w.context()->result();
   QCOMPARE(r->request.batch, int64_t{1});
   QCOMPARE(r->request.head, int64_t{5});
@@ -122,7 +122,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QVERIFY(std::isnan(dq.value));  // fp16 unfused: rows 12-40 of head 3 have NaN gradients
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dQ"));
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("dQ [20, 63]\nNaN\n")));
-  QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (ViewWindow{4, 37, 31, 64}));
+  QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{4, 37, 31, 64}));
   QVERIFY(nav->goToCell({QStringLiteral("dK"), 0, 3, 127, 0}));
   QVERIFY(waitShown([&] { return !nav->pending(); }));
   const CellReadout dk = r->dk.readout(127, 0);
@@ -225,7 +225,7 @@ void InteractionTest::stepper_option_shows_a_backward_tile() {
   QVERIFY(tile.valid);
   QCOMPARE(tile.qTile, int64_t{1});
   QCOMPARE(tile.kvTile, int64_t{0});
-  QCOMPARE(tile.rowBegin, int64_t{64});
+  QCOMPARE(tile.window.row_begin, int64_t{64});
   QCOMPARE(stepper->snapshot()->batch, int64_t{1});
   QVERIFY(w.window->stepperPanel()->isVisible());  // its dock was raised
 }

@@ -40,7 +40,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
   SampleCopy dump;
   const QByteArray before = sha1(dump.path);
   const QString sidecar = SessionFile::besidePath(dump.path);
-  const ViewWindow zoom{10, 42, 4, 36};
+  const MatrixWindow zoom{10, 42, 4, 36};
   {
     ShownWindow w;
     SessionContext* ctx = w.context();
@@ -125,7 +125,7 @@ void ViewGapTest::read_only_folder_keeps_session_per_user() {
 
 void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
   SampleCopy dump;
-  const ViewWindow sZoom{16, 48, 20, 52}, dvZoom{0, 32, 8, 24};
+  const MatrixWindow sZoom{16, 48, 20, 52}, dvZoom{0, 32, 8, 24};
   {
     ShownWindow w;
     QVERIFY(w.window->openTarget({dump.path, kCase}));
@@ -150,7 +150,7 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
   HeatmapPanel* maps = w.window->heatmaps();
   QCOMPARE(maps->currentView()->name(), QStringLiteral("O"));
   QVERIFY(w.waitForHead(kCase, 0));
-  QCOMPARE(maps->currentView()->visibleWindow(), (ViewWindow{0, 128, 0, 64}));
+  QCOMPARE(maps->currentView()->visibleWindow(), (MatrixWindow{0, 128, 0, 64}));
   QVERIFY(maps->showMatrix(QStringLiteral("S")));
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
   QCOMPARE(maps->view(QStringLiteral("S"))->visibleWindow(), sZoom);

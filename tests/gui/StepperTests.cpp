@@ -59,10 +59,6 @@ void pressKey(MainWindow& w, Qt::Key key, Qt::KeyboardModifiers mods = Qt::NoMod
   QTest::keyClick(&w, key, mods);
 }
 
-ViewWindow tileOf(const StepInfo& s) {
-  return {s.row_begin, s.row_end, s.col_begin, s.col_end};
-}
-
 }  // namespace
 
 void GuiTest::stepper_keys_step_and_highlight_tile() {
@@ -90,18 +86,18 @@ void GuiTest::stepper_keys_step_and_highlight_tile() {
   // Every heatmap outlines the tile: the score block on S / dS, its query rows on O / dQ, its
   // keys on dK.
   HeatmapPanel* maps = f.window->heatmaps();
-  QCOMPARE(*maps->view(QStringLiteral("S"))->highlight(), tileOf(expected));
-  QCOMPARE(*maps->view(QStringLiteral("dS"))->highlight(), tileOf(expected));
-  const ViewWindow rows{expected.row_begin, expected.row_end, 0, 64};
+  QCOMPARE(*maps->view(QStringLiteral("S"))->highlight(), expected.window);
+  QCOMPARE(*maps->view(QStringLiteral("dS"))->highlight(), expected.window);
+  const MatrixWindow rows{expected.window.row_begin, expected.window.row_end, 0, 64};
   QCOMPARE(*maps->view(QStringLiteral("dQ"))->highlight(), rows);
-  const ViewWindow keys{expected.col_begin, expected.col_end, 0, 64};
+  const MatrixWindow keys{expected.window.col_begin, expected.window.col_end, 0, 64};
   QCOMPARE(*maps->view(QStringLiteral("dK"))->highlight(), keys);
   QVERIFY(f.window->stepperPanel()->summary().contains(QStringLiteral("score_tile")));
   // The tile's scores are shown at their absolute indices.
   const MatrixGrid* tileS = f.window->stepperPanel()->view(QStringLiteral("tile S"))->grid();
   QVERIFY(tileS != nullptr);
-  QCOMPARE(tileS->row_edges.front(), expected.row_begin);
-  QCOMPARE(tileS->rows, expected.row_end - expected.row_begin);
+  QCOMPARE(tileS->row_edges.front(), expected.window.row_begin);
+  QCOMPARE(tileS->rows, expected.window.row_end - expected.window.row_begin);
 
   pressKey(*f.window, Qt::Key_F10, Qt::ShiftModifier);
   QVERIFY(waitForPosition(stepper, 1));
@@ -142,8 +138,8 @@ void GuiTest::run_to_next_nonfinite_lands_on_known_tile() {
   QCOMPARE(snap.step.q_tile, expected.step.q_tile);
   QCOMPARE(snap.step.kv_tile, expected.step.kv_tile);
   QCOMPARE(snap.step.new_nonfinite, expected.step.new_nonfinite);
-  QVERIFY(snap.step.row_end > 70);  // the tile holds padded query rows
-  QCOMPARE(*f.window->heatmaps()->view(QStringLiteral("P"))->highlight(), tileOf(expected.step));
+  QVERIFY(snap.step.window.row_end > 70);  // the tile holds padded query rows
+  QCOMPARE(*f.window->heatmaps()->view(QStringLiteral("P"))->highlight(), expected.step.window);
   QCOMPARE(f.context()->stepTile().qTile, expected.step.q_tile);
   QVERIFY(f.window->stepperPanel()->summary().contains(QStringLiteral("stopped")));
 

@@ -29,7 +29,7 @@ QJsonObject readSidecar(const QString& dump) {
 
 void InteractionTest::view_state_is_restored_on_reopen() {
   SampleCopy dump;
-  const ViewWindow zoom{10, 42, 8, 40};
+  const MatrixWindow zoom{10, 42, 8, 40};
   {
     ShownWindow w;
     SessionContext* ctx = w.context();
@@ -124,7 +124,7 @@ void InteractionTest::version_1_sidecar_still_restores() {
   QCOMPARE(session->notes().size(), 1);
   QVERIFY2(session->notes()[0].contains(QStringLiteral("zoom")), qPrintable(session->notes()[0]));
   QVERIFY(w.waitForHead(kCase, 3));
-  QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (ViewWindow{0, 128, 0, 128}));
+  QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{0, 128, 0, 128}));
   QCOMPARE(w.window->annotations()->userAnnotations(QStringLiteral("S")).size(), 1);
   // The next save writes version 2 without a backup (an older version is understood fully).
   w.window->heatmaps()->showMatrix(QStringLiteral("O"));

@@ -28,10 +28,9 @@ void GuiTest::inspector_shows_fp16_and_bf16_bits() {
   WindowFixture f;
   CellReadout r;
   r.matrix = "S";
-  r.row = r.row_begin = 12;
-  r.col = r.col_begin = 40;
-  r.row_end = 13;
-  r.col_end = 41;
+  r.row = 12;
+  r.col = 40;
+  r.block = {12, 13, 40, 41};
   r.value = r.min = r.max = 65504.0f;
   f.context()->setHovered(r);
   const QString text = f.window->inspector()->readoutText();
@@ -165,7 +164,7 @@ void GuiTest::zoom_recomputes_pooled_window() {
   QTRY_VERIFY(!s->grid()->pooled);
   QCOMPARE(s->grid()->rows, int64_t{64});
   QCOMPARE(s->grid()->cols, int64_t{64});
-  QCOMPARE(s->visibleWindow(), (ViewWindow{100, 164, 200, 264}));  // the zoom stays
+  QCOMPARE(s->visibleWindow(), (MatrixWindow{100, 164, 200, 264}));  // the zoom stays
 
   s->zoomTo({0, 1024, 0, 1024});
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {

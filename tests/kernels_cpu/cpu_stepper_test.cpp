@@ -216,16 +216,16 @@ TEST(Stepper, plan_skips_causally_hidden_tiles_and_describes_steps) {
   EXPECT_EQ(first.stage, StepStage::score_tile);
   EXPECT_EQ(first.q_tile, 0);
   EXPECT_EQ(first.kv_tile, 0);
-  EXPECT_EQ(first.row_end, 64);
-  EXPECT_EQ(first.col_end, 64);
+  EXPECT_EQ(first.window.row_end, 64);
+  EXPECT_EQ(first.window.col_end, 64);
   const StepInfo store = stepper.describe(1 + 4 * 8);  // kv tile 0 has 4 q tiles
   EXPECT_EQ(store.stage, StepStage::store_dk_dv);
   EXPECT_STREQ(step_stage_name(store.stage), "backward_postprocess");
-  EXPECT_EQ(store.col_begin, 0);
-  EXPECT_EQ(store.col_end, 64);
+  EXPECT_EQ(store.window.col_begin, 0);
+  EXPECT_EQ(store.window.col_end, 64);
   const StepInfo last = stepper.describe(stepper.size() - 1);
   EXPECT_EQ(last.stage, StepStage::store_dq);
-  EXPECT_EQ(last.row_end, 200);
+  EXPECT_EQ(last.window.row_end, 200);
 }
 
 // Every tile's S, P, dP, dS in the stepper equal the head matrices' (3 x 3 tiles of 130 x 150).
@@ -240,7 +240,7 @@ void expect_tiles_equal_head_matrices(const CaseConfig& c) {
     if (st.step.stage != StepStage::compute_ds) continue;
     ++tiles;
     for (int64_t i = 0; i < st.tile_rows; ++i) {
-      const size_t from = at((st.step.row_begin + i) * hm.cols + st.step.col_begin);
+      const size_t from = at((st.step.window.row_begin + i) * hm.cols + st.step.window.col_begin);
       const size_t to = at(i * st.tile_cols);
       for (const auto& [tile, full] :
            {std::pair{&st.s, &hm.s}, {&st.p, &hm.p}, {&st.dp, &hm.dp}, {&st.ds, &hm.ds}}) {

@@ -270,7 +270,7 @@ void HeatmapImageTest::hidden_heatmap_tab_replots_only_when_shown() {
     for (HeatmapView* v : {front, back}) {
       v->setGrid(grid, result == 0);
       v->setStamp(QStringLiteral("result %1").arg(result));
-      v->setHighlight(ViewWindow{0, 1, 0, 1});
+      v->setHighlight(MatrixWindow{0, 1, 0, 1});
       AnnotationLayer::of(v)->setAnnotations({marker});
     }
     QCoreApplication::processEvents();

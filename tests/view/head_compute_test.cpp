@@ -82,8 +82,8 @@ TEST(HeadCompute, pooled_grid_keeps_a_single_nan) {
   ASSERT_EQ(s.cls[static_cast<size_t>(cell)], CellClass::nan);
   const CellReadout readout = s.readout(123, 217);
   ASSERT_TRUE(readout.pooled);
-  ASSERT_TRUE(readout.row_begin <= 123 && 123 < readout.row_end);
-  ASSERT_TRUE(readout.col_begin <= 217 && 217 < readout.col_end);
+  ASSERT_TRUE(readout.block.row_begin <= 123 && 123 < readout.block.row_end);
+  ASSERT_TRUE(readout.block.col_begin <= 217 && 217 < readout.block.col_end);
   // The NaN score poisons its softmax row: P is NaN across row 123 (all 300 keys).
   ASSERT_EQ(r->p.counts.nan, int64_t{300});
   ASSERT_EQ(r->o.rows, int64_t{300});
