@@ -27,9 +27,8 @@ const QStringList kRowViews = {QStringLiteral("lse"), QStringLiteral("l"), QStri
                                QStringLiteral("dq_norm")};
 
 QString availableViews() {
-  QStringList names;
-  for (const char* n : kHeadMatrices) names << QString::fromLatin1(n);
-  return (names + kRowViews).join(QLatin1Char('|'));
+  return QString::fromStdString(head_view_names("|")) + QLatin1Char('|') +
+         kRowViews.join(QLatin1Char('|'));
 }
 
 // The output path with the format's suffix; nullopt (after printing why) on a conflict.
@@ -94,14 +93,13 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
     AnnotationLayer::of(rows.get())->setAnnotations(sidecarAnnotations(stamp, rowSeriesView(kind)));
     widget = std::move(rows);
   } else {
-    const MatrixGrid* grid = result.grid(view.toStdString());
-    if (grid == nullptr || grid->empty()) {
+    const HeadView v = *head_view_named(view.toStdString());  // run_export checked the name
+    const MatrixGrid* grid = &result.grid(v);
+    if (grid->empty()) {
       return fail(kCommand, "view '" + view.toStdString() + "' is not computed for this case",
                   "--view " + availableViews().toStdString());
     }
-    const auto colormap =
-        view == QStringLiteral("P") ? ColormapKind::sequential : ColormapKind::diverging;
-    auto heatmap = std::make_unique<HeatmapView>(view, colormap);
+    auto heatmap = std::make_unique<HeatmapView>(v);
     heatmap->setGrid(std::shared_ptr<const MatrixGrid>(shared, grid), true);
     heatmap->setStamp(stamp.firstLine().section(QStringLiteral(" · "), 1) + QStringLiteral(" · ") +
                       stamp.secondLine());
@@ -138,8 +136,7 @@ int run_export(const CommandArgs& args) {
   }
   const std::string* viewText = args.option("view");
   const QString view = viewText ? QString::fromStdString(*viewText) : QStringLiteral("S");
-  const bool heatmap = std::any_of(std::begin(kHeadMatrices), std::end(kHeadMatrices),
-                                   [&](const char* n) { return view == QLatin1String(n); });
+  const std::optional<HeadView> heatmap = head_view_named(view.toStdString());
   if (!heatmap && !kRowViews.contains(view)) {
     return fail(kCommand, "unknown view '" + view.toStdString() + "'",
                 "--view " + availableViews().toStdString());
@@ -176,7 +173,7 @@ int run_export(const CommandArgs& args) {
   request.batch = *batch;
   request.head = *head;
   request.out_rows = request.out_cols = kGridPixels;
-  request.reference = view.endsWith(QStringLiteral(" err"));  // error grids need the fp64 run
+  request.reference = heatmap && is_error_view(*heatmap);  // error grids need the fp64 run
   Result<HeadResult> result = compute_head(*data, request);
   if (!result) {
     return fail(kCommand, case_error_text(file, casePath, result.error().message),

@@ -140,7 +140,8 @@ QList<Annotation> AnnotationController::userAnnotations(const QString& view) con
 QList<Annotation> AnnotationController::shownAnnotations(const QString& view) const {
   QList<Annotation> list = userAnnotations(view);
   const auto result = context_->result();
-  HeatmapView* heatmap = heatmaps_->view(view);
+  const std::optional<HeadView> v = head_view_named(view.toStdString());
+  HeatmapView* heatmap = v ? heatmaps_->view(*v) : nullptr;
   if (markersShown() && result && heatmap != nullptr && heatmap->grid() != nullptr) {
     list += markersOf(view, heatmap->sharedGrid(), result->request.batch, result->request.head);
   }

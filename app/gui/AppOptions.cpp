@@ -9,8 +9,6 @@
 namespace attnscope {
 namespace {
 
-const QStringList kMatrices = {"S", "P", "dP", "dS", "O", "dQ", "dK", "dV", "O err", "dQ err"};
-
 struct Parser {
   QCommandLineParser parser;
   QCommandLineOption precision{"precision", "Emulated precision: fp32, fp16 or bf16.", "P"};
@@ -19,7 +17,9 @@ struct Parser {
   QCommandLineOption batch{"batch", "Batch index to show.", "B"};
   QCommandLineOption head{"head", "Head index to show.", "H"};
   QCommandLineOption matrix{
-      "matrix", "Heatmap tab to show: S, P, dP, dS, O, dQ, dK, dV, 'O err', 'dQ err'.", "NAME"};
+      "matrix",
+      QStringLiteral("Heatmap tab to show: %1.").arg(QString::fromStdString(head_view_names(", "))),
+      "NAME"};
   QCommandLineOption screenshot{
       "screenshot", "Save a PNG of the window after the first compute and quit.", "PNG"};
   QCommandLineOption stepper{"stepper",
@@ -107,10 +107,11 @@ AppOptions parseCommandLine(const QStringList& arguments) {
       out.error = QStringLiteral("--%1: expected an index >= 0").arg(option->names().front());
   }
   if (p.parser.isSet(p.matrix)) {
-    out.matrix = p.parser.value(p.matrix);
-    if (!kMatrices.contains(out.matrix)) {
+    const QString name = p.parser.value(p.matrix);
+    out.matrix = head_view_named(name.toStdString());
+    if (!out.matrix) {
       out.error = QStringLiteral("--matrix: '%1' is not one of %2")
-                      .arg(out.matrix, kMatrices.join(QStringLiteral(", ")));
+                      .arg(name, QString::fromStdString(head_view_names(", ")));
     }
   }
   if (p.parser.isSet(p.stepper)) {

@@ -8,6 +8,7 @@
 #include <QStringList>
 #include <optional>
 
+#include "core/view/head_view.h"
 #include "kernels/attn_params.h"
 #include "kernels/cpu/fused_attention.h"
 
@@ -26,9 +27,9 @@ struct AppOptions {
   std::optional<Precision> precision;
   std::optional<Mode> mode;
   std::optional<double> scale;
-  int batch = -1, head = -1;  // -1: keep the default (0)
-  QString matrix;             // heatmap tab to show ("S", "P", ...)
-  QString screenshot;         // PNG path: grab the window after the first compute, then quit
+  int batch = -1, head = -1;       // -1: keep the default (0)
+  std::optional<HeadView> matrix;  // heatmap tab to show
+  QString screenshot;              // PNG path: grab the window after the first compute, then quit
   // --stepper: the backward stepper's position to show; -1: the first non-finite step.
   std::optional<int64_t> stepper;
   // --probe-timeout: seconds one probe run of a dump may take (set_probe_timeout; wins over

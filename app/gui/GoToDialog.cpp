@@ -23,13 +23,12 @@ QSpinBox* indexBox(const QString& name, QWidget* parent) {
 
 }  // namespace
 
-GoToDialog::GoToDialog(const QStringList& views, const CellTarget& start, QWidget* parent)
-    : QDialog(parent) {
+GoToDialog::GoToDialog(const CellTarget& start, QWidget* parent) : QDialog(parent) {
   setObjectName(QStringLiteral("goToDialog"));
   setWindowTitle(tr("Go to cell"));
   view_ = new QComboBox(this);
   view_->setObjectName(QStringLiteral("goToView"));
-  view_->addItems(views);
+  for (HeadView v : kHeadViews) view_->addItem(QString::fromLatin1(head_view_name(v)));
   batch_ = indexBox(QStringLiteral("goToBatch"), this);
   head_ = indexBox(QStringLiteral("goToHead"), this);
   row_ = indexBox(QStringLiteral("goToRow"), this);
@@ -66,18 +65,18 @@ void GoToDialog::setApply(std::function<QString(const CellTarget&)> apply) {
   apply_ = std::move(apply);
 }
 
-void GoToDialog::setShapeText(std::function<QString(const QString&)> shape) {
+void GoToDialog::setShapeText(std::function<QString(HeadView)> shape) {
   shape_ = std::move(shape);
   showShape();
 }
 
 CellTarget GoToDialog::target() const {
-  return {view_->currentText(), batch_->value(), head_->value(), row_->value(), col_->value()};
+  return {kHeadViews[view_->currentIndex()], batch_->value(), head_->value(), row_->value(),
+          col_->value()};
 }
 
 void GoToDialog::setTarget(const CellTarget& t) {
-  const int index = view_->findText(t.view);
-  if (index >= 0) view_->setCurrentIndex(index);
+  view_->setCurrentIndex(static_cast<int>(t.view));  // items in kHeadViews order
   batch_->setValue(static_cast<int>(t.batch));
   head_->setValue(static_cast<int>(t.head));
   row_->setValue(static_cast<int>(t.row));
@@ -90,7 +89,7 @@ QString GoToDialog::message() const {
 }
 
 void GoToDialog::showShape() {
-  shapeLabel_->setText(shape_ ? shape_(view_->currentText()) : QString());
+  shapeLabel_->setText(shape_ ? shape_(target().view) : QString());
 }
 
 void GoToDialog::accept() {

@@ -18,13 +18,14 @@ class GoToDialog : public QDialog {
   Q_OBJECT
 
  public:
-  GoToDialog(const QStringList& views, const CellTarget& start, QWidget* parent = nullptr);
+  // The heatmap choice lists every HeadView in tab order.
+  explicit GoToDialog(const CellTarget& start, QWidget* parent = nullptr);
 
   // Called on OK with the entered target; returns an error message, or an empty string when
   // the target was accepted (the dialog then closes).
   void setApply(std::function<QString(const CellTarget&)> apply);
   // The shape line shown under the tab choice ("S: 128 x 128 (query i x key j), ...").
-  void setShapeText(std::function<QString(const QString& view)> shape);
+  void setShapeText(std::function<QString(HeadView view)> shape);
 
   CellTarget target() const;
   void setTarget(const CellTarget& target);
@@ -36,7 +37,7 @@ class GoToDialog : public QDialog {
   void showShape();
 
   std::function<QString(const CellTarget&)> apply_;
-  std::function<QString(const QString&)> shape_;
+  std::function<QString(HeadView)> shape_;
   QComboBox* view_ = nullptr;
   QSpinBox* batch_ = nullptr;
   QSpinBox* head_ = nullptr;

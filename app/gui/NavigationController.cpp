@@ -25,33 +25,11 @@ std::pair<int64_t, int64_t> around(int64_t at, int64_t size) {
   return {first, first + span};
 }
 
-QString currentTab(const HeatmapPanel& heatmaps) {
-  return heatmaps.tabs()->tabText(heatmaps.tabs()->currentIndex()).remove(QLatin1Char('&'));
-}
-
 }  // namespace
 
-std::pair<int64_t, int64_t> viewShape(const QString& view, const CaseDims& d) {
-  if (view == QLatin1String("S") || view == QLatin1String("P") || view == QLatin1String("dP") ||
-      view == QLatin1String("dS")) {
-    return {d.seqlen_q, d.seqlen_k};
-  }
-  if (view == QLatin1String("O") || view == QLatin1String("O err"))
-    return {d.seqlen_q, d.head_dim_v};
-  if (view == QLatin1String("dQ") || view == QLatin1String("dQ err"))
-    return {d.seqlen_q, d.head_dim};
-  if (view == QLatin1String("dK")) return {d.seqlen_k, d.head_dim};
-  if (view == QLatin1String("dV")) return {d.seqlen_k, d.head_dim_v};
-  return {0, 0};
-}
-
-QString viewAxes(const QString& view) {
-  if (view == QLatin1String("dK") || view == QLatin1String("dV")) {
-    return QStringLiteral("key j x feature");
-  }
-  const auto [rows, cols] = viewShape(view, CaseDims{1, 1, 1, 1, 1, 2, 2});
-  if (rows == 0) return {};
-  return cols == 1 ? QStringLiteral("query i x key j") : QStringLiteral("query i x feature");
+QString viewAxes(HeadView view) {
+  return QStringLiteral("%1 x %2").arg(QLatin1String(head_view_row_label(view)),
+                                       QLatin1String(head_view_col_label(view)));
 }
 
 NavigationController::NavigationController(SessionContext* context, HeatmapPanel* heatmaps,
@@ -99,8 +77,8 @@ void NavigationController::updateActions() {
 QString NavigationController::validate(const CellTarget& t) const {
   const CaseInfo* c = context_->caseInfo();
   if (c == nullptr) return tr("no case is open: open a dump and select a case first");
-  const auto [rows, cols] = viewShape(t.view, c->dims);
-  if (rows == 0) return tr("%1 is not a heatmap tab").arg(t.view);
+  const auto [rows, cols] = head_view_shape(t.view, c->dims);
+  const QString view = QString::fromLatin1(head_view_name(t.view));
   if (t.batch < 0 || t.batch >= c->dims.batch) {
     return tr("batch %1 is out of range: batches 0-%2").arg(t.batch).arg(c->dims.batch - 1);
   }
@@ -111,13 +89,13 @@ QString NavigationController::validate(const CellTarget& t) const {
   if (t.row < 0 || t.row >= rows) {
     return tr("row %1 is out of range for %2 (%3): rows 0-%4")
         .arg(t.row)
-        .arg(t.view, axes)
+        .arg(view, axes)
         .arg(rows - 1);
   }
   if (t.col < 0 || t.col >= cols) {
     return tr("column %1 is out of range for %2 (%3): columns 0-%4")
         .arg(t.col)
-        .arg(t.view, axes)
+        .arg(view, axes)
         .arg(cols - 1);
   }
   return {};
@@ -130,7 +108,7 @@ bool NavigationController::goToCell(const CellTarget& t, QString* error) {
     emit notice(problem);
     return false;
   }
-  const auto [rows, cols] = viewShape(t.view, context_->caseInfo()->dims);
+  const auto [rows, cols] = head_view_shape(t.view, context_->caseInfo()->dims);
   const auto [r0, r1] = around(t.row, rows);
   const auto [c0, c1] = around(t.col, cols);
   start(Pending{t.view, context_->casePath(), t.batch, t.head, MatrixWindow{r0, r1, c0, c1},
@@ -138,14 +116,14 @@ bool NavigationController::goToCell(const CellTarget& t, QString* error) {
   return true;
 }
 
-void NavigationController::showRegion(const QString& view, int64_t batch, int64_t head,
+void NavigationController::showRegion(HeadView view, int64_t batch, int64_t head,
                                       const MatrixWindow& window) {
   start(Pending{view, context_->casePath(), batch, head, window, std::nullopt, false});
 }
 
 void NavigationController::start(const Pending& pending) {
   pending_ = pending;
-  heatmaps_->showMatrix(pending.view);
+  heatmaps_->showView(pending.view);
   context_->setBatch(pending.batch);
   context_->setHead(pending.head);
   applyPending();
@@ -159,12 +137,12 @@ void NavigationController::applyPending() {
   }
   const auto r = context_->result();
   HeatmapView* v = heatmaps_->view(pending_->view);
-  if (!r || v == nullptr || r->case_path != pending_->casePath.toStdString() ||
+  if (!r || r->case_path != pending_->casePath.toStdString() ||
       r->request.batch != pending_->batch || r->request.head != pending_->head ||
       v->grid() == nullptr) {
     return;  // the result of that head is still computing
   }
-  heatmaps_->showMatrix(pending_->view);
+  heatmaps_->showView(pending_->view);
   if (!pending_->zoomed) {
     v->zoomTo(pending_->window);
     pending_->zoomed = true;
@@ -183,25 +161,21 @@ void NavigationController::applyPending() {
 }
 
 void NavigationController::openGoToDialog() {
-  CellTarget start{currentTab(*heatmaps_), context_->batch(), context_->head(), 0, 0};
+  CellTarget start{heatmaps_->currentHeadView(), context_->batch(), context_->head(), 0, 0};
   const CellReadout& hovered = context_->hovered();
-  if (hovered.valid() && QString::fromStdString(hovered.matrix) == start.view) {
+  if (hovered.valid() && hovered.matrix == head_view_name(start.view)) {
     start.row = hovered.row;
     start.col = hovered.col;
   }
-  QStringList views;
-  for (int i = 0; i < heatmaps_->tabs()->count(); ++i) {
-    views << heatmaps_->tabs()->tabText(i).remove(QLatin1Char('&'));
-  }
-  auto* dialog = new GoToDialog(views, start, qobject_cast<QWidget*>(parent()));
+  auto* dialog = new GoToDialog(start, qobject_cast<QWidget*>(parent()));
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   const CaseInfo* c = context_->caseInfo();
   if (c != nullptr) {
     const CaseDims dims = c->dims;
-    dialog->setShapeText([dims](const QString& view) {
-      const auto [rows, cols] = viewShape(view, dims);
+    dialog->setShapeText([dims](HeadView view) {
+      const auto [rows, cols] = head_view_shape(view, dims);
       return tr("%1: %2 x %3 (%4), batch 0-%5, head 0-%6")
-          .arg(view)
+          .arg(QLatin1String(head_view_name(view)))
           .arg(rows)
           .arg(cols)
           .arg(viewAxes(view))

@@ -9,6 +9,7 @@
 #include <QObject>
 #include <optional>
 
+#include "core/view/head_view.h"
 #include "core/view/matrix_grid.h"
 
 class QAction;
@@ -22,16 +23,14 @@ class SessionContext;
 struct CaseDims;
 
 // A cell of one heatmap tab at one (batch, head): row / col are element indices of that
-// matrix ([Sq x Sk] for S, P, dP, dS; [Sq x D] for O, dQ; [Sk x D] for dK, dV).
+// matrix (head_view_shape).
 struct CellTarget {
-  QString view;
+  HeadView view = HeadView::s;
   int64_t batch = 0, head = 0, row = 0, col = 0;
 };
 
-// Rows and columns of a heatmap tab for a case's dimensions; {0, 0} for unknown names.
-std::pair<int64_t, int64_t> viewShape(const QString& view, const CaseDims& dims);
 // "query i x key j", "query i x feature", "key j x feature".
-QString viewAxes(const QString& view);
+QString viewAxes(HeadView view);
 
 class NavigationController : public QObject {
   Q_OBJECT
@@ -50,7 +49,7 @@ class NavigationController : public QObject {
   bool goToCell(const CellTarget& target, QString* error = nullptr);
   // Shows `window` of `view` at (batch, head): selects them now and zooms once the result of
   // that head is shown. A later call replaces a pending one.
-  void showRegion(const QString& view, int64_t batch, int64_t head, const MatrixWindow& window);
+  void showRegion(HeadView view, int64_t batch, int64_t head, const MatrixWindow& window);
   bool pending() const { return pending_.has_value(); }
 
   // Opens the go-to dialog (window-modal, not blocking), filled with the current position.
@@ -70,7 +69,7 @@ class NavigationController : public QObject {
 
  private:
   struct Pending {
-    QString view;
+    HeadView view;
     QString casePath;
     int64_t batch = 0, head = 0;
     MatrixWindow window;

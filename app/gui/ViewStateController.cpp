@@ -63,13 +63,13 @@ ViewStateController::ViewStateController(SessionContext* context, HeatmapPanel* 
   connect(context_, &SessionContext::headChanged, this, &ViewStateController::onStateChanged);
   connect(context_, &SessionContext::settingsChanged, this, &ViewStateController::onStateChanged);
   connect(heatmaps_->tabs(), &QTabWidget::currentChanged, this, [this] {
-    if (!restoring_) restoreZoom(heatmaps_->currentView()->name());
+    if (!restoring_) restoreZoom(heatmaps_->currentHeadView());
     onStateChanged();
   });
-  for (const auto& [name, widget] : annotations_->views()) {
-    auto* view = static_cast<HeatmapView*>(widget);
+  for (HeadView v : kHeadViews) {
+    HeatmapView* view = heatmaps_->view(v);
     connect(view, &HeatmapView::viewWindowChanged, this,
-            [this, view](const MatrixWindow& w) { onZoomed(view, w); });
+            [this, v, view](const MatrixWindow& w) { onZoomed(v, *view, w); });
   }
   connect(annotations_, &AnnotationController::aboutToSave, this, &ViewStateController::capture);
   // Qt's test mode (set by the test suites that open the bundled sample) keeps the sample's
@@ -99,13 +99,14 @@ void ViewStateController::flush() {
   }
 }
 
-void ViewStateController::onZoomed(const HeatmapView* view, const MatrixWindow& window) {
-  const MatrixGrid* g = view->grid();
+void ViewStateController::onZoomed(HeadView v, const HeatmapView& view,
+                                   const MatrixWindow& window) {
+  const MatrixGrid* g = view.grid();
   if (g == nullptr) return;
   if (window == MatrixWindow{0, g->total_rows, 0, g->total_cols}) {
-    zooms_.remove(view->name());
+    zooms_.erase(v);
   } else {
-    zooms_[view->name()] = window;
+    zooms_[v] = window;
   }
   onStateChanged();
 }
@@ -176,20 +177,22 @@ void ViewStateController::restoreCase(const CaseSession& saved) {
   if (info == nullptr) return;
   if (saved.batch >= 0 && saved.batch < info->dims.batch) context_->setBatch(saved.batch);
   if (saved.head >= 0 && saved.head < info->dims.heads) context_->setHead(saved.head);
-  if (!saved.view.isEmpty()) heatmaps_->showMatrix(saved.view);
+  if (const auto shown = head_view_named(saved.view.toStdString())) heatmaps_->showView(*shown);
   restoreViews(saved.views);
   for (auto it = saved.zooms.begin(); it != saved.zooms.end(); ++it) {
-    const auto [rows, cols] = viewShape(it.key(), info->dims);
-    if (it->row_end <= rows && it->col_end <= cols) pendingZooms_[it.key()] = *it;
+    const std::optional<HeadView> v = head_view_named(it.key().toStdString());
+    if (!v) continue;
+    const auto [rows, cols] = head_view_shape(*v, info->dims);
+    if (it->row_end <= rows && it->col_end <= cols) pendingZooms_[*v] = *it;
   }
-  restoreZoom(heatmaps_->currentView()->name());
+  restoreZoom(heatmaps_->currentHeadView());
 }
 
 // The score tabs share one computed window, so a tab's zoom is applied when it is shown.
-void ViewStateController::restoreZoom(const QString& view) {
-  const auto it = pendingZooms_.constFind(view);
-  if (it == pendingZooms_.constEnd()) return;
-  const MatrixWindow window = *it;
+void ViewStateController::restoreZoom(HeadView view) {
+  const auto it = pendingZooms_.find(view);
+  if (it == pendingZooms_.end()) return;
+  const MatrixWindow window = it->second;
   pendingZooms_.erase(it);
   zooms_[view] = window;
   navigation_->showRegion(view, context_->batch(), context_->head(), window);
@@ -249,12 +252,13 @@ void ViewStateController::capture(SessionFile* s) {
   CaseSession& c = s->cases[context_->casePath()];
   c.batch = context_->batch();
   c.head = context_->head();
-  HeatmapView* view = heatmaps_->currentView();
-  c.view = view->name();
+  c.view = QString::fromLatin1(head_view_name(heatmaps_->currentHeadView()));
   c.views = captureViews();
   // Tabs whose saved zoom is not shown yet keep it.
-  c.zooms = zooms_;
-  for (auto it = pendingZooms_.begin(); it != pendingZooms_.end(); ++it) c.zooms[it.key()] = *it;
+  c.zooms.clear();
+  for (const auto* zooms : {&zooms_, &pendingZooms_}) {
+    for (const auto& [v, window] : *zooms) c.zooms[QString::fromLatin1(head_view_name(v))] = window;
+  }
 }
 
 }  // namespace attnscope

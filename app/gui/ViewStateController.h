@@ -16,6 +16,7 @@
 #include <map>
 
 #include "app/plot/Colormaps.h"
+#include "core/view/head_view.h"
 #include "core/view/matrix_grid.h"
 
 class QTimer;
@@ -52,8 +53,8 @@ class ViewStateController : public QObject {
   void restoreSettings(const QJsonObject& settings);
   void restoreCase(const CaseSession& saved);
   void restoreViews(const QJsonObject& views);
-  void restoreZoom(const QString& view);
-  void onZoomed(const HeatmapView* view, const MatrixWindow& window);
+  void restoreZoom(HeadView view);
+  void onZoomed(HeadView v, const HeatmapView& view, const MatrixWindow& window);
   void flush();
 
   SessionContext* context_;
@@ -65,8 +66,8 @@ class ViewStateController : public QObject {
   bool restoring_ = false;
   bool autosave_ = true;
   QTimer* saveTimer_ = nullptr;
-  QMap<QString, MatrixWindow> zooms_;         // zoomed tabs of the current case (not whole)
-  QMap<QString, MatrixWindow> pendingZooms_;  // saved zooms of the case's tabs not shown yet
+  std::map<HeadView, MatrixWindow> zooms_;         // zoomed tabs of the current case (not whole)
+  std::map<HeadView, MatrixWindow> pendingZooms_;  // saved zooms of its tabs not shown yet
 };
 
 }  // namespace attnscope

@@ -130,11 +130,12 @@ void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
     rowPlots_->reveal(*series);
     return;
   }
-  const auto [rows, cols] = viewShape(a.view, info->dims);
-  if (rows == 0 || a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
+  const std::optional<HeadView> view = head_view_named(a.view.toStdString());
+  if (!view || a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
+  const auto [rows, cols] = head_view_shape(*view, info->dims);
   const auto [r0, r1] = span(std::min(a.from.y(), a.to.y()), std::max(a.from.y(), a.to.y()), rows);
   const auto [c0, c1] = span(std::min(a.from.x(), a.to.x()), std::max(a.from.x(), a.to.x()), cols);
-  navigation_->showRegion(a.view, a.batch, a.head, MatrixWindow{r0, r1, c0, c1});
+  navigation_->showRegion(*view, a.batch, a.head, MatrixWindow{r0, r1, c0, c1});
 }
 
 bool AnnotationListPanel::deleteSelected() {

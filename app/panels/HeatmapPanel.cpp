@@ -13,31 +13,12 @@
 namespace attnscope {
 namespace {
 
-ColormapKind defaultColormap(const QString& name) {
-  return name == QStringLiteral("P") ? ColormapKind::sequential : ColormapKind::diverging;
-}
-
-bool isKeyMatrix(const QString& name) {
-  return name == QStringLiteral("dK") || name == QStringLiteral("dV");
-}
-
-bool isErrorMatrix(const QString& name) {
-  return name.endsWith(QStringLiteral(" err"));
-}
-
-bool isScoreMatrix(const QString& name) {
-  for (const char* s : kScoreMatrices) {
-    if (name == QLatin1String(s)) return true;
-  }
-  return false;
-}
-
 // The block of a matrix that the stepper's tile covers: score tiles as they are, query rows of
 // O / dQ, key rows of dK / dV (all feature columns).
-MatrixWindow tileBlock(const QString& name, const StepTile& t, int64_t cols) {
+MatrixWindow tileBlock(HeadView view, const StepTile& t, int64_t cols) {
   const MatrixWindow& w = t.window;
-  if (isScoreMatrix(name)) return w;
-  if (isKeyMatrix(name)) return {w.col_begin, w.col_end, 0, cols};
+  if (is_score_view(view)) return w;
+  if (has_key_rows(view)) return {w.col_begin, w.col_end, 0, cols};
   return {w.row_begin, w.row_end, 0, cols};
 }
 
@@ -70,15 +51,14 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
     : QWidget(parent), context_(context) {
   tabs_ = new QTabWidget(this);
   tabs_->setObjectName(QStringLiteral("heatmapTabs"));
-  for (const char* n : kHeadMatrices) {
-    const QString name = QString::fromLatin1(n);
-    auto* view = new HeatmapView(name, defaultColormap(name), tabs_);
-    view->setObjectName(QStringLiteral("heatmap_") + name);
-    tabs_->addTab(view, name);
-    views_[name] = view;
+  for (HeadView v : kHeadViews) {
+    auto* view = new HeatmapView(v, tabs_);
+    view->setObjectName(QStringLiteral("heatmap_") + view->name());
+    tabs_->addTab(view, view->name());
+    views_[v] = view;
     connect(view, &HeatmapView::cellHovered, context_, &SessionContext::setHovered);
     connect(view, &HeatmapView::cellClicked, context_, &SessionContext::pin);
-    if (isScoreMatrix(name)) {
+    if (is_score_view(v)) {
       connect(view, &HeatmapView::viewWindowChanged, this, [this, view](const MatrixWindow& w) {
         context_->setScoreView(w, view->plotPixelSize());
       });
@@ -105,22 +85,22 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
 }
 
 void HeatmapPanel::onTabShown() {
-  const QString name = currentView()->name();
-  context_->setReferenceWanted(isErrorMatrix(name));
+  const HeadView shown = currentHeadView();
+  context_->setReferenceWanted(is_error_view(shown));
   ScoreSet wanted{};
-  for (size_t k = 0; k < wanted.size(); ++k) wanted[k] = name == QLatin1String(kScoreMatrices[k]);
+  if (is_score_view(shown)) wanted[static_cast<size_t>(score_view_index(shown))] = true;
   context_->setScoresWanted(wanted);
 }
 
 void HeatmapPanel::showStepTile() {
   const StepTile& t = context_->stepTile();
-  for (auto& [name, view] : views_) {
+  for (auto& [v, view] : views_) {
     const MatrixGrid* g = view->grid();
     if (!t.valid || g == nullptr) {
       view->setHighlight(std::nullopt);
       continue;
     }
-    view->setHighlight(tileBlock(name, t, g->total_cols));
+    view->setHighlight(tileBlock(v, t, g->total_cols));
   }
 }
 
@@ -138,24 +118,20 @@ void HeatmapPanel::applyFocus() {
   if (!pendingFocus_) return;
   const FocusTarget target = *pendingFocus_;
   pendingFocus_.reset();
-  QString name = target.tensor;
-  if (name == QStringLiteral("lse") || name == QStringLiteral("o")) name = QStringLiteral("O");
-  if (name == QStringLiteral("q") || name == QStringLiteral("k")) name = QStringLiteral("S");
-  if (name.size() == 2 && name.startsWith(QLatin1Char('d'))) {
-    name = QStringLiteral("d") + name[1].toUpper();
-  }
-  if (!showMatrix(name)) return;
-  HeatmapView* v = currentView();
+  const std::optional<HeadView> shown = head_view_of_tensor(target.tensor.toStdString());
+  if (!shown) return;
+  showView(*shown);
+  HeatmapView* v = view(*shown);
   const MatrixGrid* g = v->grid();
   if (g == nullptr || g->empty()) {
-    // Pooled score grids and the error grids are computed when their tab is shown.
-    if (isScoreMatrix(name) || isErrorMatrix(name)) pendingFocus_ = target;
+    // Pooled score grids are computed when their tab is shown.
+    if (is_score_view(*shown)) pendingFocus_ = target;
     return;
   }
   const MatrixWindow& at = target.window;
   if (at.row_end < 0) return;  // every row: nothing to zoom to
   MatrixWindow w{at.row_begin, at.row_end, 0, g->total_cols};
-  if (at.col_end >= 0 && isScoreMatrix(name)) {
+  if (at.col_end >= 0 && is_score_view(*shown)) {
     w.col_begin = at.col_begin;
     w.col_end = at.col_end;
   }
@@ -166,19 +142,16 @@ void HeatmapPanel::applyFocus() {
   v->zoomTo(w);
 }
 
-HeatmapView* HeatmapPanel::view(const QString& name) const {
-  const auto it = views_.find(name);
-  return it == views_.end() ? nullptr : it->second;
-}
-
 HeatmapView* HeatmapPanel::currentView() const {
   return static_cast<HeatmapView*>(tabs_->currentWidget());
 }
 
-bool HeatmapPanel::showMatrix(const QString& name) {
-  HeatmapView* v = view(name);
-  if (v != nullptr) tabs_->setCurrentWidget(v);
-  return v != nullptr;
+HeadView HeatmapPanel::currentHeadView() const {
+  return kHeadViews[tabs_->currentIndex()];  // the tabs are in kHeadViews order
+}
+
+void HeatmapPanel::showView(HeadView view) {
+  tabs_->setCurrentWidget(views_.at(view));
 }
 
 void HeatmapPanel::resizeEvent(QResizeEvent* event) {
@@ -190,10 +163,9 @@ void HeatmapPanel::reportView() {
   // The score views share one window: the shown one stands for all four, else the first
   // that has a grid (pooled grids are computed for the shown tab only).
   HeatmapView* shown = currentView();
-  if (!isScoreMatrix(shown->name()) || shown->grid() == nullptr) shown = nullptr;
-  for (const char* name : kScoreMatrices) {
-    HeatmapView* v = view(QLatin1String(name));
-    if (shown == nullptr && v->grid() != nullptr) shown = v;
+  if (!is_score_view(currentHeadView()) || shown->grid() == nullptr) shown = nullptr;
+  for (HeadView v : kScoreViews) {
+    if (shown == nullptr && view(v)->grid() != nullptr) shown = view(v);
   }
   if (shown != nullptr) context_->setScoreView(shown->visibleWindow(), shown->plotPixelSize());
 }
@@ -201,7 +173,7 @@ void HeatmapPanel::reportView() {
 void HeatmapPanel::showResult() {
   const std::shared_ptr<const HeadResult> r = context_->result();
   if (!r) {
-    for (auto& [name, view] : views_) view->clear();
+    for (auto& [v, view] : views_) view->clear();
     status_->clear();
     return;
   }
@@ -213,14 +185,14 @@ void HeatmapPanel::showResult() {
   const bool reset = key != shownKey_;
   shownKey_ = key;
   const QString stamp = context_->stamp();
-  for (auto& [name, view] : views_) {
-    const MatrixGrid* grid = r->grid(name.toStdString());
-    if (grid == nullptr || grid->empty()) {
+  for (auto& [v, view] : views_) {
+    const MatrixGrid& grid = r->grid(v);
+    if (grid.empty()) {
       view->clear();
       continue;
     }
     // Aliasing pointer: the grid stays alive as long as the result it belongs to.
-    view->setGrid(std::shared_ptr<const MatrixGrid>(r, grid), reset);
+    view->setGrid(std::shared_ptr<const MatrixGrid>(r, &grid), reset);
     view->setStamp(stamp);
   }
   showStepTile();

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "app/gui/SessionContext.h"
+#include "core/view/head_view.h"
 
 class QLabel;
 class QTabWidget;
@@ -26,11 +27,11 @@ class HeatmapPanel : public QWidget {
  public:
   explicit HeatmapPanel(SessionContext* context, QWidget* parent = nullptr);
 
-  // The view of a matrix ("S", "P", "dP", "dS", "O", "dQ"); nullptr for other names.
-  HeatmapView* view(const QString& name) const;
+  HeatmapView* view(HeadView view) const { return views_.at(view); }
   HeatmapView* currentView() const;
-  // Makes a matrix's tab current; false for unknown names.
-  bool showMatrix(const QString& name);
+  HeadView currentHeadView() const;
+  // Makes a view's tab current.
+  void showView(HeadView view);
   QTabWidget* tabs() const { return tabs_; }
 
  protected:
@@ -49,7 +50,7 @@ class HeatmapPanel : public QWidget {
   QTabWidget* tabs_ = nullptr;
   QLabel* status_ = nullptr;
   QTimer* resizeTimer_ = nullptr;
-  std::map<QString, HeatmapView*> views_;
+  std::map<HeadView, HeatmapView*> views_;  // every HeadView
   std::optional<FocusTarget> pendingFocus_;
   QString shownKey_;  // case / batch / head of the result shown (a new one resets zoom)
 };

@@ -57,9 +57,11 @@ OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analys
   for (Metric m : kAllMetrics) {
     metricBox_->addItem(QString::fromLatin1(metric_name(m)), static_cast<int>(m));
   }
-  headMap_ = new HeatmapView(tr("batch x head"), ColormapKind::sequential, this);
+  headMap_ = new HeatmapView(tr("batch x head"), ColormapKind::sequential,
+                             {tr("batch"), tr("head")}, this);
   headMap_->setObjectName(QStringLiteral("overviewHeads"));
-  seriesMap_ = new HeatmapView(tr("step x layer"), ColormapKind::sequential, this);
+  seriesMap_ = new HeatmapView(tr("step x layer"), ColormapKind::sequential,
+                               {tr("step"), tr("layer")}, this);
   seriesMap_->setObjectName(QStringLiteral("overviewSeries"));
   timeline_ = new RowPlotView(this);
   timeline_->setXAxis(tr("training step"), {}, false);

@@ -16,8 +16,24 @@
 namespace attnscope {
 namespace {
 
-const char* const kViews[] = {"tile S",   "tile P",   "tile dP", "tile dS", "D", "dQ acc",
-                              "dK_j acc", "dV_j acc", "dK",      "dV",      "dQ"};
+// The tabs: the current tile's intermediates, then the accumulators and stored gradients
+// (StepperSnapshot's grids), with their rows and columns.
+struct StepperView {
+  const char* name;
+  const char* rows;
+  const char* cols;
+};
+const StepperView kViews[] = {{"tile S", "query i", "key j"},
+                              {"tile P", "query i", "key j"},
+                              {"tile dP", "query i", "key j"},
+                              {"tile dS", "query i", "key j"},
+                              {"D", "query i", ""},
+                              {"dQ acc", "query i", "feature"},
+                              {"dK_j acc", "key j", "feature"},
+                              {"dV_j acc", "key j", "feature"},
+                              {"dK", "key j", "feature"},
+                              {"dV", "key j", "feature"},
+                              {"dQ", "query i", "feature"}};
 
 QString tileText(int64_t tile) {
   return tile < 0 ? QStringLiteral("all") : QString::number(tile);
@@ -54,7 +70,10 @@ StepperPanel::StepperPanel(SessionContext* context, StepperController* stepper, 
   slider_->setRange(0, 0);
   tabs_ = new QTabWidget(this);
   tabs_->setObjectName(QStringLiteral("stepperTabs"));
-  for (const char* name : kViews) addView(QString::fromLatin1(name));
+  for (const StepperView& v : kViews) {
+    addView(QString::fromLatin1(v.name),
+            {QString::fromLatin1(v.rows), QString::fromLatin1(v.cols)});
+  }
 
   auto* buttons = new QHBoxLayout;
   for (QToolButton* b : {restart, back, forward, run}) buttons->addWidget(b);
@@ -75,10 +94,10 @@ StepperPanel::StepperPanel(SessionContext* context, StepperController* stepper, 
   showSnapshot();
 }
 
-void StepperPanel::addView(const QString& name) {
+void StepperPanel::addView(const QString& name, const HeatmapAxes& axes) {
   const bool sequential = name == QStringLiteral("tile P");
-  auto* v =
-      new HeatmapView(name, sequential ? ColormapKind::sequential : ColormapKind::diverging, tabs_);
+  auto* v = new HeatmapView(name, sequential ? ColormapKind::sequential : ColormapKind::diverging,
+                            axes, tabs_);
   v->setObjectName(QStringLiteral("stepper_") + name);
   tabs_->addTab(v, name);
   views_[name] = v;

@@ -16,6 +16,7 @@ class QToolButton;
 namespace attnscope {
 
 class HeatmapView;
+struct HeatmapAxes;
 class SessionContext;
 class StepperController;
 
@@ -33,7 +34,7 @@ class StepperPanel : public QWidget {
 
  private:
   void showSnapshot();
-  void addView(const QString& name);
+  void addView(const QString& name, const HeatmapAxes& axes);
 
   SessionContext* context_;
   StepperController* stepper_;

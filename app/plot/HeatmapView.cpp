@@ -35,7 +35,15 @@ int64_t endElement(double upper, int64_t size) {
 
 }  // namespace
 
-HeatmapView::HeatmapView(const QString& name, ColormapKind colormap, QWidget* parent)
+HeatmapView::HeatmapView(HeadView view, QWidget* parent)
+    : HeatmapView(QString::fromLatin1(head_view_name(view)),
+                  view == HeadView::p ? ColormapKind::sequential : ColormapKind::diverging,
+                  {QString::fromLatin1(head_view_row_label(view)),
+                   QString::fromLatin1(head_view_col_label(view))},
+                  parent) {}
+
+HeatmapView::HeatmapView(const QString& name, ColormapKind colormap, const HeatmapAxes& axes,
+                         QWidget* parent)
     : QWidget(parent), name_(name) {
   scale_.map = colormap;
   auto* bar = new QWidget(this);
@@ -45,7 +53,7 @@ HeatmapView::HeatmapView(const QString& name, ColormapKind colormap, QWidget* pa
   // The plot's own hint is its widest element (the title line, the legend); below this size
   // the title elides and the legend wraps instead of widening the window.
   plot_->setMinimumSize(kMinPlotSize);
-  buildPlot();
+  buildPlot(axes);
   histogram_ = new RangeHistogram(this);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
@@ -93,17 +101,12 @@ void HeatmapView::buildToolbar(QWidget* bar) {
   });
 }
 
-void HeatmapView::buildPlot() {
+void HeatmapView::buildPlot(const HeatmapAxes& axes) {
   plot_->setMouseTracking(true);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot_->yAxis->setRangeReversed(true);  // row 0 at the top, like a matrix
-  const bool keyRows =
-      name_.startsWith(QStringLiteral("dK")) || name_.startsWith(QStringLiteral("dV"));
-  const bool scoreShaped = name_ == QStringLiteral("S") || name_ == QStringLiteral("P") ||
-                           name_ == QStringLiteral("dP") || name_ == QStringLiteral("dS") ||
-                           name_.startsWith(QStringLiteral("tile"));
-  plot_->xAxis->setLabel(scoreShaped ? tr("key j") : tr("feature"));
-  plot_->yAxis->setLabel(keyRows ? tr("key j") : tr("query i"));
+  plot_->xAxis->setLabel(axes.cols);
+  plot_->yAxis->setLabel(axes.rows);
 
   title_ = new QCPTextElement(plot_, name_, QFont(font().family(), 9));
   plot_->plotLayout()->insertRow(0);

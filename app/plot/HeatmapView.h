@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/plot/Colormaps.h"
+#include "core/view/head_view.h"
 #include "core/view/matrix_grid.h"
 
 class QComboBox;
@@ -28,11 +29,19 @@ class HeatmapImage;
 class RangeHistogram;
 class ScaleTicker;
 
+// What the rows and the columns of a map are ("query i" x "key j", "batch" x "head", ...).
+struct HeatmapAxes {
+  QString rows, cols;
+};
+
 class HeatmapView : public QWidget {
   Q_OBJECT
 
  public:
-  HeatmapView(const QString& name, ColormapKind colormap, QWidget* parent = nullptr);
+  HeatmapView(const QString& name, ColormapKind colormap, const HeatmapAxes& axes,
+              QWidget* parent = nullptr);
+  // A head view: its name, axis labels and starting colormap (sequential for P).
+  explicit HeatmapView(HeadView view, QWidget* parent = nullptr);
   ~HeatmapView() override;
 
   const QString& name() const { return name_; }
@@ -99,7 +108,7 @@ class HeatmapView : public QWidget {
   void viewWindowChanged(const attnscope::MatrixWindow& window);
 
  private:
-  void buildPlot();
+  void buildPlot(const HeatmapAxes& axes);
   // The title line: the plot's window title (name and stamp), elided in the middle to fit.
   void elideTitle();
   // Shows `kind` in the gradient and the colormap box (no redraw).

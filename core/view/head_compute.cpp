@@ -60,13 +60,34 @@ HeadOutputs cpu_outputs(const CpuAttnResult& r) {
 
 }  // namespace
 
-const MatrixGrid* HeadResult::grid(const std::string& name) const {
-  const MatrixGrid* all[] = {&s,  &p,  &dp,    &ds,     &o,      &dq,
-                             &dk, &dv, &o_err, &dq_err, &dk_err, &dv_err};
-  for (const MatrixGrid* g : all) {
-    if (g->name == name) return g;
+const MatrixGrid& HeadResult::grid(HeadView view) const {
+  switch (view) {
+    case HeadView::s:
+      return s;
+    case HeadView::p:
+      return p;
+    case HeadView::dp:
+      return dp;
+    case HeadView::ds:
+      return ds;
+    case HeadView::o:
+      return o;
+    case HeadView::dq:
+      return dq;
+    case HeadView::dk:
+      return dk;
+    case HeadView::dv:
+      return dv;
+    case HeadView::o_err:
+      return o_err;
+    case HeadView::dq_err:
+      return dq_err;
+    case HeadView::dk_err:
+      return dk_err;
+    case HeadView::dv_err:
+      return dv_err;
   }
-  return nullptr;
+  return s;
 }
 
 const MatrixGrid* HeadResult::scoreGrid() const {

@@ -18,6 +18,7 @@
 #include "core/case_model.h"
 #include "core/result.h"
 #include "core/view/head_stages.h"
+#include "core/view/head_view.h"
 #include "core/view/matrix_grid.h"
 #include "kernels/cpu/fused_attention.h"
 
@@ -77,16 +78,11 @@ struct HeadResult {
   double elapsed_ms = 0;
   std::vector<HeadPhase> phases;  // in the order they ran
 
-  // The grid of a heatmap name (kHeadMatrices); nullptr for other names.
-  const MatrixGrid* grid(const std::string& name) const;
+  // The grid a view shows (empty when not computed).
+  const MatrixGrid& grid(HeadView view) const;
   // The first score grid computed (S, P, dP, dS order), else the empty s.
   const MatrixGrid* scoreGrid() const;
 };
-
-// Names of the heatmaps, in tab order.
-inline constexpr const char* kScoreMatrices[] = {"S", "P", "dP", "dS"};
-inline constexpr const char* kHeadMatrices[] = {"S",  "P",  "dP",    "dS",     "O",      "dQ",
-                                                "dK", "dV", "O err", "dQ err", "dK err", "dV err"};
 
 // What compute_head computed last, per stage, with the key of the request part it depends on:
 // inputs (batch, head, precision, mask fill) -> CPU forward + backward (+ scale, mode) -> score

@@ -119,7 +119,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
     AnnotationController* notes = w.window->annotations();
     QVERIFY(notes->addAnnotation(note));
     QVERIFY(notes->addAnnotation(box));
-    HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
+    HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
     auto* plot = s->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
     AnnotationLayer* layer = AnnotationLayer::of(s);
     QTest::qWait(100);  // drawn

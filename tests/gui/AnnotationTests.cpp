@@ -113,7 +113,7 @@ void ExportTest::box_tool_places_annotation_with_the_mouse() {
   ExportWindow w;
   QVERIFY(w.open(dump.path, kCase, 3, Mode::unfused));
   AnnotationController* notes = w.window->annotations();
-  HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
+  HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
   auto* plot = s->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
   AnnotationLayer* layer = AnnotationLayer::of(s);
   QCOMPARE(layer->itemCount(), 4);  // two automatic markers: arrow + label each
@@ -167,7 +167,7 @@ void ExportTest::annotations_survive_closing_and_reopening() {
     QVERIFY(w.open(dump.path, kCase, 3, Mode::unfused));
     QVERIFY(w.window->annotations()->addAnnotation(arrow));
     QVERIFY(w.window->annotations()->addAnnotation(text));
-    QVERIFY(w.window->heatmaps()->showMatrix(QStringLiteral("P")));
+    w.window->heatmaps()->showView(HeadView::p);
     w.window->close();
   }
   {
@@ -182,7 +182,7 @@ void ExportTest::annotations_survive_closing_and_reopening() {
     AnnotationController* notes = w.window->annotations();
     QCOMPARE(notes->userAnnotations(QStringLiteral("S")), QList<Annotation>{arrow});
     QCOMPARE(notes->userAnnotations(QStringLiteral("dS")), QList<Annotation>{text});
-    QCOMPARE(AnnotationLayer::of(w.window->heatmaps()->view(QStringLiteral("dS")))->annotations(),
+    QCOMPARE(AnnotationLayer::of(w.window->heatmaps()->view(HeadView::ds))->annotations(),
              notes->shownAnnotations(QStringLiteral("dS")));
     QVERIFY(notes->shownAnnotations(QStringLiteral("dS")).contains(text));
     QVERIFY(w.errors.isEmpty());

@@ -56,8 +56,7 @@ void GuiTest::precision_fp16_to_bf16_makes_overflow_finite() {
   QCOMPARE(bf16->o.counts.nonfinite(), int64_t{0});
   QCOMPARE(bf16->s.counts.nonfinite(), int64_t{0});
   QCOMPARE(bf16->dq.counts.nonfinite(), int64_t{0});
-  QCOMPARE(f.window->heatmaps()->view(QStringLiteral("O"))->overlayCounts().nonfinite(),
-           int64_t{0});
+  QCOMPARE(f.window->heatmaps()->view(HeadView::o)->overlayCounts().nonfinite(), int64_t{0});
 }
 
 void GuiTest::mask_fill_safe_zeroes_fully_masked_rows() {
@@ -84,7 +83,7 @@ void GuiTest::mask_fill_safe_zeroes_fully_masked_rows() {
   for (int64_t e = 0; e < 70 * 64; ++e) {
     QCOMPARE(safe->o.raw[static_cast<size_t>(e)], before->o.raw[static_cast<size_t>(e)]);
   }
-  QVERIFY(f.window->heatmaps()->view(QStringLiteral("O"))->stamp().contains("mask safe"));
+  QVERIFY(f.window->heatmaps()->view(HeadView::o)->stamp().contains("mask safe"));
 }
 
 void GuiTest::backend_picker_runs_registry_variant() {
@@ -103,7 +102,7 @@ void GuiTest::backend_picker_runs_registry_variant() {
   QVERIFY(!ref->o_err.empty());
   QVERIFY(maxAbs(ref->o_err.raw) <= 1e-6 * maxAbs(ref->o.raw));
   QVERIFY(ref->o_err.counts.nonfinite() == 0);
-  QVERIFY(f.window->heatmaps()->view(QStringLiteral("O"))->stamp().contains("backend reference"));
+  QVERIFY(f.window->heatmaps()->view(HeadView::o)->stamp().contains("backend reference"));
   // The unfused CPU emulation in fp16 overflows in head 3; its error tab shows it.
   choose(backend, QStringLiteral("cpu-unfused"));
   choose(f.window->controls()->precisionBox(), static_cast<int>(Precision::f16));

@@ -106,9 +106,8 @@ void ExportTest::export_png_pdf_svg_carry_the_stamp() {
   const QImage image(png);
   QVERIFY(!image.isNull());
   // 2x the plot widget plus the two-line stamp footer.
-  auto* plot = w.window->heatmaps()
-                   ->view(QStringLiteral("S"))
-                   ->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
+  auto* plot =
+      w.window->heatmaps()->view(HeadView::s)->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
   QVERIFY(plot != nullptr);
   QCOMPARE(image.size(), QSize(plot->width(), plot->height() + 34) * 2);
   QCOMPARE(image.text(QStringLiteral("attnscope.case")), QStringLiteral("/fp16_score_overflow"));
@@ -214,7 +213,7 @@ void ExportTest::export_all_views_writes_images_and_index() {
   tile.valid = true;
   tile.window = {0, 64, 0, 64};
   w.window->context()->setStepTile(tile);
-  HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
+  HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
   QVERIFY(s->highlight().has_value());
   QTemporaryDir out;
   const QString folder = out.filePath(QStringLiteral("figures"));  // created by the export

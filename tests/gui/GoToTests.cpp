@@ -68,7 +68,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   QVERIFY(w.waitForHead(kHealthy, 0, [](const HeadResult& r) { return r.s.pooled; }));
   QPointer<GoToDialog> dialog = openGoTo(*w.window);  // deleted once it closes
   QVERIFY(dialog != nullptr);
-  QCOMPARE(dialog->target().view, QStringLiteral("S"));
+  QVERIFY(dialog->target().view == HeadView::s);
   dialog->findChild<QSpinBox*>(QStringLiteral("goToBatch"))->setValue(1);
   dialog->findChild<QSpinBox*>(QStringLiteral("goToHead"))->setValue(5);
   dialog->findChild<QSpinBox*>(QStringLiteral("goToRow"))->setValue(700);
@@ -79,7 +79,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   // Batch 1, head 5 is computed, the S view zooms to 33 x 33 elements around the cell, and the
   // recompute of that window at full resolution lets the inspector pin the exact element.
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }, 120000));
-  HeatmapView* s = w.window->heatmaps()->view(QStringLiteral("S"));
+  HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
   QCOMPARE(w.window->heatmaps()->currentView(), s);
   QCOMPARE(s->visibleWindow(), (MatrixWindow{684, 717, 284, 317}));
   const auto r = w.context()->result();
@@ -114,7 +114,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QVERIFY(w.waitForHead(kOverflow, 0));
   NavigationController* nav = w.window->navigation();
   // [Sq x D] and [Sk x D] tabs: the dQ of row 20 (an overflowing row of head 3), column 63.
-  QVERIFY(nav->goToCell({QStringLiteral("dQ"), 0, 3, 20, 63}));
+  QVERIFY(nav->goToCell({HeadView::dq, 0, 3, 20, 63}));
   QVERIFY(waitShown([&] { return !nav->pending(); }, 120000));
   const auto r = w.context()->result();
   QCOMPARE(r->request.head, int64_t{3});
@@ -123,7 +123,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dQ"));
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("dQ [20, 63]\nNaN\n")));
   QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{4, 37, 31, 64}));
-  QVERIFY(nav->goToCell({QStringLiteral("dK"), 0, 3, 127, 0}));
+  QVERIFY(nav->goToCell({HeadView::dk, 0, 3, 127, 0}));
   QVERIFY(waitShown([&] { return !nav->pending(); }));
   const CellReadout dk = r->dk.readout(127, 0);
   const QString dkText = w.window->inspector()->readoutText();
@@ -136,22 +136,22 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   // Out of range: the dialog says what is valid and stays open; nothing moves.
   QPointer<GoToDialog> dialog = openGoTo(*w.window);  // deleted once it closes
   QVERIFY(dialog != nullptr);
-  QCOMPARE(dialog->target().view, QStringLiteral("dK"));
-  dialog->setTarget({QStringLiteral("S"), 0, 3, 128, 0});
+  QVERIFY(dialog->target().view == HeadView::dk);
+  dialog->setTarget({HeadView::s, 0, 3, 128, 0});
   dialog->accept();
   QVERIFY(dialog->isVisible());
   QCOMPARE(dialog->message(),
            QStringLiteral("row 128 is out of range for S (query i x key j): rows 0-127"));
-  dialog->setTarget({QStringLiteral("dQ"), 0, 3, 0, 64});
+  dialog->setTarget({HeadView::dq, 0, 3, 0, 64});
   dialog->accept();
   QCOMPARE(dialog->message(),
            QStringLiteral("column 64 is out of range for dQ (query i x feature): columns 0-63"));
-  dialog->setTarget({QStringLiteral("S"), 0, 4, 0, 0});
+  dialog->setTarget({HeadView::s, 0, 4, 0, 0});
   dialog->accept();
   QCOMPARE(dialog->message(), QStringLiteral("head 4 is out of range: heads 0-3"));
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dK"));
   QCOMPARE(w.window->inspector()->pinnedCount(), 2);
-  dialog->setTarget({QStringLiteral("S"), 0, 3, 12, 0});
+  dialog->setTarget({HeadView::s, 0, 3, 12, 0});
   dialog->accept();
   QVERIFY(waitShown([&] { return dialog.isNull() && !nav->pending(); }));
   // Row 12 of head 3 is the first to overflow fp16 in the unfused kernel.

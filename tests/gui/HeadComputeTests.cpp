@@ -16,18 +16,17 @@ void GuiTest::error_tabs_show_dk_and_dv_errors() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
   HeatmapPanel* heatmaps = f.window->heatmaps();
-  for (const char* name : {"dK err", "dV err"}) {
-    QVERIFY2(heatmaps->view(QString::fromLatin1(name)) != nullptr, name);
-  }
-  QVERIFY(heatmaps->showMatrix(QStringLiteral("dK err")));
+  QCOMPARE(heatmaps->tabs()->tabText(static_cast<int>(HeadView::dk_err)), QStringLiteral("dK err"));
+  QCOMPARE(heatmaps->tabs()->tabText(static_cast<int>(HeadView::dv_err)), QStringLiteral("dV err"));
+  heatmaps->showView(HeadView::dk_err);
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.dk_err.empty(); }));
   const auto r = f.context()->result();
-  const MatrixGrid* shown = heatmaps->view(QStringLiteral("dK err"))->grid();
+  const MatrixGrid* shown = heatmaps->view(HeadView::dk_err)->grid();
   QVERIFY(shown != nullptr);
   QCOMPARE(shown->rows, r->seqlen_k);
   QCOMPARE(shown->cols, r->head_dim);
   QVERIFY(sameBits(shown->raw, r->dk_err.raw));
-  QVERIFY(heatmaps->view(QStringLiteral("dV err"))->grid() != nullptr);
+  QVERIFY(heatmaps->view(HeadView::dv_err)->grid() != nullptr);
   QVERIFY(f.errors.isEmpty());
 }
 
@@ -39,9 +38,9 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.s.pooled; }));
   auto r = f.context()->result();
   QVERIFY(r->p.empty() && r->dp.empty() && r->ds.empty());
-  QVERIFY(heatmaps->view(QStringLiteral("dS"))->grid() == nullptr);
+  QVERIFY(heatmaps->view(HeadView::ds)->grid() == nullptr);
   // Showing dS computes it (the kernel is cached) and keeps S.
-  QVERIFY(heatmaps->showMatrix(QStringLiteral("dS")));
+  heatmaps->showView(HeadView::ds);
   const HeadRequest shownS = r->request;
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.ds.empty(); }));
   r = f.context()->result();
@@ -56,7 +55,7 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
       r->request.window == shownS.window) {
     QVERIFY2(!r->s.empty(), qPrintable(phases.join(QStringLiteral(", "))));
   }
-  QTRY_VERIFY(heatmaps->view(QStringLiteral("dS"))->grid() != nullptr);
+  QTRY_VERIFY(heatmaps->view(HeadView::ds)->grid() != nullptr);
   // The same grid as computing every matrix of the head at once.
   Result<CaseData> data = f.context()->reader()->load("/healthy_b2_h8_s1024");
   QVERIFY(data.ok());
@@ -64,7 +63,7 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   all.scores = kAllScores;
   const Result<HeadResult> direct = compute_head(*data, all);
   QVERIFY(direct.ok());
-  QVERIFY(sameGrid(*heatmaps->view(QStringLiteral("dS"))->grid(), direct->ds));
+  QVERIFY(sameGrid(*heatmaps->view(HeadView::ds)->grid(), direct->ds));
   // Export all views computes the missing P and dP first; the shown tab's set is restored.
   QTemporaryDir dir;
   QString error;
@@ -78,7 +77,7 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   QVERIFY(sameGrid(r->s, after->s) && sameGrid(r->p, after->p) && sameGrid(r->dp, after->dp) &&
           sameGrid(r->ds, after->ds));
   QVERIFY(written.contains(QDir(dir.path()).filePath(QStringLiteral("P.png"))));
-  QVERIFY(heatmaps->view(QStringLiteral("P"))->grid() != nullptr);
+  QVERIFY(heatmaps->view(HeadView::p)->grid() != nullptr);
   QCOMPARE(f.context()->scoresWanted(), (ScoreSet{false, false, false, true}));
   QVERIFY(f.errors.isEmpty());
 }

@@ -125,7 +125,7 @@ void GuiTest::command_line_rejects_bad_values() {
   QCOMPARE(o.precision, std::optional(Precision::f16));
   QCOMPARE(o.mode, std::optional(Mode::unfused));
   QCOMPARE(o.head, 3);
-  QCOMPARE(o.matrix, QStringLiteral("P"));
+  QVERIFY(o.matrix == HeadView::p);
   QCOMPARE(o.targets.size(), 1);
   QVERIFY(!parseCommandLine({app, "--precision", "fp8"}).error.isEmpty());
   QVERIFY(!parseCommandLine({app, "--mode", "flash"}).error.isEmpty());

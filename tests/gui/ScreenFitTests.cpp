@@ -79,8 +79,8 @@ void GuiTest::window_fits_1366x768_screen() {
   QVERIFY(waitForResult(*f.window,
                         [](const HeadResult& r) { return r.case_path == "/healthy_b2_h8_s1024"; }));
   HeatmapPanel* heatmaps = f.window->heatmaps();
-  for (const QString& tab : {QStringLiteral("P"), QStringLiteral("dV err"), QStringLiteral("S")}) {
-    QVERIFY(heatmaps->showMatrix(tab));
+  for (HeadView tab : {HeadView::p, HeadView::dv_err, HeadView::s}) {
+    heatmaps->showView(tab);
     QTest::qWait(50);
   }
   QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));

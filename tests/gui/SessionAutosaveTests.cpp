@@ -49,9 +49,9 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
     ctx->setMode(Mode::unfused);
     ctx->setHead(3);
     HeatmapPanel* maps = w.window->heatmaps();
-    QVERIFY(maps->showMatrix(QStringLiteral("dQ")));
+    maps->showView(HeadView::dq);
     QVERIFY(w.waitForHead(kCase, 3));
-    maps->view(QStringLiteral("dQ"))->zoomTo(zoom);
+    maps->view(HeadView::dq)->zoomTo(zoom);
     // Saved while the window is open (debounced), not only on close.
     QVERIFY(waitShown([&] {
       const QJsonObject c = readJson(sidecar)[QStringLiteral("cases")][kCase].toObject();
@@ -74,7 +74,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dQ"));
   QVERIFY(w.waitForHead(kCase, 3));
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
-  QCOMPARE(w.window->heatmaps()->view(QStringLiteral("dQ"))->visibleWindow(), zoom);
+  QCOMPARE(w.window->heatmaps()->view(HeadView::dq)->visibleWindow(), zoom);
   QCOMPARE(w.context()->result()->precision, Precision::f16);
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }
@@ -99,7 +99,7 @@ void ViewGapTest::read_only_folder_keeps_session_per_user() {
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     w.context()->setHead(2);
     QVERIFY(waitShown([&] { return QFileInfo(fallback).isFile(); }));
-    QVERIFY(w.window->heatmaps()->showMatrix(QStringLiteral("P")));
+    w.window->heatmaps()->showView(HeadView::p);
     QVERIFY(waitShown([&] {
       const QJsonObject c = readJson(fallback)[QStringLiteral("cases")][kCase].toObject();
       return c[QStringLiteral("view")].toString() == QStringLiteral("P");
@@ -131,12 +131,12 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     QVERIFY(w.waitForHead(kCase, 0));
     HeatmapPanel* maps = w.window->heatmaps();
-    maps->view(QStringLiteral("S"))->zoomTo(sZoom);
+    maps->view(HeadView::s)->zoomTo(sZoom);
     QTest::qWait(300);  // past the zoom debounce
-    QVERIFY(maps->showMatrix(QStringLiteral("dV")));
-    maps->view(QStringLiteral("dV"))->zoomTo(dvZoom);
+    maps->showView(HeadView::dv);
+    maps->view(HeadView::dv)->zoomTo(dvZoom);
     QTest::qWait(300);
-    QVERIFY(maps->showMatrix(QStringLiteral("O")));
+    maps->showView(HeadView::o);
     w.window->close();
   }
   const QJsonObject c =
@@ -151,12 +151,12 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
   QCOMPARE(maps->currentView()->name(), QStringLiteral("O"));
   QVERIFY(w.waitForHead(kCase, 0));
   QCOMPARE(maps->currentView()->visibleWindow(), (MatrixWindow{0, 128, 0, 64}));
-  QVERIFY(maps->showMatrix(QStringLiteral("S")));
+  maps->showView(HeadView::s);
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
-  QCOMPARE(maps->view(QStringLiteral("S"))->visibleWindow(), sZoom);
-  QVERIFY(maps->showMatrix(QStringLiteral("dV")));
+  QCOMPARE(maps->view(HeadView::s)->visibleWindow(), sZoom);
+  maps->showView(HeadView::dv);
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
-  QCOMPARE(maps->view(QStringLiteral("dV"))->visibleWindow(), dvZoom);
+  QCOMPARE(maps->view(HeadView::dv)->visibleWindow(), dvZoom);
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }
 

@@ -86,12 +86,12 @@ void GuiTest::stepper_keys_step_and_highlight_tile() {
   // Every heatmap outlines the tile: the score block on S / dS, its query rows on O / dQ, its
   // keys on dK.
   HeatmapPanel* maps = f.window->heatmaps();
-  QCOMPARE(*maps->view(QStringLiteral("S"))->highlight(), expected.window);
-  QCOMPARE(*maps->view(QStringLiteral("dS"))->highlight(), expected.window);
+  QCOMPARE(*maps->view(HeadView::s)->highlight(), expected.window);
+  QCOMPARE(*maps->view(HeadView::ds)->highlight(), expected.window);
   const MatrixWindow rows{expected.window.row_begin, expected.window.row_end, 0, 64};
-  QCOMPARE(*maps->view(QStringLiteral("dQ"))->highlight(), rows);
+  QCOMPARE(*maps->view(HeadView::dq)->highlight(), rows);
   const MatrixWindow keys{expected.window.col_begin, expected.window.col_end, 0, 64};
-  QCOMPARE(*maps->view(QStringLiteral("dK"))->highlight(), keys);
+  QCOMPARE(*maps->view(HeadView::dk)->highlight(), keys);
   QVERIFY(f.window->stepperPanel()->summary().contains(QStringLiteral("score_tile")));
   // The tile's scores are shown at their absolute indices.
   const MatrixGrid* tileS = f.window->stepperPanel()->view(QStringLiteral("tile S"))->grid();
@@ -139,7 +139,7 @@ void GuiTest::run_to_next_nonfinite_lands_on_known_tile() {
   QCOMPARE(snap.step.kv_tile, expected.step.kv_tile);
   QCOMPARE(snap.step.new_nonfinite, expected.step.new_nonfinite);
   QVERIFY(snap.step.window.row_end > 70);  // the tile holds padded query rows
-  QCOMPARE(*f.window->heatmaps()->view(QStringLiteral("P"))->highlight(), expected.step.window);
+  QCOMPARE(*f.window->heatmaps()->view(HeadView::p)->highlight(), expected.step.window);
   QCOMPARE(f.context()->stepTile().qTile, expected.step.q_tile);
   QVERIFY(f.window->stepperPanel()->summary().contains(QStringLiteral("stopped")));
 
@@ -150,7 +150,7 @@ void GuiTest::run_to_next_nonfinite_lands_on_known_tile() {
                                !stepper->snapshot()->found,
                            60000);
   stepper->restart();
-  QVERIFY(!f.window->heatmaps()->view(QStringLiteral("P"))->highlight());
+  QVERIFY(!f.window->heatmaps()->view(HeadView::p)->highlight());
 }
 
 void GuiTest::every_consumer_of_a_selected_case_shares_one_read() {

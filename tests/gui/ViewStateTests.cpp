@@ -49,9 +49,9 @@ void InteractionTest::view_state_is_restored_on_reopen() {
     ctx->setBatch(0);
     ctx->setHead(2);
     HeatmapPanel* maps = w.window->heatmaps();
-    maps->view(QStringLiteral("S"))->setColorRange(-5, 5);
-    QVERIFY(maps->showMatrix(QStringLiteral("dS")));
-    HeatmapView* ds = maps->view(QStringLiteral("dS"));
+    maps->view(HeadView::s)->setColorRange(-5, 5);
+    maps->showView(HeadView::ds);
+    HeatmapView* ds = maps->view(HeadView::ds);
     ds->setColormap(ColormapKind::sequential);
     ds->setScaleKind(ScaleKind::symlog);
     QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
@@ -80,15 +80,15 @@ void InteractionTest::view_state_is_restored_on_reopen() {
   QCOMPARE(ctx->head(), int64_t{2});
   HeatmapPanel* maps = w.window->heatmaps();
   QCOMPARE(maps->currentView()->name(), QStringLiteral("dS"));
-  const HeatmapView* sView = maps->view(QStringLiteral("S"));
+  const HeatmapView* sView = maps->view(HeadView::s);
   QVERIFY(!sView->automaticRange());
   QCOMPARE(sView->colorScale().lo, -5.0);
   QCOMPARE(sView->colorScale().hi, 5.0);
-  const HeatmapView* ds = maps->view(QStringLiteral("dS"));
+  const HeatmapView* ds = maps->view(HeadView::ds);
   QCOMPARE(ds->colorScale().map, ColormapKind::sequential);
   QCOMPARE(ds->colorScale().scale, ScaleKind::symlog);
   QVERIFY(ds->automaticRange());
-  QCOMPARE(maps->view(QStringLiteral("P"))->colorScale().scale, ScaleKind::linear);
+  QCOMPARE(maps->view(HeadView::p)->colorScale().scale, ScaleKind::linear);
   // The zoom comes back once the head's result is shown.
   QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
   QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
@@ -127,7 +127,7 @@ void InteractionTest::version_1_sidecar_still_restores() {
   QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{0, 128, 0, 128}));
   QCOMPARE(w.window->annotations()->userAnnotations(QStringLiteral("S")).size(), 1);
   // The next save writes version 2 without a backup (an older version is understood fully).
-  w.window->heatmaps()->showMatrix(QStringLiteral("O"));
+  w.window->heatmaps()->showView(HeadView::o);
   const QJsonObject saved = readSidecar(dump.path);
   QCOMPARE(saved[QStringLiteral("version")].toInt(), 2);
   QCOMPARE(saved[QStringLiteral("cases")][kCase][QStringLiteral("view")].toString(),

@@ -43,7 +43,7 @@ void GuiTest::hover_and_click_pin_a_cell() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
   QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
-  HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
+  HeatmapView* s = f.window->heatmaps()->view(HeadView::s);
   s->hoverCell(5, 7);
   const CellReadout& hovered = f.context()->hovered();
   QCOMPARE(hovered.row, int64_t{5});
@@ -57,7 +57,7 @@ void GuiTest::hover_and_click_pin_a_cell() {
   // A real mouse move over the plot reaches the inspector too.
   QWidget* plot = s->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
   QVERIFY(plot != nullptr);
-  f.window->heatmaps()->showMatrix(QStringLiteral("S"));
+  f.window->heatmaps()->showView(HeadView::s);
   QTest::mouseMove(plot, plot->rect().center());
   QTRY_VERIFY(f.context()->hovered().row != 5 || f.context()->hovered().col != 7);
 
@@ -75,7 +75,7 @@ void GuiTest::pins_belong_to_their_case() {
   InspectorPanel* inspector = f.window->inspector();
   f.context()->setHead(3);
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.head == 3; }));
-  f.window->heatmaps()->view(QStringLiteral("S"))->clickCell(20, 30);
+  f.window->heatmaps()->view(HeadView::s)->clickCell(20, 30);
   QCOMPARE(inspector->pinnedCount(), 1);
   QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(0), QStringLiteral("S [20, 30]"));
   QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(1), QStringLiteral("b0 h3"));
@@ -86,7 +86,7 @@ void GuiTest::pins_belong_to_their_case() {
   QCOMPARE(inspector->pinnedCount(), 0);
   QVERIFY(waitForResult(*f.window,
                         [&](const HeadResult& r) { return r.case_path == other.toStdString(); }));
-  f.window->heatmaps()->view(QStringLiteral("S"))->clickCell(1, 2);
+  f.window->heatmaps()->view(HeadView::s)->clickCell(1, 2);
   QCOMPARE(inspector->pinnedCount(), 1);
   QCOMPARE(inspector->pinnedList()->topLevelItem(0)->text(0), QStringLiteral("S [1, 2]"));
   QVERIFY(f.context()->selectCase(f.context()->fileIndex(), kOverflowCase));
@@ -141,7 +141,7 @@ void GuiTest::export_writes_png_and_pdf_atomically() {
 void GuiTest::zoom_recomputes_pooled_window() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/healthy_b2_h8_s1024")}));
-  HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
+  HeatmapView* s = f.window->heatmaps()->view(HeadView::s);
   // The pooled grid follows the map's size in pixels once the layout has settled, to within
   // the eighth that SessionContext::setScoreView lets pass without a recompute (axis labels
   // nudge the plot by a few pixels after each result).
@@ -206,16 +206,16 @@ void GuiTest::colour_maps_follow_the_values() {
   QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/train/step_000/layer_00")}));
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.head == 0; }));
   // The scores of this case are all positive (about 41 to 51): a sequential map over them.
-  HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
-  QVERIFY(f.window->heatmaps()->showMatrix(QStringLiteral("S")));
+  HeatmapView* s = f.window->heatmaps()->view(HeadView::s);
+  f.window->heatmaps()->showView(HeadView::s);
   QTest::qWait(50);
   QVERIFY(s->automaticColormap());
   QCOMPARE(s->colorScale().map, ColormapKind::sequential);
   QVERIFY2(s->colorScale().lo > 30 && s->colorScale().hi < 60,
            qPrintable(QStringLiteral("%1..%2").arg(s->colorScale().lo).arg(s->colorScale().hi)));
   // dQ takes both signs: diverging around 0. A map the user picks stays.
-  HeatmapView* dq = f.window->heatmaps()->view(QStringLiteral("dQ"));
-  QVERIFY(f.window->heatmaps()->showMatrix(QStringLiteral("dQ")));
+  HeatmapView* dq = f.window->heatmaps()->view(HeadView::dq);
+  f.window->heatmaps()->showView(HeadView::dq);
   QTest::qWait(50);
   QCOMPARE(dq->colorScale().map, ColormapKind::diverging);
   QCOMPARE(dq->colorScale().lo, -dq->colorScale().hi);

@@ -135,7 +135,7 @@ void GuiTest::drop_opens_several_files() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
     return r.file_path.find("second_run.h5") != std::string::npos;
   }));
-  QVERIFY(f.window->heatmaps()->view(QStringLiteral("S"))->stamp().startsWith("second_run.h5"));
+  QVERIFY(f.window->heatmaps()->view(HeadView::s)->stamp().startsWith("second_run.h5"));
   QCOMPARE(f.context()->recentFiles().size(), 2);
   QVERIFY(f.errors.isEmpty());
 }
@@ -150,11 +150,11 @@ void GuiTest::fp16_unfused_overlay_head3_not_head0() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
     return isSelection(r, 3, Precision::f16, Mode::unfused);
   }));
-  HeatmapView* s = f.window->heatmaps()->view(QStringLiteral("S"));
+  HeatmapView* s = f.window->heatmaps()->view(HeadView::s);
   const CellCounts c3 = s->overlayCounts();
   QVERIFY2(c3.pos_inf + c3.nan > 0, "QK^T overflows fp16 in head 3");
   QVERIFY(s->overlayCells(CellClass::pos_inf) + s->overlayCells(CellClass::nan) > 0);
-  QVERIFY(f.window->heatmaps()->view(QStringLiteral("P"))->overlayCounts().nan > 0);
+  QVERIFY(f.window->heatmaps()->view(HeadView::p)->overlayCounts().nan > 0);
   QVERIFY(s->stamp().contains(QStringLiteral("fp16 unfused")));
   QVERIFY(s->stamp().contains(QStringLiteral("h3")));
 
@@ -201,7 +201,7 @@ void GuiTest::scale_entry_recomputes_with_new_scale() {
     }
   }
   QVERIFY(compared > 1000);
-  QVERIFY(f.window->heatmaps()->view(QStringLiteral("S"))->stamp().contains("scale 0.5"));
+  QVERIFY(f.window->heatmaps()->view(HeadView::s)->stamp().contains("scale 0.5"));
 }
 
 void GuiTest::scale_slider_and_reset() {
@@ -332,7 +332,7 @@ void GuiTest::command_line_opens_case_with_settings() {
     return isSelection(r, 3, Precision::f16, Mode::unfused);
   }));
   QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
-  QVERIFY(f.window->heatmaps()->view(QStringLiteral("S"))->overlayCounts().nonfinite() > 0);
+  QVERIFY(f.window->heatmaps()->view(HeadView::s)->overlayCounts().nonfinite() > 0);
 }
 
 }  // namespace attnscope::test

@@ -56,7 +56,8 @@ std::shared_ptr<MatrixGrid> fullGrid(int64_t rows, int64_t cols, std::vector<flo
 // A shown view of `grid` (fixed range [lo, hi] on `scale`).
 std::unique_ptr<HeatmapView> shownView(std::shared_ptr<const MatrixGrid> grid, ColormapKind map,
                                        ScaleKind scale, double lo, double hi) {
-  auto view = std::make_unique<HeatmapView>(QStringLiteral("S"), map);
+  auto view =
+      std::make_unique<HeatmapView>(QStringLiteral("S"), map, HeatmapAxes{"query i", "key j"});
   view->resize(640, 560);
   view->show();
   if (!QTest::qWaitForWindowExposed(view.get())) return nullptr;
@@ -252,8 +253,8 @@ void HeatmapImageTest::exports_contain_the_image_in_png_pdf_svg() {
 
 void HeatmapImageTest::hidden_heatmap_tab_replots_only_when_shown() {
   QTabWidget tabs;
-  auto* front = new HeatmapView(QStringLiteral("S"), ColormapKind::diverging);
-  auto* back = new HeatmapView(QStringLiteral("P"), ColormapKind::sequential);
+  auto* front = new HeatmapView(HeadView::s);
+  auto* back = new HeatmapView(HeadView::p);
   tabs.addTab(front, QStringLiteral("S"));
   tabs.addTab(back, QStringLiteral("P"));
   tabs.resize(640, 560);

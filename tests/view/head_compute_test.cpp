@@ -139,36 +139,37 @@ TEST(HeadCompute, error_grids_for_o_dq_dk_dv) {
   const Result<HeadResult> f32 = compute_head(c, req);
   ASSERT_TRUE(f32.ok());
   struct Expect {
-    const char* name;
+    HeadView view;
     const MatrixGrid& value;
     const std::vector<double>& ref;
     int64_t rows;
   };
-  const Expect expect[] = {{"O err", f32->o, ref.o, 40},
-                           {"dQ err", f32->dq, ref.dq, 40},
-                           {"dK err", f32->dk, ref.dk, 56},
-                           {"dV err", f32->dv, ref.dv, 56}};
+  const Expect expect[] = {{HeadView::o_err, f32->o, ref.o, 40},
+                           {HeadView::dq_err, f32->dq, ref.dq, 40},
+                           {HeadView::dk_err, f32->dk, ref.dk, 56},
+                           {HeadView::dv_err, f32->dv, ref.dv, 56}};
   for (const Expect& e : expect) {
-    const MatrixGrid* err = f32->grid(e.name);
-    ASSERT_TRUE(err != nullptr && !err->empty()) << e.name;
+    const MatrixGrid* err = &f32->grid(e.view);
+    ASSERT_TRUE(!err->empty()) << head_view_name(e.view);
     ASSERT_EQ(err->rows, e.rows);
     ASSERT_EQ(err->cols, int64_t{16});
     // Element (i, c) is the kernel's value minus the reference's at the same place.
     for (size_t k = 0; k < err->raw.size(); ++k) {
       ASSERT_EQ(err->raw[k], static_cast<float>(e.value.raw[k] - e.ref[k]));
     }
-    ASSERT_TRUE(maxAbsOf(err->raw) <= 1e-5 * maxAbsOf(e.value.raw)) << e.name;
+    ASSERT_TRUE(maxAbsOf(err->raw) <= 1e-5 * maxAbsOf(e.value.raw)) << head_view_name(e.view);
   }
   // fp16 storage: the gradients' error is visible, still within a few fp16 ulps of the values.
   req.settings.precision = Precision::f16;
   const Result<HeadResult> f16 = compute_head(c, req);
   ASSERT_TRUE(f16.ok());
-  for (const char* name : {"dK err", "dV err"}) {
-    const double err = maxAbsOf(f16->grid(name)->raw);
-    const double err32 = maxAbsOf(f32->grid(name)->raw);
-    const double scale = maxAbsOf(f16->grid(name[1] == 'K' ? "dK" : "dV")->raw);
-    ASSERT_TRUE(err > 10 * err32 && err > 1e-4 * scale) << name;
-    ASSERT_TRUE(err < 1e-2 * scale) << name;
+  for (const auto& [error_view, view] :
+       {std::pair{HeadView::dk_err, HeadView::dk}, std::pair{HeadView::dv_err, HeadView::dv}}) {
+    const double err = maxAbsOf(f16->grid(error_view).raw);
+    const double err32 = maxAbsOf(f32->grid(error_view).raw);
+    const double scale = maxAbsOf(f16->grid(view).raw);
+    ASSERT_TRUE(err > 10 * err32 && err > 1e-4 * scale) << head_view_name(error_view);
+    ASSERT_TRUE(err < 1e-2 * scale) << head_view_name(error_view);
   }
   // Without request.reference the error grids stay empty.
   req.reference = false;
@@ -194,8 +195,8 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
   // The cached stages give exactly what a fresh computation gives.
   const Result<HeadResult> fresh = compute_head(c, req);
   ASSERT_TRUE(fresh.ok());
-  for (const char* name : kHeadMatrices) {
-    ASSERT_TRUE(sameBits(clipped->grid(name)->raw, fresh->grid(name)->raw)) << name;
+  for (HeadView v : kHeadViews) {
+    ASSERT_TRUE(sameBits(clipped->grid(v).raw, fresh->grid(v).raw)) << head_view_name(v);
   }
   // Unclipped again: the cached kernel outputs were not scaled in place.
   req.clip_norm.reset();
@@ -214,8 +215,8 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
   const Result<HeadResult> fresh_rescaled = compute_head(c, req);
   ASSERT_TRUE(fresh_rescaled.ok());
   ASSERT_EQ(rescaled->scale, 0.5);
-  for (const char* name : kHeadMatrices) {
-    ASSERT_TRUE(sameBits(rescaled->grid(name)->raw, fresh_rescaled->grid(name)->raw)) << name;
+  for (HeadView v : kHeadViews) {
+    ASSERT_TRUE(sameBits(rescaled->grid(v).raw, fresh_rescaled->grid(v).raw)) << head_view_name(v);
   }
   // A scale the inputs would refuse is refused from the cache as well.
   req.settings.scale = -1.0;
@@ -271,7 +272,8 @@ TEST(HeadCompute, pools_requested_score_matrices_only) {
   const Result<HeadResult> rest = compute_head(c, req, &cache);
   ASSERT_TRUE(rest.ok() && !ran(*rest, "cpu fwd+bwd"));
   const MatrixGrid* got[] = {&rest->s, &rest->p, &rest->dp, &rest->ds};
-  for (int k = 0; k < 4; ++k) ASSERT_TRUE(sameGrid(*got[k], *expected[k])) << kScoreMatrices[k];
+  for (int k = 0; k < 4; ++k)
+    ASSERT_TRUE(sameGrid(*got[k], *expected[k])) << head_view_name(kScoreViews[k]);
   // None asked for: a new scale runs the kernel without pooling and keeps no stale grid.
   req.scores = {};
   req.settings.scale = 0.5;
