@@ -380,7 +380,7 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
 bool MainWindow::awaitScoreGrids(QString* error) {
   const auto complete = [this] {
     const auto r = context_->result();
-    return r && !r->s.empty() && !r->p.empty() && !r->dp.empty() && !r->ds.empty();
+    return r && !r->s->empty() && !r->p->empty() && !r->dp->empty() && !r->ds->empty();
   };
   if (complete()) return true;
   // Pooled grids are computed for the shown tab only: compute the others and wait.

@@ -185,9 +185,9 @@ void SessionContext::setScoresWanted(const ScoreSet& wanted) {
   if (wanted == scoresWanted_) return;
   scoresWanted_ = wanted;
   if (!result_) return;
-  const MatrixGrid* grids[] = {&result_->s, &result_->p, &result_->dp, &result_->ds};
+  const SharedGrid* grids[] = {&result_->s, &result_->p, &result_->dp, &result_->ds};
   for (int k = 0; k < 4; ++k) {
-    if (wanted[k] && grids[k]->empty()) {
+    if (wanted[k] && (*grids[k])->empty()) {
       emit inputsChanged();
       return;
     }
@@ -304,7 +304,7 @@ void SessionContext::setScoreView(const MatrixWindow& view, QSize pixels) {
   window_ = w;
   pixels_ = pixels;
   // A result that already holds the whole matrix at full resolution covers every zoom.
-  if (result_ && result_->s.complete()) return;
+  if (result_ && result_->s->complete()) return;
   emit inputsChanged();
 }
 

@@ -38,7 +38,7 @@ QString describe(const HeadResult& r) {
   if (r.backend != "cpu") {
     text += QStringLiteral(" · O, LSE, gradients from %1").arg(QString::fromStdString(r.backend));
   }
-  if (r.p.empty() || r.dp.empty() || r.ds.empty() || r.s.empty()) {
+  if (r.p->empty() || r.dp->empty() || r.ds->empty() || r.s->empty()) {
     text += QStringLiteral(" · other score tabs computed when shown");
   }
   if (r.o_err.empty()) text += QStringLiteral(" · error tabs computed when shown");

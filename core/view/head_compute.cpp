@@ -42,8 +42,7 @@ std::string exact(double x) {
 // The scale is not part of it: it only enters the params (a scale change keeps the inputs).
 std::string inputs_key(const HeadRequest& r) {
   const RunSettings& s = r.settings;
-  return std::to_string(r.batch) + "/" + std::to_string(r.head) + "/" +
-         (s.precision ? std::to_string(static_cast<int>(*s.precision)) : std::string("case")) +
+  return (s.precision ? std::to_string(static_cast<int>(*s.precision)) : std::string("case")) +
          "/" + std::to_string(fill_key(s.mask_fill));
 }
 
@@ -63,13 +62,13 @@ HeadOutputs cpu_outputs(const CpuAttnResult& r) {
 const MatrixGrid& HeadResult::grid(HeadView view) const {
   switch (view) {
     case HeadView::s:
-      return s;
+      return *s;
     case HeadView::p:
-      return p;
+      return *p;
     case HeadView::dp:
-      return dp;
+      return *dp;
     case HeadView::ds:
-      return ds;
+      return *ds;
     case HeadView::o:
       return o;
     case HeadView::dq:
@@ -87,14 +86,14 @@ const MatrixGrid& HeadResult::grid(HeadView view) const {
     case HeadView::dv_err:
       return dv_err;
   }
-  return s;
+  return *s;
 }
 
 const MatrixGrid* HeadResult::scoreGrid() const {
-  for (const MatrixGrid* g : {&s, &p, &dp, &ds}) {
-    if (!g->empty()) return g;
+  for (const SharedGrid* g : {&s, &p, &dp, &ds}) {
+    if (!(*g)->empty()) return g->get();
   }
-  return &s;
+  return s.get();
 }
 
 Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request,
@@ -122,12 +121,18 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     Result<CaseInputs> inputs = make_case_inputs(data, request.settings);
     if (!inputs) return inputs.error();
     c.inputs_ = std::make_shared<CaseInputs>(std::move(inputs).value());
-    c.slice_ = slice_head(*c.inputs_, request.batch, request.head);
     c.inputs_key_ = in_key;
     clock.lap("inputs");
   }
+  const std::string head_key =
+      in_key + "/" + std::to_string(request.batch) + "/" + std::to_string(request.head);
+  if (head_key != c.head_key_) {
+    c.slice_ = slice_head(*c.inputs_, request.batch, request.head);
+    c.head_key_ = head_key;
+    clock.lap("head slice");
+  }
   c.slice_.params.scale = *scale;
-  const std::string scaled_key = in_key + "/" + exact(*scale);
+  const std::string scaled_key = head_key + "/" + exact(*scale);
   const HeadSlice& slice = c.slice_;
   CpuAttnOptions opt;
   opt.mode = request.mode;
@@ -140,7 +145,6 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   const std::string kernel_key = scaled_key + "/" + std::to_string(static_cast<int>(request.mode));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
   const ScoreSet wanted = plan.full ? kAllScores : request.scores;
-  MatrixGrid* grids[] = {&c.s_, &c.p_, &c.dp_, &c.ds_};
   if (kernel_key != c.kernel_key_) {
     for (std::string& key : c.grid_keys_) key.clear();
     c.backend_key_.clear();
@@ -159,7 +163,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     c.kernel_key_ = kernel_key;
     clock.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
     if (capture) {
-      pooled_score_grids(std::move(capture->result), sq, sk, wanted, grids);
+      pooled_score_grids(std::move(capture->result), sq, sk, wanted, c.grids_);
       for (int k = 0; k < 4; ++k) {
         if (wanted[k]) c.grid_keys_[k] = grids_key;
       }
@@ -171,7 +175,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   for (int k = 0; k < 4; ++k) missing[k] = wanted[k] && c.grid_keys_[k] != grids_key;
   if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
     const ForwardRows rows{c.cpu_.m.data(), c.cpu_.l.data(), c.cpu_.d.data()};
-    score_grids(slice, opt, plan, &rows, missing, grids);
+    score_grids(slice, opt, plan, &rows, missing, c.grids_);
     for (int k = 0; k < 4; ++k) {
       if (missing[k]) c.grid_keys_[k] = grids_key;
     }
@@ -211,9 +215,9 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   out.head_dim = dh;
   out.head_dim_v = dv;
   out.backend = c.backend_.backend;
-  MatrixGrid* shown[] = {&out.s, &out.p, &out.dp, &out.ds};
+  SharedGrid* shown[] = {&out.s, &out.p, &out.dp, &out.ds};
   for (int k = 0; k < 4; ++k) {
-    if (c.grid_keys_[k] == grids_key) *shown[k] = *grids[k];
+    if (c.grid_keys_[k] == grids_key) *shown[k] = c.grids_[k];  // shared, not copied
   }
   HeadOutputs r = c.backend_;  // a copy: clipping scales it in place
   if (request.clip_norm) {

@@ -49,8 +49,8 @@ struct HeadRequest {
 
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
 struct HeadPhase {
-  // "inputs", "cpu fwd+bwd" (or "cpu fwd+bwd+pool" when it pools the score grids on the way),
-  // "score grids", "backend", "reference", "grids"
+  // "inputs", "head slice", "cpu fwd+bwd" (or "cpu fwd+bwd+pool" when it pools the score grids on
+  // the way), "score grids", "backend", "reference", "grids"
   const char* name;
   double ms = 0;
 };
@@ -66,10 +66,11 @@ struct HeadResult {
   std::string backend = "cpu";             // what computed O, LSE, dQ, dK, dV
   bool has_dout = false;                   // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
-  MatrixGrid s, p, dp, ds;  // score-shaped, over request.window; empty when not computed
-                            // (pooled and not in request.scores)
-  MatrixGrid o, dq;         // [Sq x Dv], [Sq x D] of the head, full resolution
-  MatrixGrid dk, dv;        // [Sk x D], [Sk x Dv]: this query head's share of dK, dV
+  // Score-shaped, over request.window, shared with the stage cache; empty when not computed
+  // (pooled and not in request.scores).
+  SharedGrid s = empty_grid(), p = empty_grid(), dp = empty_grid(), ds = empty_grid();
+  MatrixGrid o, dq;   // [Sq x Dv], [Sq x D] of the head, full resolution
+  MatrixGrid dk, dv;  // [Sk x D], [Sk x Dv]: this query head's share of dK, dV
   // Backend (clipped when clip_norm is set) minus the fp64 reference, same layouts as o, dq,
   // dk, dv; empty unless request.reference.
   MatrixGrid o_err, dq_err, dk_err, dv_err;
@@ -85,24 +86,26 @@ struct HeadResult {
 };
 
 // What compute_head computed last, per stage, with the key of the request part it depends on:
-// inputs (batch, head, precision, mask fill) -> CPU forward + backward (+ scale, mode) -> score
-// grids (+ window, pixels, budget; each matrix on its own) and backend outputs (+ backend); the
-// fp64 reference depends on the inputs and the scale. When the kernel stage runs and the grids are
-// pooled, its backward pools the requested ones on the way; a later window change or request
-// of another matrix recomputes the grids alone. Clipping and the error grids are
-// cheap post-processes, always rerun. Valid for one CaseData: clear() it when the case changes.
+// the case's inputs converted to the run's precision (precision, mask fill; every head, so
+// another head only slices) -> the head slice (+ batch, head) -> CPU forward + backward
+// (+ scale, mode) -> score grids (+ window, pixels, budget; each matrix on its own) and backend
+// outputs (+ backend); the fp64 reference depends on the slice and the scale. When the kernel
+// stage runs and the grids are pooled, its backward pools the requested ones on the way; a later
+// window change or request of another matrix recomputes the grids alone. Clipping and the error
+// grids are cheap post-processes, always rerun. Valid for one CaseData: clear() it when the case
+// changes.
 class HeadCache {
  public:
   void clear() { *this = HeadCache{}; }
 
  private:
   friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, kernel_key_, backend_key_, reference_key_;
+  std::string inputs_key_, head_key_, kernel_key_, backend_key_, reference_key_;
   std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
   std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
   HeadSlice slice_;
   CpuAttnResult cpu_;
-  MatrixGrid s_, p_, dp_, ds_;
+  ScoreGrids grids_ = {empty_grid(), empty_grid(), empty_grid(), empty_grid()};  // S, P, dP, dS
   HeadOutputs backend_;
   HeadReference reference_;
 };

@@ -48,8 +48,13 @@ GridPlan plan_score_grids(const MatrixWindow& window, int64_t seqlen_q, int64_t 
   return plan;
 }
 
+const SharedGrid& empty_grid() {
+  static const SharedGrid empty = std::make_shared<const MatrixGrid>();
+  return empty;
+}
+
 void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const GridPlan& plan,
-                 const ForwardRows* rows, const ScoreSet& which, MatrixGrid* out[4]) {
+                 const ForwardRows* rows, const ScoreSet& which, ScoreGrids& out) {
   const int64_t sq = slice.params.seqlen_q, sk = slice.params.seqlen_k;
   const MatrixWindow& w = plan.window;
   if (plan.full) {
@@ -58,8 +63,9 @@ void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const Gr
     std::vector<float>* mats[] = {&hm.s, &hm.p, &hm.dp, &hm.ds};
     for (int k = 0; k < 4; ++k) {
       if (!which[k]) continue;
-      *out[k] = full_grid(kScoreNames[k], std::move(*mats[k]), hm.masked, w.row_begin, hm.rows,
-                          w.col_begin, hm.cols, sq, sk);
+      out[k] = std::make_shared<const MatrixGrid>(full_grid(kScoreNames[k], std::move(*mats[k]),
+                                                            hm.masked, w.row_begin, hm.rows,
+                                                            w.col_begin, hm.cols, sq, sk));
     }
     return;
   }
@@ -75,11 +81,13 @@ MatrixSelection score_grid_selection(const ScoreSet& which) {
 }
 
 void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_k,
-                        const ScoreSet& which, MatrixGrid* out[4]) {
+                        const ScoreSet& which, ScoreGrids& out) {
   PooledMatrix* mats[] = {&pm.s, &pm.p, &pm.dp, &pm.ds};
   for (int k = 0; k < 4; ++k) {
-    if (which[k])
-      *out[k] = pooled_grid(kScoreNames[k], pm, std::move(*mats[k]), seqlen_q, seqlen_k);
+    if (which[k]) {
+      out[k] = std::make_shared<const MatrixGrid>(
+          pooled_grid(kScoreNames[k], pm, std::move(*mats[k]), seqlen_q, seqlen_k));
+    }
   }
 }
 

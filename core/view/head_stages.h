@@ -20,6 +20,13 @@ namespace attnscope {
 using ScoreSet = std::array<bool, 4>;
 inline constexpr ScoreSet kAllScores = {true, true, true, true};
 
+// The S, P, dP, dS grids, each never null (an empty grid when not computed) and never changed
+// once made: the stage cache and every result that shows one share it.
+using SharedGrid = std::shared_ptr<const MatrixGrid>;
+using ScoreGrids = std::array<SharedGrid, 4>;
+// The one empty grid every unset SharedGrid starts as.
+const SharedGrid& empty_grid();
+
 // How the score matrices of a window are computed: `full` at full resolution, else pooled to
 // rows x cols cells.
 struct GridPlan {
@@ -34,21 +41,22 @@ struct GridPlan {
 GridPlan plan_score_grids(const MatrixWindow& window, int64_t seqlen_q, int64_t seqlen_k,
                           int64_t out_rows, int64_t out_cols);
 
-// The `which` of the S, P, dP, dS grids (out[0..3]) of the slice's head as the CPU kernel in
-// `options.mode` computes them; the others are left as they are. rows: the forward rows of a
-// cpu_attention run on the slice (fused mode reuses them instead of recomputing the forward),
-// or null.
+// The `which` of the S, P, dP, dS grids (new grids in out[0..3]) of the slice's head as the CPU
+// kernel in `options.mode` computes them; the others are left as they are. rows: the forward
+// rows of a cpu_attention run on the slice (fused mode reuses them instead of recomputing the
+// forward), or null.
 void score_grids(const HeadSlice& slice, const CpuAttnOptions& options, const GridPlan& plan,
-                 const ForwardRows* rows, const ScoreSet& which, MatrixGrid* out[4]);
+                 const ForwardRows* rows, const ScoreSet& which, ScoreGrids& out);
 
 // The selection of the `which` score matrices; pooled, each cell keeps max / min / class
 // (full-resolution matrices ignore cell_counts).
 MatrixSelection score_grid_selection(const ScoreSet& which);
 
-// The `which` of the S, P, dP, dS grids (out[0..3]) of pooled matrices of a seqlen_q x
-// seqlen_k head, e.g. those a cpu_attention run gathered on the way (PooledCapture), consumed.
+// The `which` of the S, P, dP, dS grids (new grids in out[0..3]) of pooled matrices of a
+// seqlen_q x seqlen_k head, e.g. those a cpu_attention run gathered on the way
+// (PooledCapture), consumed.
 void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_k,
-                        const ScoreSet& which, MatrixGrid* out[4]);
+                        const ScoreSet& which, ScoreGrids& out);
 
 // O, LSE, dQ, dK, dV of one head (shapes as CpuAttnResult for B = H = Hk = 1).
 struct HeadOutputs {

@@ -108,8 +108,8 @@ void GuiTest::overview_heads_match_head_views() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.head == 1; }));
   const auto r = f.context()->result();
   double maxS = 0;
-  for (size_t e = 0; e < r->s.raw.size(); ++e) {
-    if (r->s.cls[e] == CellClass::finite) maxS = std::max(maxS, std::fabs(double{r->s.raw[e]}));
+  for (size_t e = 0; e < r->s->raw.size(); ++e) {
+    if (r->s->cls[e] == CellClass::finite) maxS = std::max(maxS, std::fabs(double{r->s->raw[e]}));
   }
   heads = overview->headMap()->grid();  // redrawn with the new head outlined
   QCOMPARE(double{heads->raw[1]}, double{static_cast<float>(maxS)});

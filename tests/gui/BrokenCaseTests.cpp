@@ -39,7 +39,7 @@ double firstScore(int n) {
 // Whether the shown result's S[0, 0] is firstScore(n) (fp32 kernel: within a few ulp).
 bool showsFirstScore(const ShownWindow& w, int n) {
   const double expected = firstScore(n);
-  return std::abs(w.context()->result()->s.raw.at(0) - expected) <= 1e-6 * std::abs(expected);
+  return std::abs(w.context()->result()->s->raw.at(0) - expected) <= 1e-6 * std::abs(expected);
 }
 
 // Runs the venv's python on `args`; an empty string on success, else what went wrong.

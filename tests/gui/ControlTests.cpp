@@ -47,14 +47,14 @@ void GuiTest::precision_fp16_to_bf16_makes_overflow_finite() {
   }));
   const auto fp16 = f.context()->result();
   QVERIFY(fp16->o.counts.nonfinite() > 0);
-  QVERIFY(fp16->s.counts.pos_inf + fp16->s.counts.nan > 0);
+  QVERIFY(fp16->s->counts.pos_inf + fp16->s->counts.nan > 0);
   choose(controls->precisionBox(), static_cast<int>(Precision::bf16));
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
     return r.request.head == 3 && r.precision == Precision::bf16;
   }));
   const auto bf16 = f.context()->result();
   QCOMPARE(bf16->o.counts.nonfinite(), int64_t{0});
-  QCOMPARE(bf16->s.counts.nonfinite(), int64_t{0});
+  QCOMPARE(bf16->s->counts.nonfinite(), int64_t{0});
   QCOMPARE(bf16->dq.counts.nonfinite(), int64_t{0});
   QCOMPARE(f.window->heatmaps()->view(HeadView::o)->overlayCounts().nonfinite(), int64_t{0});
 }

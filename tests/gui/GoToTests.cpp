@@ -65,7 +65,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   ShownWindow w;
   w.context()->setPrecision(Precision::f32);
   QVERIFY(w.window->openTarget({samplePath(), kHealthy}));
-  QVERIFY(w.waitForHead(kHealthy, 0, [](const HeadResult& r) { return r.s.pooled; }));
+  QVERIFY(w.waitForHead(kHealthy, 0, [](const HeadResult& r) { return r.s->pooled; }));
   QPointer<GoToDialog> dialog = openGoTo(*w.window);  // deleted once it closes
   QVERIFY(dialog != nullptr);
   QVERIFY(dialog->target().view == HeadView::s);
@@ -85,8 +85,8 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   const auto r = w.context()->result();
   QCOMPARE(r->request.batch, int64_t{1});
   QCOMPARE(r->request.head, int64_t{5});
-  QVERIFY(!r->s.pooled);
-  const CellReadout cell = r->s.readout(700, 300);
+  QVERIFY(!r->s->pooled);
+  const CellReadout cell = r->s->readout(700, 300);
   QVERIFY(!cell.pooled);
   const auto [expected, size] = scoreFromDump(kHealthy, 1, 5, 700, 300);
   QVERIFY2(std::abs(cell.value - expected) <= 1e-6 * size + 1e-7,
@@ -102,7 +102,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
   QCOMPARE(w.window->inspector()->pinnedList()->topLevelItem(0)->text(2),
            describeValue(cell.value).fp32);
   // The neighbouring element holds another value, so the pin is not off by one.
-  QVERIFY(r->s.readout(700, 301).value != cell.value);
+  QVERIFY(r->s->readout(700, 301).value != cell.value);
   QVERIFY(w.errors.isEmpty());
 }
 

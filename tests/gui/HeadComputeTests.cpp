@@ -35,25 +35,25 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/healthy_b2_h8_s1024")}));
   HeatmapPanel* heatmaps = f.window->heatmaps();
   QCOMPARE(heatmaps->currentView()->name(), QStringLiteral("S"));
-  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.s.pooled; }));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.s->pooled; }));
   auto r = f.context()->result();
-  QVERIFY(r->p.empty() && r->dp.empty() && r->ds.empty());
+  QVERIFY(r->p->empty() && r->dp->empty() && r->ds->empty());
   QVERIFY(heatmaps->view(HeadView::ds)->grid() == nullptr);
   // Showing dS computes it (the kernel is cached) and keeps S.
   heatmaps->showView(HeadView::ds);
   const HeadRequest shownS = r->request;
-  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.ds.empty(); }));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.ds->empty(); }));
   r = f.context()->result();
   QStringList phases;
   for (const HeadPhase& p : r->phases) phases << QString::fromLatin1(p.name);
-  QVERIFY2(r->p.empty() && !ran(*r, "cpu fwd+bwd+pool"),
+  QVERIFY2(r->p->empty() && !ran(*r, "cpu fwd+bwd+pool"),
            qPrintable(phases.join(QStringLiteral(", "))));
   // S is kept from the cache when its grid is the one shown before; a heatmap that changed
   // size in between (the docks still settling on a busy machine) needs a new S, not computed
   // while its tab is hidden.
   if (r->request.out_rows == shownS.out_rows && r->request.out_cols == shownS.out_cols &&
       r->request.window == shownS.window) {
-    QVERIFY2(!r->s.empty(), qPrintable(phases.join(QStringLiteral(", "))));
+    QVERIFY2(!r->s->empty(), qPrintable(phases.join(QStringLiteral(", "))));
   }
   QTRY_VERIFY(heatmaps->view(HeadView::ds)->grid() != nullptr);
   // The same grid as computing every matrix of the head at once.
@@ -63,7 +63,7 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   all.scores = kAllScores;
   const Result<HeadResult> direct = compute_head(*data, all);
   QVERIFY(direct.ok());
-  QVERIFY(sameGrid(*heatmaps->view(HeadView::ds)->grid(), direct->ds));
+  QVERIFY(sameGrid(*heatmaps->view(HeadView::ds)->grid(), *direct->ds));
   // Export all views computes the missing P and dP first; the shown tab's set is restored.
   QTemporaryDir dir;
   QString error;
@@ -74,8 +74,8 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   all.scores = kAllScores;
   const Result<HeadResult> after = compute_head(*data, all);
   QVERIFY(after.ok());
-  QVERIFY(sameGrid(r->s, after->s) && sameGrid(r->p, after->p) && sameGrid(r->dp, after->dp) &&
-          sameGrid(r->ds, after->ds));
+  QVERIFY(sameGrid(*r->s, *after->s) && sameGrid(*r->p, *after->p) &&
+          sameGrid(*r->dp, *after->dp) && sameGrid(*r->ds, *after->ds));
   QVERIFY(written.contains(QDir(dir.path()).filePath(QStringLiteral("P.png"))));
   QVERIFY(heatmaps->view(HeadView::p)->grid() != nullptr);
   QCOMPARE(f.context()->scoresWanted(), (ScoreSet{false, false, false, true}));

@@ -48,7 +48,7 @@ void GuiTest::hover_and_click_pin_a_cell() {
   const CellReadout& hovered = f.context()->hovered();
   QCOMPARE(hovered.row, int64_t{5});
   QCOMPARE(hovered.col, int64_t{7});
-  const float value = f.context()->result()->s.raw[5 * 128 + 7];
+  const float value = f.context()->result()->s->raw[5 * 128 + 7];
   QCOMPARE(hovered.value, value);
   const QString text = f.window->inspector()->readoutText();
   QVERIFY2(text.contains(QStringLiteral("S [5, 7]")), qPrintable(text));
@@ -148,7 +148,7 @@ void GuiTest::zoom_recomputes_pooled_window() {
   const auto close = [](int64_t a, int64_t b) { return std::abs(a - b) <= std::max(a, b) / 8; };
   QVERIFY(waitForResult(*f.window, [s, close](const HeadResult& r) {
     const QSize pixels = s->plotPixelSize();
-    return r.s.pooled && close(r.request.out_rows, pixels.height()) &&
+    return r.s->pooled && close(r.request.out_rows, pixels.height()) &&
            close(r.request.out_cols, pixels.width());
   }));
   QTRY_VERIFY(s->grid() != nullptr && s->grid()->pooled);
@@ -159,7 +159,7 @@ void GuiTest::zoom_recomputes_pooled_window() {
 
   s->zoomTo({100, 164, 200, 264});
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return !r.s.pooled && r.s.row_edges.front() == 100 && r.s.col_edges.front() == 200;
+    return !r.s->pooled && r.s->row_edges.front() == 100 && r.s->col_edges.front() == 200;
   }));
   QTRY_VERIFY(!s->grid()->pooled);
   QCOMPARE(s->grid()->rows, int64_t{64});
@@ -168,7 +168,7 @@ void GuiTest::zoom_recomputes_pooled_window() {
 
   s->zoomTo({0, 1024, 0, 1024});
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return r.s.pooled && r.s.row_edges.front() == 0 && r.s.row_edges.back() == 1024;
+    return r.s->pooled && r.s->row_edges.front() == 0 && r.s->row_edges.back() == 1024;
   }));
 }
 

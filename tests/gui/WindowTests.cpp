@@ -193,8 +193,8 @@ void GuiTest::scale_entry_recomputes_with_new_scale() {
   QVERIFY(after != before);
   // Fused fp16 scores are fp32 products scaled once: x4 scale is exactly x4 scores.
   int compared = 0;
-  for (size_t e = 0; e < after->s.raw.size(); ++e) {
-    const float a = before->s.raw[e], b = after->s.raw[e];
+  for (size_t e = 0; e < after->s->raw.size(); ++e) {
+    const float a = before->s->raw[e], b = after->s->raw[e];
     if (std::isfinite(a) && a != 0) {
       QCOMPARE(b, 4 * a);
       ++compared;

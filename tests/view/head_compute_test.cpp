@@ -1,7 +1,8 @@
 // compute_head (core/view) headless: pooled and full-resolution score grids (a single NaN stays
 // one NaN cell; window counts), the four error-vs-fp64 grids (exact layout, fp32 small, fp16
 // visibly larger), the stage cache (a clip change reruns neither the kernels nor the score
-// grids; cached results equal fresh ones), the memory budget (a small full-resolution window
+// grids; another head reuses the converted case; cached results equal fresh ones and share
+// their score grids), the memory budget (a small full-resolution window
 // over the budget is pooled) and pooled score grids computed per matrix (only those asked for).
 #include <gtest/gtest.h>
 
@@ -41,6 +42,25 @@ CaseData smoothCase() {
   return c;
 }
 
+// Two heads of smoothCase's shapes (B = 1, H = Hk = 2), each its own values.
+CaseData twoHeadCase() {
+  const int64_t sq = 40, sk = 56, d = 16;
+  CaseData c;
+  c.info.path = "/two_heads";
+  c.info.dims = {1, 2, 2, sq, sk, d, d};
+  c.info.config.dtype = "float32";
+  const auto fill = [](int64_t n, float f) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 2.0f * std::cos(f * static_cast<float>(i));
+    return x;
+  };
+  c.tensors["q"] = HostTensor::from_float(DType::f32, {1, 2, sq, d}, fill(2 * sq * d, 0.31f));
+  c.tensors["k"] = HostTensor::from_float(DType::f32, {1, 2, sk, d}, fill(2 * sk * d, 0.47f));
+  c.tensors["v"] = HostTensor::from_float(DType::f32, {1, 2, sk, d}, fill(2 * sk * d, 0.61f));
+  c.tensors["do"] = HostTensor::from_float(DType::f32, {1, 2, sq, d}, fill(2 * sq * d, 0.23f));
+  return c;
+}
+
 double maxAbsOf(const std::vector<float>& x) {
   double m = 0;
   for (float v : x) m = std::max(m, static_cast<double>(std::fabs(v)));
@@ -71,7 +91,7 @@ TEST(HeadCompute, pooled_grid_keeps_a_single_nan) {
   req.out_cols = 24;
   const Result<HeadResult> r = compute_head(c, req);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const MatrixGrid& s = r->s;
+  const MatrixGrid& s = *r->s;
   ASSERT_TRUE(s.pooled);
   ASSERT_EQ(s.rows, int64_t{32});
   ASSERT_EQ(s.cols, int64_t{24});
@@ -85,7 +105,7 @@ TEST(HeadCompute, pooled_grid_keeps_a_single_nan) {
   ASSERT_TRUE(readout.block.row_begin <= 123 && 123 < readout.block.row_end);
   ASSERT_TRUE(readout.block.col_begin <= 217 && 217 < readout.block.col_end);
   // The NaN score poisons its softmax row: P is NaN across row 123 (all 300 keys).
-  ASSERT_EQ(r->p.counts.nan, int64_t{300});
+  ASSERT_EQ(r->p->counts.nan, int64_t{300});
   ASSERT_EQ(r->o.rows, int64_t{300});
   ASSERT_EQ(r->m.size(), size_t{300});
 }
@@ -96,7 +116,7 @@ TEST(HeadCompute, full_window_matches_pooled_counts) {
   req.window = MatrixWindow{100, 140, 200, 260};
   const Result<HeadResult> r = compute_head(c, req);
   ASSERT_TRUE(r.ok());
-  const MatrixGrid& s = r->s;
+  const MatrixGrid& s = *r->s;
   ASSERT_TRUE(!s.pooled);
   ASSERT_TRUE(!s.complete());
   ASSERT_EQ(s.rows, int64_t{40});
@@ -115,12 +135,12 @@ TEST(HeadCompute, full_window_matches_pooled_counts) {
   fp16.head = 3;
   const Result<HeadResult> h3 = compute_head(*overflow, fp16);
   ASSERT_TRUE(h3.ok());
-  ASSERT_TRUE(h3->s.complete());
-  ASSERT_TRUE(h3->s.counts.nonfinite() > 0);
+  ASSERT_TRUE(h3->s->complete());
+  ASSERT_TRUE(h3->s->counts.nonfinite() > 0);
   fp16.head = 0;
   const Result<HeadResult> h0 = compute_head(*overflow, fp16);
   ASSERT_TRUE(h0.ok());
-  ASSERT_EQ(h0->s.counts.nonfinite(), int64_t{0});
+  ASSERT_EQ(h0->s->counts.nonfinite(), int64_t{0});
   fp16.head = 4;
   ASSERT_TRUE(!compute_head(*overflow, fp16).ok());  // H = 4
 }
@@ -208,7 +228,7 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
   const Result<HeadResult> rescaled = compute_head(c, req, &cache);
   ASSERT_TRUE(rescaled.ok());
   ASSERT_TRUE(ran(*rescaled, "cpu fwd+bwd") && ran(*rescaled, "score grids"));
-  ASSERT_TRUE(!sameBits(rescaled->s.raw, first->s.raw));
+  ASSERT_TRUE(!sameBits(rescaled->s->raw, first->s->raw));
   // The scale only enters the params: the converted inputs are reused, and every view (the
   // fp64 reference's errors included) is what a fresh computation at that scale gives.
   ASSERT_TRUE(!ran(*rescaled, "inputs") && ran(*rescaled, "reference"));
@@ -223,6 +243,41 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
   ASSERT_TRUE(!compute_head(c, req, &cache).ok());
 }
 
+// The case is converted once per precision / mask fill: another head only slices it. The score
+// grids a result shows are the cache's own (shared, not copied), and stay as they were when a
+// later request replaces them in the cache.
+TEST(HeadCompute, another_head_slices_the_converted_case_and_grids_are_shared) {
+  const CaseData c = twoHeadCase();
+  HeadCache cache;
+  HeadRequest req;
+  const Result<HeadResult> h0 = compute_head(c, req, &cache);
+  ASSERT_TRUE(h0.ok() && ran(*h0, "inputs") && ran(*h0, "head slice"));
+  req.clip_norm = 0.5;
+  const Result<HeadResult> clipped = compute_head(c, req, &cache);
+  ASSERT_TRUE(clipped.ok() && !ran(*clipped, "head slice") && !ran(*clipped, "score grids"));
+  for (HeadView v : kScoreViews) {
+    ASSERT_EQ(&clipped->grid(v), &h0->grid(v)) << head_view_name(v);
+  }
+  const std::vector<float> h0_s = h0->s->raw;
+
+  req.head = 1;
+  const Result<HeadResult> h1 = compute_head(c, req, &cache);
+  ASSERT_TRUE(h1.ok() && !ran(*h1, "inputs") && ran(*h1, "head slice"));
+  ASSERT_TRUE(ran(*h1, "cpu fwd+bwd"));
+  const Result<HeadResult> fresh = compute_head(c, req);
+  ASSERT_TRUE(fresh.ok());
+  for (HeadView v : kHeadViews) {
+    ASSERT_TRUE(sameBits(h1->grid(v).raw, fresh->grid(v).raw)) << head_view_name(v);
+  }
+  ASSERT_TRUE(!sameBits(h1->s->raw, h0_s));            // the heads differ ...
+  ASSERT_TRUE(sameBits(h0->s->raw, h0_s));             // ... and head 0's result kept its grid
+  ASSERT_TRUE(sameBits(h1->dq_norm, fresh->dq_norm));  // the row series too
+
+  req.settings.precision = Precision::f16;  // another conversion of the whole case
+  const Result<HeadResult> half = compute_head(c, req, &cache);
+  ASSERT_TRUE(half.ok() && ran(*half, "inputs") && ran(*half, "head slice"));
+}
+
 TEST(HeadCompute, small_window_over_budget_is_pooled) {
   const CaseData c = smoothCase();
   HeadRequest req;  // 512 x 512 pixels: the whole 40 x 56 matrix fits the view
@@ -231,17 +286,17 @@ TEST(HeadCompute, small_window_over_budget_is_pooled) {
   const Result<HeadResult> pooled = compute_head(c, req);
   clear_memory_budget();
   ASSERT_TRUE(pooled.ok());
-  ASSERT_TRUE(pooled->s.pooled && pooled->ds.pooled);
-  ASSERT_TRUE(pooled->s.rows < 40 && pooled->s.cols < 56);
-  ASSERT_EQ(pooled->s.row_edges.back(), int64_t{40});
-  ASSERT_EQ(pooled->s.col_edges.back(), int64_t{56});
+  ASSERT_TRUE(pooled->s->pooled && pooled->ds->pooled);
+  ASSERT_TRUE(pooled->s->rows < 40 && pooled->s->cols < 56);
+  ASSERT_EQ(pooled->s->row_edges.back(), int64_t{40});
+  ASSERT_EQ(pooled->s->col_edges.back(), int64_t{56});
   ASSERT_TRUE(set_memory_budget("1M", "test").ok());
   const Result<HeadResult> full = compute_head(c, req);
   clear_memory_budget();
   ASSERT_TRUE(full.ok());
-  ASSERT_TRUE(!full->s.pooled && full->s.complete());
+  ASSERT_TRUE(!full->s->pooled && full->s->complete());
   // Pooling keeps every element: the pooled counts match the full-resolution ones.
-  ASSERT_EQ(pooled->p.counts.nonfinite(), full->p.counts.nonfinite());
+  ASSERT_EQ(pooled->p->counts.nonfinite(), full->p->counts.nonfinite());
 }
 
 TEST(HeadCompute, pools_requested_score_matrices_only) {
@@ -250,28 +305,28 @@ TEST(HeadCompute, pools_requested_score_matrices_only) {
   req.out_rows = 16;  // 40 x 56 scores pooled to 16 x 16 cells
   req.out_cols = 16;
   const Result<HeadResult> all = compute_head(c, req);
-  ASSERT_TRUE(all.ok() && all->s.pooled);
-  const MatrixGrid* expected[] = {&all->s, &all->p, &all->dp, &all->ds};
+  ASSERT_TRUE(all.ok() && all->s->pooled);
+  const MatrixGrid* expected[] = {all->s.get(), all->p.get(), all->dp.get(), all->ds.get()};
 
   HeadCache cache;
   req.scores = {false, false, true, false};  // dP alone, pooled by the backward on the way
   const Result<HeadResult> dp = compute_head(c, req, &cache);
   ASSERT_TRUE(dp.ok() && ran(*dp, "cpu fwd+bwd+pool"));
-  ASSERT_TRUE(dp->s.empty() && dp->p.empty() && dp->ds.empty());
-  ASSERT_TRUE(sameGrid(dp->dp, all->dp));
-  ASSERT_EQ(dp->dp.counts.nonfinite(), all->dp.counts.nonfinite());
+  ASSERT_TRUE(dp->s->empty() && dp->p->empty() && dp->ds->empty());
+  ASSERT_TRUE(sameGrid(*dp->dp, *all->dp));
+  ASSERT_EQ(dp->dp->counts.nonfinite(), all->dp->counts.nonfinite());
   // S next: the kernel is cached, S alone is pooled in a pass of its own; dP is kept.
   req.scores = {true, false, false, false};
   const Result<HeadResult> s = compute_head(c, req, &cache);
   ASSERT_TRUE(s.ok() && !ran(*s, "cpu fwd+bwd") && !ran(*s, "cpu fwd+bwd+pool"));
   ASSERT_TRUE(ran(*s, "score grids"));
-  ASSERT_TRUE(sameGrid(s->s, all->s) && sameGrid(s->dp, all->dp));
-  ASSERT_TRUE(s->p.empty() && s->ds.empty());
+  ASSERT_TRUE(sameGrid(*s->s, *all->s) && sameGrid(*s->dp, *all->dp));
+  ASSERT_TRUE(s->p->empty() && s->ds->empty());
   // Every matrix asked for: the missing two are added, bit for bit what one run gives.
   req.scores = kAllScores;
   const Result<HeadResult> rest = compute_head(c, req, &cache);
   ASSERT_TRUE(rest.ok() && !ran(*rest, "cpu fwd+bwd"));
-  const MatrixGrid* got[] = {&rest->s, &rest->p, &rest->dp, &rest->ds};
+  const MatrixGrid* got[] = {rest->s.get(), rest->p.get(), rest->dp.get(), rest->ds.get()};
   for (int k = 0; k < 4; ++k)
     ASSERT_TRUE(sameGrid(*got[k], *expected[k])) << head_view_name(kScoreViews[k]);
   // None asked for: a new scale runs the kernel without pooling and keeps no stale grid.
@@ -279,11 +334,11 @@ TEST(HeadCompute, pools_requested_score_matrices_only) {
   req.settings.scale = 0.5;
   const Result<HeadResult> none = compute_head(c, req, &cache);
   ASSERT_TRUE(none.ok() && ran(*none, "cpu fwd+bwd") && !ran(*none, "score grids"));
-  ASSERT_TRUE(none->s.empty() && none->p.empty() && none->dp.empty() && none->ds.empty());
+  ASSERT_TRUE(none->s->empty() && none->p->empty() && none->dp->empty() && none->ds->empty());
   // At full resolution the request's subset does not matter: all four are computed.
   req.out_rows = req.out_cols = 512;
   const Result<HeadResult> full = compute_head(c, req, &cache);
-  ASSERT_TRUE(full.ok() && full->s.complete() && full->p.complete() && full->ds.complete());
+  ASSERT_TRUE(full.ok() && full->s->complete() && full->p->complete() && full->ds->complete());
 }
 
 }  // namespace
