@@ -6,7 +6,8 @@
 # (shared with the CLI's export) any window, panel or session context of app/gui/, app/panels/,
 # and outside kernels/cpu the CPU kernels' headers: kernels/cuda takes the shared vocabulary
 # from kernels/*.h (which include nothing from kernels/cpu, kernels/cuda, kernels/reference)
-# and its own files.
+# and its own files. A panel (app/panels/) talks to the others through the session context: it
+# includes no other panel's header, nor the window or the navigation / view-state controllers.
 # Usage: cmake -DROOT=<source dir> -P check_layering.cmake
 set(violations "")
 
@@ -41,6 +42,18 @@ check_dir(core "app/" "app/ in core/")
 check_dir(app "torch/|ATen/|c10/|caffe2/" "LibTorch in app/")
 check_dir(app/export "app/(gui|panels)/" "the GUI in app/export/")
 check_dir(app "qcustomplot" "QCustomPlot in app/ outside app/plot/" "/app/plot/")
+check_dir(app/panels "app/gui/(MainWindow|NavigationController|ViewStateController)\\.h"
+          "the window or a navigation controller in a panel")
+file(GLOB panels "${ROOT}/app/panels/*Panel.h" "${ROOT}/app/panels/*Panel.cpp")
+foreach(f IN LISTS panels)
+  get_filename_component(own "${f}" NAME_WE)
+  file(STRINGS "${f}" hits REGEX "^[ \t]*#[ \t]*include[ \t]*\"app/panels/[A-Za-z]+Panel\\.h\"")
+  foreach(h IN LISTS hits)
+    if(NOT h MATCHES "/${own}\\.h\"")
+      list(APPEND violations "${f}: another panel in a panel: ${h}")
+    endif()
+  endforeach()
+endforeach()
 
 if(violations)
   list(JOIN violations "\n  " text)

@@ -132,9 +132,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   navigation_->menu()->addSeparator();
   navigation_->menu()->addAction(findingNavigator_->nextAction());
   navigation_->menu()->addAction(findingNavigator_->previousAction());
-  viewState_ = new ViewStateController(context_, heatmaps_, annotations_, navigation_, this);
-  annotationList_ = new AnnotationListPanel(context_, annotations_, navigation_, this);
-  annotationList_->setRowPlots(rowPlots_);
+  viewState_ = new ViewStateController(context_, heatmaps_, annotations_, this);
+  annotationList_ = new AnnotationListPanel(context_, annotations_, this);
   tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("overviewDock")),
                    addPanelDock(annotationList_, tr("Annotations"),
                                 QStringLiteral("annotationListDock"), Qt::RightDockWidgetArea));

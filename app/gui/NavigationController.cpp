@@ -37,6 +37,7 @@ NavigationController::NavigationController(SessionContext* context, HeatmapPanel
     : QObject(window), context_(context), heatmaps_(heatmaps) {
   buildMenu(window);
   connect(context_, &SessionContext::resultChanged, this, &NavigationController::applyPending);
+  connect(context_, &SessionContext::regionRequested, this, &NavigationController::showRegion);
   connect(context_, &SessionContext::caseChanged, this, &NavigationController::updateActions);
   connect(context_, &SessionContext::filesChanged, this, &NavigationController::updateActions);
   updateActions();

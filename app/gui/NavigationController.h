@@ -47,9 +47,6 @@ class NavigationController : public QObject {
   // cell is shown at full resolution, pins it in the inspector. False with `error` when the
   // target is invalid.
   bool goToCell(const CellTarget& target, QString* error = nullptr);
-  // Shows `window` of `view` at (batch, head): selects them now and zooms once the result of
-  // that head is shown. A later call replaces a pending one.
-  void showRegion(HeadView view, int64_t batch, int64_t head, const MatrixWindow& window);
   bool pending() const { return pending_.has_value(); }
 
   // Opens the go-to dialog (window-modal, not blocking), filled with the current position.
@@ -68,6 +65,9 @@ class NavigationController : public QObject {
   void notice(const QString& message);
 
  private:
+  // SessionContext::regionRequested: selects (batch, head) and `view` now and zooms to
+  // `window` once the result of that head is shown. A later request replaces a pending one.
+  void showRegion(HeadView view, int64_t batch, int64_t head, const MatrixWindow& window);
   struct Pending {
     HeadView view;
     QString casePath;

@@ -365,6 +365,17 @@ void SessionContext::focus(const FocusTarget& target) {
   emit focusRequested(target);
 }
 
+void SessionContext::showRegion(HeadView view, int64_t batch, int64_t head,
+                                const MatrixWindow& window) {
+  emit regionRequested(view, batch, head, window);
+}
+
+void SessionContext::showRowSeries(int64_t batch, int64_t head, RowSeriesKind series) {
+  setBatch(batch);
+  setHead(head);
+  emit rowSeriesRequested(series);
+}
+
 QString SessionContext::stamp() const {
   if (!result_) return {};
   const HeadResult& r = *result_;

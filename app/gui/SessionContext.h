@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "app/export/HeadRowSeries.h"
 #include "core/analysis/finding.h"
 #include "core/io/case_cache.h"
 #include "core/io/hdf5_dump.h"
@@ -144,6 +145,11 @@ class SessionContext : public QObject {
   const StepTile& stepTile() const { return stepTile_; }
   // Selects the target's batch / head and asks the views to show its location.
   void focus(const FocusTarget& target);
+  // Asks for `window` of `view` at (batch, head), zoomed once that head's result is shown (the
+  // NavigationController does it); a later request replaces a pending one.
+  void showRegion(HeadView view, int64_t batch, int64_t head, const MatrixWindow& window);
+  // Selects (batch, head) and asks the row plots to show `series` (their dock raised).
+  void showRowSeries(int64_t batch, int64_t head, RowSeriesKind series);
 
   // "file · case · b0 h3 · fp16 unfused · scale 0.125 · mask -inf · clip off" (plus
   // " · backend NAME" for a registry backend) of the current result, for titles and exports;
@@ -161,6 +167,9 @@ class SessionContext : public QObject {
   void cellPinned(const attnscope::CellReadout& readout);
   void stepChanged();
   void focusRequested(const attnscope::FocusTarget& target);
+  void regionRequested(attnscope::HeadView view, int64_t batch, int64_t head,
+                       const attnscope::MatrixWindow& window);
+  void rowSeriesRequested(attnscope::RowSeriesKind series);
   void errorRaised(const QString& title, const QString& message, const QString& hint);
 
  private:

@@ -11,7 +11,6 @@
 #include "app/export/SessionFile.h"
 #include "app/export/SettingNames.h"
 #include "app/gui/AnnotationController.h"
-#include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/plot/HeatmapView.h"
@@ -52,13 +51,8 @@ QJsonObject settingsJson(const ComputeSettings& s) {
 }  // namespace
 
 ViewStateController::ViewStateController(SessionContext* context, HeatmapPanel* heatmaps,
-                                         AnnotationController* annotations,
-                                         NavigationController* navigation, QObject* parent)
-    : QObject(parent),
-      context_(context),
-      heatmaps_(heatmaps),
-      annotations_(annotations),
-      navigation_(navigation) {
+                                         AnnotationController* annotations, QObject* parent)
+    : QObject(parent), context_(context), heatmaps_(heatmaps), annotations_(annotations) {
   connect(context_, &SessionContext::caseChanged, this, &ViewStateController::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ViewStateController::onStateChanged);
   connect(context_, &SessionContext::settingsChanged, this, &ViewStateController::onStateChanged);
@@ -195,7 +189,7 @@ void ViewStateController::restoreZoom(HeadView view) {
   const MatrixWindow window = it->second;
   pendingZooms_.erase(it);
   zooms_[view] = window;
-  navigation_->showRegion(view, context_->batch(), context_->head(), window);
+  context_->showRegion(view, context_->batch(), context_->head(), window);
 }
 
 void ViewStateController::restoreViews(const QJsonObject& views) {

@@ -26,7 +26,6 @@ namespace attnscope {
 class AnnotationController;
 class HeatmapPanel;
 class HeatmapView;
-class NavigationController;
 class SessionContext;
 class SessionFile;
 struct CaseSession;
@@ -36,8 +35,7 @@ class ViewStateController : public QObject {
 
  public:
   ViewStateController(SessionContext* context, HeatmapPanel* heatmaps,
-                      AnnotationController* annotations, NavigationController* navigation,
-                      QObject* parent = nullptr);
+                      AnnotationController* annotations, QObject* parent = nullptr);
 
   // The case last shown in `dump` according to its sidecar (read-only), if the dump has it;
   // empty otherwise.
@@ -60,7 +58,6 @@ class ViewStateController : public QObject {
   SessionContext* context_;
   HeatmapPanel* heatmaps_;
   AnnotationController* annotations_;
-  NavigationController* navigation_;
   QSet<QString> restoredDumps_;  // dumps whose settings were applied
   QSet<QString> restoredCases_;  // "dump|case" whose view state was applied
   bool restoring_ = false;

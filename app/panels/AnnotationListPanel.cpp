@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/export/HeadRowSeries.h"
 #include "app/gui/AnnotationController.h"
-#include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
-#include "app/panels/RowPlotPanel.h"
+#include "core/view/head_view.h"
 
 namespace attnscope {
 namespace {
@@ -38,8 +38,8 @@ std::pair<int64_t, int64_t> span(double lo, double hi, int64_t size) {
 }  // namespace
 
 AnnotationListPanel::AnnotationListPanel(SessionContext* context, AnnotationController* annotations,
-                                         NavigationController* navigation, QWidget* parent)
-    : QWidget(parent), context_(context), annotations_(annotations), navigation_(navigation) {
+                                         QWidget* parent)
+    : QWidget(parent), context_(context), annotations_(annotations) {
   tree_ = new QTreeWidget(this);
   tree_->setObjectName(QStringLiteral("annotationList"));
   tree_->setHeaderLabels(
@@ -124,10 +124,8 @@ void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
   if (item == nullptr || info == nullptr) return;
   const Annotation& a = listed_[item->data(kKind, kIndexRole).toInt()];
   if (const auto series = rowSeriesOfView(a.view)) {
-    if (rowPlots_ == nullptr || a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
-    context_->setBatch(a.batch);
-    context_->setHead(a.head);
-    rowPlots_->reveal(*series);
+    if (a.batch >= info->dims.batch || a.head >= info->dims.heads) return;
+    context_->showRowSeries(a.batch, a.head, *series);
     return;
   }
   const std::optional<HeadView> view = head_view_named(a.view.toStdString());
@@ -135,7 +133,7 @@ void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
   const auto [rows, cols] = head_view_shape(*view, info->dims);
   const auto [r0, r1] = span(std::min(a.from.y(), a.to.y()), std::max(a.from.y(), a.to.y()), rows);
   const auto [c0, c1] = span(std::min(a.from.x(), a.to.x()), std::max(a.from.x(), a.to.x()), cols);
-  navigation_->showRegion(*view, a.batch, a.head, MatrixWindow{r0, r1, c0, c1});
+  context_->showRegion(*view, a.batch, a.head, MatrixWindow{r0, r1, c0, c1});
 }
 
 bool AnnotationListPanel::deleteSelected() {

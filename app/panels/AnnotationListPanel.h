@@ -1,6 +1,7 @@
 // Annotation list dock: every user annotation of the current case (kind, text, view, batch /
-// head, position). Selecting one shows it: its batch / head, and for a heatmap annotation its
-// tab and a zoom around it, for a row-plot one the row plot dock raised on its series;
+// head, position). Selecting one shows it through the SessionContext: its batch / head, and for
+// a heatmap annotation its tab and a zoom around it (showRegion), for a row-plot one the row
+// plot dock raised on its series (showRowSeries);
 // the text column is editable in place; Delete (button or key) removes the selected one. Every
 // change goes through the AnnotationController into the sidecar session file.
 #pragma once
@@ -17,8 +18,6 @@ class QTreeWidgetItem;
 namespace attnscope {
 
 class AnnotationController;
-class NavigationController;
-class RowPlotPanel;
 class SessionContext;
 
 class AnnotationListPanel : public QWidget {
@@ -26,10 +25,7 @@ class AnnotationListPanel : public QWidget {
 
  public:
   AnnotationListPanel(SessionContext* context, AnnotationController* annotations,
-                      NavigationController* navigation, QWidget* parent = nullptr);
-
-  // Where row-plot annotations are shown (without it, selecting one does nothing).
-  void setRowPlots(RowPlotPanel* rowPlots) { rowPlots_ = rowPlots; }
+                      QWidget* parent = nullptr);
 
   QTreeWidget* tree() const { return tree_; }
   // The annotations listed, in row order.
@@ -47,8 +43,6 @@ class AnnotationListPanel : public QWidget {
 
   SessionContext* context_;
   AnnotationController* annotations_;
-  NavigationController* navigation_;
-  RowPlotPanel* rowPlots_ = nullptr;
   QTreeWidget* tree_ = nullptr;
   QPushButton* edit_ = nullptr;
   QPushButton* delete_ = nullptr;

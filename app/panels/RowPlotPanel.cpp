@@ -29,6 +29,7 @@ RowPlotPanel::RowPlotPanel(SessionContext* context, QWidget* parent)
   connect(choice_, &QComboBox::activated, this,
           [this](int index) { showSeries(static_cast<Series>(choice_->itemData(index).toInt())); });
   connect(context_, &SessionContext::resultChanged, this, &RowPlotPanel::redraw);
+  connect(context_, &SessionContext::rowSeriesRequested, this, &RowPlotPanel::reveal);
 }
 
 void RowPlotPanel::showSeries(Series series) {
