@@ -10,8 +10,10 @@
 
 namespace attnscope::test {
 
+// Same length and bytes (two empty vectors are the same: memcmp is not called on their null data).
 inline bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Non-empty and equal in shape, classes, values, cell ranges and edges.
