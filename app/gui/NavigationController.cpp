@@ -25,12 +25,13 @@ std::pair<int64_t, int64_t> around(int64_t at, int64_t size) {
   return {first, first + span};
 }
 
-}  // namespace
-
+// "query i x key j", "query i x feature", "key j x feature".
 QString viewAxes(HeadView view) {
   return QStringLiteral("%1 x %2").arg(QLatin1String(head_view_row_label(view)),
                                        QLatin1String(head_view_col_label(view)));
 }
+
+}  // namespace
 
 NavigationController::NavigationController(SessionContext* context, HeatmapPanel* heatmaps,
                                            QWidget* window)

@@ -20,7 +20,6 @@ namespace attnscope {
 
 class HeatmapPanel;
 class SessionContext;
-struct CaseDims;
 
 // A cell of one heatmap tab at one (batch, head): row / col are element indices of that
 // matrix (head_view_shape).
@@ -28,9 +27,6 @@ struct CellTarget {
   HeadView view = HeadView::s;
   int64_t batch = 0, head = 0, row = 0, col = 0;
 };
-
-// "query i x key j", "query i x feature", "key j x feature".
-QString viewAxes(HeadView view);
 
 class NavigationController : public QObject {
   Q_OBJECT
