@@ -4,7 +4,9 @@
 # file:line frames, and the LibTorch translation units compile in about half the time of -O2 -g. Any ASan / UBSan report fails the run;
 # LeakSanitizer suppressions (tests/robustness/lsan.supp) cover third-party libraries only.
 # CUDA stays off here: device code cannot be instrumented, the CUDA runtime needs ASan's shadow
-# gap unprotected, and the gpu-labelled tests run (unsanitized) in the normal build.
+# gap unprotected, and the gpu-labelled tests run (unsanitized) in the normal build. The
+# kernel stages' contracts (ATTNSCOPE_DCHECK, kernels/attn_check.h) are checked here
+# (-DATTNSCOPE_KERNEL_DCHECKS=ON).
 # GoogleTest executables are registered one CTest test per suite (ATTNSCOPE_TEST_UNIT=suite):
 # every test still runs, and the sanitized process start-up (LibTorch) is paid once per suite.
 #   ATTNSCOPE_ASAN_BUILD  build dir (default ./build-asan)
@@ -30,7 +32,7 @@ if [[ ! -f "$BUILD/build.ninja" ]]; then
     -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" $(attnscope_launcher_args) \
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DATTNSCOPE_WITH_CUDA=OFF -DATTNSCOPE_TEST_UNIT=suite \
+    -DATTNSCOPE_WITH_CUDA=OFF -DATTNSCOPE_TEST_UNIT=suite -DATTNSCOPE_KERNEL_DCHECKS=ON \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 fi
