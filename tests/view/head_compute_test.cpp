@@ -23,41 +23,23 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Sq = 40 queries, Sk = 56 keys, D = Dv = 16, one head; smooth values of either sign.
-CaseData smoothCase() {
+// Sq = 40 queries, Sk = 56 keys, D = Dv = 16, B = 1 and `heads` = H = Hk heads (each its own
+// values); smooth values of either sign.
+CaseData smoothCase(int64_t heads = 1) {
   const int64_t sq = 40, sk = 56, d = 16;
   CaseData c;
   c.info.path = "/smooth";
-  c.info.dims = {1, 1, 1, sq, sk, d, d};
+  c.info.dims = {1, heads, heads, sq, sk, d, d};
   c.info.config.dtype = "float32";
-  const auto fill = [](int64_t n, float f) {
-    std::vector<float> x(static_cast<size_t>(n));
+  const auto fill = [heads](int64_t n, float f) {
+    std::vector<float> x(static_cast<size_t>(heads * n));
     for (size_t i = 0; i < x.size(); ++i) x[i] = 2.0f * std::sin(f * static_cast<float>(i) + f);
     return x;
   };
-  c.tensors["q"] = HostTensor::from_float(DType::f32, {1, 1, sq, d}, fill(sq * d, 0.37f));
-  c.tensors["k"] = HostTensor::from_float(DType::f32, {1, 1, sk, d}, fill(sk * d, 0.53f));
-  c.tensors["v"] = HostTensor::from_float(DType::f32, {1, 1, sk, d}, fill(sk * d, 0.71f));
-  c.tensors["do"] = HostTensor::from_float(DType::f32, {1, 1, sq, d}, fill(sq * d, 0.29f));
-  return c;
-}
-
-// Two heads of smoothCase's shapes (B = 1, H = Hk = 2), each its own values.
-CaseData twoHeadCase() {
-  const int64_t sq = 40, sk = 56, d = 16;
-  CaseData c;
-  c.info.path = "/two_heads";
-  c.info.dims = {1, 2, 2, sq, sk, d, d};
-  c.info.config.dtype = "float32";
-  const auto fill = [](int64_t n, float f) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = 2.0f * std::cos(f * static_cast<float>(i));
-    return x;
-  };
-  c.tensors["q"] = HostTensor::from_float(DType::f32, {1, 2, sq, d}, fill(2 * sq * d, 0.31f));
-  c.tensors["k"] = HostTensor::from_float(DType::f32, {1, 2, sk, d}, fill(2 * sk * d, 0.47f));
-  c.tensors["v"] = HostTensor::from_float(DType::f32, {1, 2, sk, d}, fill(2 * sk * d, 0.61f));
-  c.tensors["do"] = HostTensor::from_float(DType::f32, {1, 2, sq, d}, fill(2 * sq * d, 0.23f));
+  c.tensors["q"] = HostTensor::from_float(DType::f32, {1, heads, sq, d}, fill(sq * d, 0.37f));
+  c.tensors["k"] = HostTensor::from_float(DType::f32, {1, heads, sk, d}, fill(sk * d, 0.53f));
+  c.tensors["v"] = HostTensor::from_float(DType::f32, {1, heads, sk, d}, fill(sk * d, 0.71f));
+  c.tensors["do"] = HostTensor::from_float(DType::f32, {1, heads, sq, d}, fill(sq * d, 0.29f));
   return c;
 }
 
@@ -247,7 +229,7 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
 // grids a result shows are the cache's own (shared, not copied), and stay as they were when a
 // later request replaces them in the cache.
 TEST(HeadCompute, another_head_slices_the_converted_case_and_grids_are_shared) {
-  const CaseData c = twoHeadCase();
+  const CaseData c = smoothCase(2);
   HeadCache cache;
   HeadRequest req;
   const Result<HeadResult> h0 = compute_head(c, req, &cache);
