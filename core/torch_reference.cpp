@@ -4,9 +4,11 @@
 #include "core/torch_reference.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <c10/core/GradMode.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -229,6 +231,12 @@ TorchReference torch_sdpa_math_public(const AttnParams& params, Precision precis
   r.dk = copy_out(tk.grad().to(at::kDouble));
   r.dv = copy_out(tv.grad().to(at::kDouble));
   return r;
+}
+
+std::string pin_torch_cpu_isa() {
+  setenv("ATEN_CPU_CAPABILITY", "default", 1);
+  at::globalContext().setUserEnabledMkldnn(false);
+  return at::get_cpu_capability();
 }
 
 }  // namespace attnscope

@@ -3,6 +3,7 @@
 // PyTorch's public SDPA entry under its MATH backend, the oracle of the torch-sdpa-math variant.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kernels/attn_params.h"
@@ -33,5 +34,13 @@ TorchReference torch_reference_attention(const AttnParams& params, const double*
 TorchReference torch_sdpa_math_public(const AttnParams& params, Precision precision,
                                       const double* q, const double* k, const double* v,
                                       const double* dout);
+
+// Makes LibTorch's CPU results the same on every x86-64 machine, for comparisons that count
+// bit-identical elements: its vectorised kernels run their portable build (ATEN_CPU_CAPABILITY
+// = default, so a reduction no longer sums in AVX2- or AVX-512-wide blocks) and oneDNN is off
+// (it serves bf16 / fp16 matmuls on AVX-512 and AMX machines only). LibTorch reads the
+// capability once, at its first dispatched op: call this before any. Returns the capability
+// then in force ("DEFAULT" when the pin took).
+std::string pin_torch_cpu_isa();
 
 }  // namespace attnscope

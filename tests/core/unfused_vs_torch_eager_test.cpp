@@ -1,7 +1,9 @@
 // Our op-by-op unfused emulation (cpu-unfused) against what PyTorch's eager math attention
 // really computes at fp16 / bf16 (torch-eager) on the harness shapes: at least 95 % of the
 // elements are bit-identical and the rest differ by at most 2 units of the precision's spacing
-// at the tensor's largest magnitude.
+// at the tensor's largest magnitude. LibTorch runs pinned to its portable CPU kernels
+// (variant_tests_main.cpp): its AVX2 and AVX-512 builds sum in other orders, which moved the
+// bit-identical count across the 95 % line on some shapes, so the counts would depend on the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
