@@ -8,6 +8,9 @@ attnscope_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CCACHE_BASEDIR="$attnscope_root"
 export CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+# The GUI test suites precompile Qt Test + QCustomPlot (tests/gui/CMakeLists.txt); ccache caches
+# compilations that use a precompiled header only with these.
+export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 
 # CMake arguments that put ccache in front of every compiler (none when it is absent or off).
 attnscope_launcher_args() {
