@@ -7,7 +7,9 @@
 # and outside kernels/cpu the CPU kernels' headers: kernels/cuda takes the shared vocabulary
 # from kernels/*.h (which include nothing from kernels/cpu, kernels/cuda, kernels/reference)
 # and its own files. A panel (app/panels/) talks to the others through the session context: it
-# includes no other panel's header, nor the window or the navigation / view-state controllers.
+# includes no other panel's header, nor the window or the navigation / view-state controllers;
+# and no controller of app/gui/ reaches into a panel (only the window, which builds them, may
+# include app/panels/).
 # Usage: cmake -DROOT=<source dir> -P check_layering.cmake
 set(violations "")
 
@@ -44,6 +46,8 @@ check_dir(app/export "app/(gui|panels)/" "the GUI in app/export/")
 check_dir(app "qcustomplot" "QCustomPlot in app/ outside app/plot/" "/app/plot/")
 check_dir(app/panels "app/gui/(MainWindow|NavigationController|ViewStateController)\\.h"
           "the window or a navigation controller in a panel")
+check_dir(app/gui "app/panels/" "a panel in a controller (only the window builds panels)"
+          "/app/gui/MainWindow[A-Za-z]*\\.(h|cpp)$")
 file(GLOB panels "${ROOT}/app/panels/*Panel.h" "${ROOT}/app/panels/*Panel.cpp")
 foreach(f IN LISTS panels)
   get_filename_component(own "${f}" NAME_WE)

@@ -7,22 +7,26 @@
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMenu>
-#include <QTabWidget>
 #include <QToolBar>
 
+#include "app/gui/AnnotationBoard.h"
 #include "app/gui/SessionContext.h"
-#include "app/panels/HeatmapPanel.h"
-#include "app/panels/RowPlotPanel.h"
-#include "app/plot/HeatmapView.h"
+#include "core/view/head_view.h"
 
 namespace attnscope {
 
-AnnotationController::AnnotationController(SessionContext* context, HeatmapPanel* heatmaps,
-                                           QWidget* window)
-    : QObject(window), context_(context), heatmaps_(heatmaps) {
+AnnotationController::AnnotationController(SessionContext* context, QWidget* window)
+    : QObject(window), context_(context) {
   buildActions(window);
   connect(context_, &SessionContext::resultChanged, this, &AnnotationController::refresh);
-  connect(context_, &SessionContext::caseChanged, this, &AnnotationController::annotationsChanged);
+  connect(context_, &SessionContext::caseChanged, this, &AnnotationController::refresh);
+  context_->annotations()->setEditor(AnnotationEditor{
+      [this](const QString& view, const Annotation& placed) { return onPlaced(view, placed); },
+      [this](const Annotation& before, const Annotation& after) {
+        return replaceAnnotation(before, after);
+      },
+      [this](const Annotation& a) { return removeAnnotation(a); },
+      [this](const Annotation& a) { editText(a); }});
 }
 
 void AnnotationController::buildActions(QWidget* window) {
@@ -65,14 +69,14 @@ void AnnotationController::buildActions(QWidget* window) {
   QAction* undo =
       menu_->addAction(tr("&Remove last annotation"), this, &AnnotationController::removeLast);
   undo->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backspace));
-  menu_->addAction(tr("&Clear annotations of this view"), this,
-                   [this] { clearView(currentView()); });
+  menu_->addAction(tr("&Clear annotations of this view"), this, [this] {
+    clearView(QString::fromLatin1(head_view_name(context_->shownView())));
+  });
 }
 
 void AnnotationController::setTool(AnnotationTool tool) {
-  tool_ = tool;
   for (QAction* a : tools_->actions()) a->setChecked(a->data().toInt() == static_cast<int>(tool));
-  refresh();
+  context_->annotations()->setTool(tool);
 }
 
 void AnnotationController::setLabel(const QString& label) {
@@ -83,22 +87,12 @@ void AnnotationController::setMarkersShown(bool shown) {
   markers_->setChecked(shown);
 }
 
+AnnotationTool AnnotationController::tool() const {
+  return context_->annotations()->tool();
+}
+
 bool AnnotationController::markersShown() const {
   return markers_->isChecked();
-}
-
-QList<QPair<QString, QWidget*>> AnnotationController::views() const {
-  QList<QPair<QString, QWidget*>> list;
-  QTabWidget* tabs = heatmaps_->tabs();
-  for (int i = 0; i < tabs->count(); ++i) {
-    list.append({tabs->tabText(i).remove(QLatin1Char('&')), tabs->widget(i)});
-  }
-  return list;
-}
-
-QString AnnotationController::currentView() const {
-  QTabWidget* tabs = heatmaps_->tabs();
-  return tabs->tabText(tabs->currentIndex()).remove(QLatin1Char('&'));
 }
 
 SessionFile* AnnotationController::currentSession() {
@@ -124,30 +118,6 @@ CaseSession* AnnotationController::currentCase() {
   return &s->cases[context_->casePath()];
 }
 
-QList<Annotation> AnnotationController::userAnnotations(const QString& view) const {
-  QList<Annotation> list;
-  const SessionFile* s = session();
-  const auto result = context_->result();
-  if (s == nullptr || !s->cases.contains(context_->casePath())) return list;
-  const qint64 batch = result ? result->request.batch : context_->batch();
-  const qint64 head = result ? result->request.head : context_->head();
-  for (const Annotation& a : s->cases.value(context_->casePath()).annotations) {
-    if (a.view == view && a.batch == batch && a.head == head) list << a;
-  }
-  return list;
-}
-
-QList<Annotation> AnnotationController::shownAnnotations(const QString& view) const {
-  QList<Annotation> list = userAnnotations(view);
-  const auto result = context_->result();
-  const std::optional<HeadView> v = head_view_named(view.toStdString());
-  HeatmapView* heatmap = v ? heatmaps_->view(*v) : nullptr;
-  if (markersShown() && result && heatmap != nullptr && heatmap->grid() != nullptr) {
-    list += markersOf(view, heatmap->sharedGrid(), result->request.batch, result->request.head);
-  }
-  return list;
-}
-
 QList<Annotation> AnnotationController::markersOf(const QString& view,
                                                   std::shared_ptr<const MatrixGrid> grid,
                                                   qint64 batch, qint64 head) const {
@@ -161,41 +131,31 @@ QList<Annotation> AnnotationController::markersOf(const QString& view,
   return m.list;
 }
 
-void AnnotationController::setRowPlots(RowPlotPanel* rowPlots) {
-  rowPlots_ = rowPlots;
-  connect(rowPlots_, &RowPlotPanel::seriesChanged, this, &AnnotationController::refresh);
-  refresh();
-}
-
-void AnnotationController::connectLayer(AnnotationLayer* layer,
-                                        const std::function<QString()>& view) {
-  if (connectedLayers_.contains(layer)) return;
-  connectedLayers_.insert(layer);
-  connect(layer, &AnnotationLayer::placed, this,
-          [this, view](const Annotation& a) { onPlaced(view(), a); });
-  connect(layer, &AnnotationLayer::moved, this, &AnnotationController::replaceAnnotation);
-  connect(layer, &AnnotationLayer::editRequested, this, &AnnotationController::editText);
-}
-
 void AnnotationController::refresh() {
-  for (const auto& [name, widget] : views()) {
-    AnnotationLayer* layer = AnnotationLayer::of(widget);
-    if (layer == nullptr) continue;
-    connectLayer(layer, [view = name] { return view; });
-    layer->setTool(tool_);
-    layer->setAnnotations(shownAnnotations(name));
+  currentSession();  // a newly selected dump's sidecar is read here
+  const auto result = context_->result();
+  const qint64 batch = result ? result->request.batch : context_->batch();
+  const qint64 head = result ? result->request.head : context_->head();
+  const QList<Annotation> all = caseAnnotations();
+  QMap<QString, QList<Annotation>> drawn;
+  for (const Annotation& a : all) {
+    if (a.batch == batch && a.head == head) drawn[a.view] << a;
   }
-  if (rowPlots_ != nullptr) {
-    AnnotationLayer* layer = AnnotationLayer::of(rowPlots_->plot());
-    connectLayer(layer, [this] { return rowPlots_->viewName(); });
-    layer->setTool(tool_);
-    layer->setAnnotations(userAnnotations(rowPlots_->viewName()));
+  if (markersShown() && result) {
+    for (HeadView v : kHeadViews) {
+      const MatrixGrid& grid = result->grid(v);
+      if (grid.empty()) continue;
+      const QString name = QString::fromLatin1(head_view_name(v));
+      // Aliasing pointer: the grid stays alive as long as the result it belongs to.
+      drawn[name] += markersOf(name, std::shared_ptr<const MatrixGrid>(result, &grid), batch, head);
+    }
   }
+  context_->annotations()->publish(all, drawn);
 }
 
-void AnnotationController::onPlaced(const QString& view, Annotation annotation) {
+bool AnnotationController::onPlaced(const QString& view, Annotation annotation) {
   const auto result = context_->result();
-  if (!result) return;
+  if (!result) return false;
   annotation.view = view;
   annotation.batch = result->request.batch;
   annotation.head = result->request.head;
@@ -204,7 +164,9 @@ void AnnotationController::onPlaced(const QString& view, Annotation annotation) 
     annotation.text = tr("note");
   }
   QString error;
-  if (!addAnnotation(annotation, &error)) emit notice(error);
+  if (addAnnotation(annotation, &error)) return true;
+  emit notice(error);
+  return false;
 }
 
 bool AnnotationController::addAnnotation(const Annotation& annotation, QString* error) {
@@ -216,26 +178,26 @@ bool AnnotationController::addAnnotation(const Annotation& annotation, QString* 
   }
   c->annotations << annotation;
   refresh();
-  emit annotationsChanged();
   return save(*s, error);
 }
 
 bool AnnotationController::removeLast() {
   CaseSession* c = currentCase();
-  const QList<Annotation> mine = userAnnotations(currentView());
+  const QString shown = QString::fromLatin1(head_view_name(context_->shownView()));
+  const QList<Annotation> mine = context_->annotations()->userAnnotations(shown);
   if (c == nullptr || mine.isEmpty()) return false;
   c->annotations.removeAt(c->annotations.lastIndexOf(mine.last()));
   refresh();
-  emit annotationsChanged();
   return save(*currentSession());
 }
 
 void AnnotationController::clearView(const QString& view) {
   CaseSession* c = currentCase();
   if (c == nullptr) return;
-  for (const Annotation& a : userAnnotations(view)) c->annotations.removeAll(a);
+  for (const Annotation& a : context_->annotations()->userAnnotations(view)) {
+    c->annotations.removeAll(a);
+  }
   refresh();
-  emit annotationsChanged();
   save(*currentSession());
 }
 
@@ -251,7 +213,6 @@ bool AnnotationController::replaceAnnotation(const Annotation& before, const Ann
   if (index < 0) return false;
   c->annotations[index] = after;
   refresh();
-  emit annotationsChanged();
   return save(*currentSession());
 }
 
@@ -261,7 +222,6 @@ bool AnnotationController::removeAnnotation(const Annotation& annotation) {
   if (index < 0) return false;
   c->annotations.removeAt(index);
   refresh();
-  emit annotationsChanged();
   return save(*currentSession());
 }
 

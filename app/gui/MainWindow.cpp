@@ -124,16 +124,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                Qt::RightDockWidgetArea);
   addPanelDock(rowPlots_, tr("Row plots"), QStringLiteral("rowPlotDock"), Qt::BottomDockWidgetArea);
   buildAnalysisDocks();
-  annotations_ = new AnnotationController(context_, heatmaps_, this);
-  annotations_->setRowPlots(rowPlots_);
+  annotations_ = new AnnotationController(context_, this);
   addToolBar(Qt::TopToolBarArea, annotations_->toolBar());
-  navigation_ = new NavigationController(context_, heatmaps_, this);
+  navigation_ = new NavigationController(context_, this);
   findingNavigator_ = new FindingNavigator(context_, analysis_, scans_, this);
   navigation_->menu()->addSeparator();
   navigation_->menu()->addAction(findingNavigator_->nextAction());
   navigation_->menu()->addAction(findingNavigator_->previousAction());
-  viewState_ = new ViewStateController(context_, heatmaps_, annotations_, this);
-  annotationList_ = new AnnotationListPanel(context_, annotations_, this);
+  viewState_ = new ViewStateController(context_, annotations_, this);
+  annotationList_ = new AnnotationListPanel(context_, this);
   tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("overviewDock")),
                    addPanelDock(annotationList_, tr("Annotations"),
                                 QStringLiteral("annotationListDock"), Qt::RightDockWidgetArea));
@@ -426,11 +425,13 @@ QStringList MainWindow::exportAllViews(const QString& folder, QString* error) {
   if (!awaitScoreGrids(error)) return {};
   const auto result = context_->result();
   QList<ViewExport> views;
-  for (const auto& [name, widget] : annotations_->views()) {
-    views.append({name, widget, annotations_->shownAnnotations(name)});
+  const AnnotationBoard* board = context_->annotations();
+  for (HeadView v : kHeadViews) {
+    const QString name = QString::fromLatin1(head_view_name(v));
+    views.append({name, heatmaps_->view(v), board->drawn(name)});
   }
   const RowPlotExports rows(*result,
-                            [this](const QString& v) { return annotations_->userAnnotations(v); });
+                            [board](const QString& v) { return board->userAnnotations(v); });
   views += rows.views();
   const TileOutlinesHidden plain(heatmaps_);
   return attnscope::exportAllViews(views, stampFor(*result, QString()), folder, error);

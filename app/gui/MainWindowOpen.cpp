@@ -102,7 +102,7 @@ void MainWindow::applySettings(const AppOptions& options) {
   if (options.scale) context_->setScale(options.scale);
   if (options.batch >= 0) context_->setBatch(options.batch);
   if (options.head >= 0) context_->setHead(options.head);
-  if (options.matrix) heatmaps_->showView(*options.matrix);
+  if (options.matrix) context_->showView(*options.matrix);
   if (options.stepper) {
     revealDock(stepperPanel_);
     if (*options.stepper < 0) {

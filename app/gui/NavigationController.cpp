@@ -1,16 +1,12 @@
-// Go to a cell, show a region once computed, and step / layer navigation (see
-// NavigationController.h).
+// Go to a cell, the whole matrix, and step / layer navigation (see NavigationController.h).
 #include "app/gui/NavigationController.h"
 
 #include <QAction>
 #include <QMenu>
-#include <QTabWidget>
 #include <algorithm>
 
 #include "app/gui/GoToDialog.h"
 #include "app/gui/SessionContext.h"
-#include "app/panels/HeatmapPanel.h"
-#include "app/plot/HeatmapView.h"
 
 namespace attnscope {
 namespace {
@@ -33,12 +29,9 @@ QString viewAxes(HeadView view) {
 
 }  // namespace
 
-NavigationController::NavigationController(SessionContext* context, HeatmapPanel* heatmaps,
-                                           QWidget* window)
-    : QObject(window), context_(context), heatmaps_(heatmaps) {
+NavigationController::NavigationController(SessionContext* context, QWidget* window)
+    : QObject(window), context_(context) {
   buildMenu(window);
-  connect(context_, &SessionContext::resultChanged, this, &NavigationController::applyPending);
-  connect(context_, &SessionContext::regionRequested, this, &NavigationController::showRegion);
   connect(context_, &SessionContext::caseChanged, this, &NavigationController::updateActions);
   connect(context_, &SessionContext::filesChanged, this, &NavigationController::updateActions);
   updateActions();
@@ -50,8 +43,9 @@ void NavigationController::buildMenu(QWidget* window) {
   QAction* goTo = menu_->addAction(tr("&Go to cell…"), this, &NavigationController::openGoToDialog);
   goTo->setObjectName(QStringLiteral("goToAction"));
   goTo->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_G));
-  QAction* whole = menu_->addAction(tr("&Whole matrix"), this,
-                                    [this] { heatmaps_->currentView()->resetZoom(); });
+  QAction* whole = menu_->addAction(tr("&Whole matrix"), this, [this] {
+    context_->zoomView(context_->shownView(), MatrixWindow{});
+  });
   whole->setObjectName(QStringLiteral("resetZoomAction"));
   whole->setShortcut(QKeySequence(Qt::Key_Home));
   menu_->addSeparator();
@@ -113,57 +107,13 @@ bool NavigationController::goToCell(const CellTarget& t, QString* error) {
   const auto [rows, cols] = head_view_shape(t.view, context_->caseInfo()->dims);
   const auto [r0, r1] = around(t.row, rows);
   const auto [c0, c1] = around(t.col, cols);
-  start(Pending{t.view, context_->casePath(), t.batch, t.head, MatrixWindow{r0, r1, c0, c1},
-                std::make_pair(t.row, t.col), false});
+  context_->showRegion(RegionRequest{t.view, t.batch, t.head, MatrixWindow{r0, r1, c0, c1},
+                                     std::make_pair(t.row, t.col)});
   return true;
 }
 
-void NavigationController::showRegion(HeadView view, int64_t batch, int64_t head,
-                                      const MatrixWindow& window) {
-  start(Pending{view, context_->casePath(), batch, head, window, std::nullopt, false});
-}
-
-void NavigationController::start(const Pending& pending) {
-  pending_ = pending;
-  heatmaps_->showView(pending.view);
-  context_->setBatch(pending.batch);
-  context_->setHead(pending.head);
-  applyPending();
-}
-
-void NavigationController::applyPending() {
-  if (!pending_) return;
-  if (pending_->casePath != context_->casePath()) {
-    pending_.reset();  // another case was selected meanwhile
-    return;
-  }
-  const auto r = context_->result();
-  HeatmapView* v = heatmaps_->view(pending_->view);
-  if (!r || r->case_path != pending_->casePath.toStdString() ||
-      r->request.batch != pending_->batch || r->request.head != pending_->head ||
-      v->grid() == nullptr) {
-    return;  // the result of that head is still computing
-  }
-  heatmaps_->showView(pending_->view);
-  if (!pending_->zoomed) {
-    v->zoomTo(pending_->window);
-    pending_->zoomed = true;
-  }
-  if (!pending_->cell) {
-    pending_.reset();
-    return;
-  }
-  // A pooled grid becomes full resolution once the zoomed window is recomputed.
-  const CellReadout readout = v->grid()->readout(pending_->cell->first, pending_->cell->second);
-  if (!readout.valid() || readout.pooled) return;
-  pending_.reset();
-  context_->setHovered(readout);
-  context_->pin(readout);
-  emit cellReached(readout);
-}
-
 void NavigationController::openGoToDialog() {
-  CellTarget start{heatmaps_->currentHeadView(), context_->batch(), context_->head(), 0, 0};
+  CellTarget start{context_->shownView(), context_->batch(), context_->head(), 0, 0};
   const CellReadout& hovered = context_->hovered();
   if (hovered.valid() && hovered.matrix == head_view_name(start.view)) {
     start.row = hovered.row;

@@ -1,16 +1,13 @@
-// The Navigate menu: Ctrl+G "go to (row, col)" of a heatmap (pins the cell in the inspector
-// and zooms the heatmap around it), Home the whole matrix of the shown heatmap, showing a region
-// of a view at a (batch, head) once its result is there (used by the annotation list and the
-// restored zoom), and moving through a multi-step dump: Alt+Right / Alt+Left the same layer in
-// the next / previous training step, Alt+Down / Alt+Up the next / previous layer of the same
+// The Navigate menu: Ctrl+G "go to (row, col)" of a heatmap (asks the heatmaps, through the
+// SessionContext, to zoom around the cell and pin it in the inspector), Home the whole matrix
+// of the tab in front, and moving through a multi-step dump: Alt+Right / Alt+Left the same layer
+// in the next / previous training step, Alt+Down / Alt+Up the next / previous layer of the same
 // step.
 #pragma once
 
 #include <QObject>
-#include <optional>
 
 #include "core/view/head_view.h"
-#include "core/view/matrix_grid.h"
 
 class QAction;
 class QMenu;
@@ -18,7 +15,6 @@ class QWidget;
 
 namespace attnscope {
 
-class HeatmapPanel;
 class SessionContext;
 
 // A cell of one heatmap tab at one (batch, head): row / col are element indices of that
@@ -32,7 +28,7 @@ class NavigationController : public QObject {
   Q_OBJECT
 
  public:
-  NavigationController(SessionContext* context, HeatmapPanel* heatmaps, QWidget* window);
+  NavigationController(SessionContext* context, QWidget* window);
 
   QMenu* menu() const { return menu_; }
 
@@ -40,10 +36,9 @@ class NavigationController : public QObject {
   // message shown to the user ("row 200 is out of range for S: rows 0-127 (Sq = 128)").
   QString validate(const CellTarget& target) const;
   // Selects the target's batch / head and tab, zooms the heatmap around the cell and, once the
-  // cell is shown at full resolution, pins it in the inspector. False with `error` when the
-  // target is invalid.
+  // cell is shown at full resolution, pins it in the inspector (SessionContext::showRegion).
+  // False with `error` when the target is invalid.
   bool goToCell(const CellTarget& target, QString* error = nullptr);
-  bool pending() const { return pending_.has_value(); }
 
   // Opens the go-to dialog (window-modal, not blocking), filled with the current position.
   void openGoToDialog();
@@ -55,31 +50,14 @@ class NavigationController : public QObject {
   bool moveInSeries(int dStep, int dLayer);
 
  signals:
-  // A cell reached by goToCell is shown and pinned.
-  void cellReached(const attnscope::CellReadout& readout);
   // Something to show in the status bar.
   void notice(const QString& message);
 
  private:
-  // SessionContext::regionRequested: selects (batch, head) and `view` now and zooms to
-  // `window` once the result of that head is shown. A later request replaces a pending one.
-  void showRegion(HeadView view, int64_t batch, int64_t head, const MatrixWindow& window);
-  struct Pending {
-    HeadView view;
-    QString casePath;
-    int64_t batch = 0, head = 0;
-    MatrixWindow window;
-    std::optional<std::pair<int64_t, int64_t>> cell;  // (row, col) to pin
-    bool zoomed = false;
-  };
   void buildMenu(QWidget* window);
   void updateActions();
-  void start(const Pending& pending);
-  void applyPending();
 
   SessionContext* context_;
-  HeatmapPanel* heatmaps_;
-  std::optional<Pending> pending_;
   QMenu* menu_ = nullptr;
   QAction* nextStep_ = nullptr;
   QAction* previousStep_ = nullptr;

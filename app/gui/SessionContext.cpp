@@ -26,7 +26,8 @@ bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
 
 }  // namespace
 
-SessionContext::SessionContext(QObject* parent) : QObject(parent) {}
+SessionContext::SessionContext(QObject* parent)
+    : QObject(parent), annotations_(new AnnotationBoard(this)) {}
 
 int SessionContext::indexOfFile(const QString& path) const {
   const QString canonical = QFileInfo(path).absoluteFilePath();
@@ -359,15 +360,74 @@ FocusTarget findingFocus(const Finding& f) {
   return t;
 }
 
+std::optional<RegionRequest> focusRegion(const FocusTarget& target, const CaseDims& dims) {
+  const std::optional<HeadView> view = head_view_of_tensor(target.tensor.toStdString());
+  if (!view) return std::nullopt;
+  RegionRequest r;
+  r.view = *view;
+  r.batch = target.batch;
+  r.head = target.head;
+  const MatrixWindow& at = target.window;
+  if (at.row_end < 0) return r;  // every row: the whole matrix
+  const auto [rows, cols] = head_view_shape(*view, dims);
+  r.window = MatrixWindow{at.row_begin, at.row_end, 0, cols};
+  if (at.col_end >= 0 && is_score_view(*view)) {
+    r.window.col_begin = at.col_begin;
+    r.window.col_end = at.col_end;
+  }
+  // Some context around a small range, so that the block is seen next to its neighbours.
+  const int64_t pad = std::max<int64_t>(4, (r.window.row_end - r.window.row_begin) / 4);
+  r.window.row_begin = std::max<int64_t>(0, r.window.row_begin - pad);
+  r.window.row_end = std::min(rows, r.window.row_end + pad);
+  return r;
+}
+
 void SessionContext::focus(const FocusTarget& target) {
   if (target.batch >= 0) setBatch(target.batch);
   if (target.head >= 0) setHead(target.head);
-  emit focusRequested(target);
+  const CaseInfo* info = caseInfo();
+  if (info == nullptr) return;
+  if (std::optional<RegionRequest> r = focusRegion(target, info->dims)) {
+    r->batch = batch_;
+    r->head = head_;
+    showRegion(*r);
+  }
 }
 
-void SessionContext::showRegion(HeadView view, int64_t batch, int64_t head,
-                                const MatrixWindow& window) {
-  emit regionRequested(view, batch, head, window);
+void SessionContext::showRegion(const RegionRequest& request) {
+  setBatch(request.batch);
+  setHead(request.head);
+  emit regionRequested(request);
+}
+
+void SessionContext::showView(HeadView view) {
+  emit viewRequested(view);
+}
+
+void SessionContext::setShownView(HeadView view) {
+  if (view == shownView_) return;
+  shownView_ = view;
+  emit shownViewChanged(view);
+}
+
+void SessionContext::zoomView(HeadView view, const MatrixWindow& window) {
+  emit zoomRequested(view, window);
+}
+
+void SessionContext::reportZoom(HeadView view, const std::optional<MatrixWindow>& window) {
+  emit zoomed(view, window);
+}
+
+const HeatmapColours& SessionContext::colours(HeadView view) const {
+  static const HeatmapColours defaults;
+  const auto it = colours_.find(view);
+  return it == colours_.end() ? defaults : it->second;
+}
+
+void SessionContext::setColours(HeadView view, const HeatmapColours& colours) {
+  if (colours == this->colours(view)) return;
+  colours_[view] = colours;
+  emit coloursChanged(view);
 }
 
 void SessionContext::showRowSeries(int64_t batch, int64_t head, RowSeriesKind series) {

@@ -1,17 +1,23 @@
-// The shared state every panel reads and writes (DESIGN §1: panels talk only through it): open
-// dumps, the selection (file, case, batch, head, visible score window), the what-if settings,
-// the latest computed result and the hovered / pinned cells. Each change emits a signal.
+// The shared state every panel reads and writes (DESIGN §1: panels and controllers talk only
+// through it): open dumps, the selection (file, case, batch, head, visible score window), the
+// what-if settings, the latest computed result, the hovered / pinned cells, the heatmap tab in
+// front with its zoom and colours, requests to show a region, and the annotations
+// (AnnotationBoard). Each change emits a signal.
 #pragma once
 
 #include <QObject>
 #include <QSize>
 #include <QString>
 #include <QStringList>
+#include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "app/export/HeadRowSeries.h"
+#include "app/gui/AnnotationBoard.h"
+#include "app/plot/Colormaps.h"
 #include "core/analysis/finding.h"
 #include "core/io/case_cache.h"
 #include "core/io/hdf5_dump.h"
@@ -40,6 +46,17 @@ struct StepTile {
   MatrixWindow window{0, 0, 0, 0};  // resolved
 };
 
+// A region of a heatmap tab to show at (batch, head) of the selected case: the tab is brought
+// to the front and, once that head's result is there, zoomed to `window` (an end of -1: every
+// row / col, so MatrixWindow{} is the whole matrix); `pin`, a (row, col) inside it, is then
+// pinned in the inspector as soon as the zoomed view shows it at full resolution.
+struct RegionRequest {
+  HeadView view = HeadView::s;
+  int64_t batch = 0, head = 0;
+  MatrixWindow window;
+  std::optional<std::pair<int64_t, int64_t>> pin;
+};
+
 // Where a finding points (findings list click): a tensor's rows / cols of one (batch, head).
 struct FocusTarget {
   QString tensor;  // "S", "dQ", "q", ... (the heatmap shown when one matches)
@@ -49,6 +66,11 @@ struct FocusTarget {
 
 // The location a finding points to (its first place; the head of a run of heads).
 FocusTarget findingFocus(const Finding& finding);
+
+// The region of the tab that shows a finding's tensor (head_view_of_tensor) around its rows /
+// cols, with some context around a small range, in a case of `dims`; nullopt when no tab shows
+// the tensor (q, k, v, mask, ...).
+std::optional<RegionRequest> focusRegion(const FocusTarget& target, const CaseDims& dims);
 
 struct OpenDump {
   QString path;
@@ -143,11 +165,29 @@ class SessionContext : public QObject {
 
   void setStepTile(const StepTile& tile);
   const StepTile& stepTile() const { return stepTile_; }
-  // Selects the target's batch / head and asks the views to show its location.
+  // Selects the target's batch / head and shows its location (focusRegion), if a tab shows it.
   void focus(const FocusTarget& target);
-  // Asks for `window` of `view` at (batch, head), zoomed once that head's result is shown (the
-  // NavigationController does it); a later request replaces a pending one.
-  void showRegion(HeadView view, int64_t batch, int64_t head, const MatrixWindow& window);
+  // Selects the request's batch / head and asks the heatmaps to show the region (they bring the
+  // tab forward, then zoom and pin once that head's result is shown); a later request replaces
+  // a pending one.
+  void showRegion(const RegionRequest& request);
+
+  // The heatmap tab in front; showView asks the heatmaps to bring another one forward.
+  HeadView shownView() const { return shownView_; }
+  void showView(HeadView view);
+  // Reported by the heatmaps when another tab came to the front.
+  void setShownView(HeadView view);
+  // Asks the heatmaps to zoom a tab to `window` (MatrixWindow{}: the whole matrix).
+  void zoomView(HeadView view, const MatrixWindow& window);
+  // Reported by the heatmaps after a zoom or pan of a tab: the window it shows (nullopt: the
+  // whole matrix).
+  void reportZoom(HeadView view, const std::optional<MatrixWindow>& window);
+  // The colour choices of each tab; set by the heatmaps when the user changes them, or by the
+  // view state restored from a sidecar (the heatmaps then apply them).
+  const HeatmapColours& colours(HeadView view) const;
+  void setColours(HeadView view, const HeatmapColours& colours);
+  // The shared annotation state: what each view draws and the user's edits of it.
+  AnnotationBoard* annotations() const { return annotations_; }
   // Selects (batch, head) and asks the row plots to show `series` (their dock raised).
   void showRowSeries(int64_t batch, int64_t head, RowSeriesKind series);
 
@@ -166,9 +206,12 @@ class SessionContext : public QObject {
   void hoverChanged();
   void cellPinned(const attnscope::CellReadout& readout);
   void stepChanged();
-  void focusRequested(const attnscope::FocusTarget& target);
-  void regionRequested(attnscope::HeadView view, int64_t batch, int64_t head,
-                       const attnscope::MatrixWindow& window);
+  void regionRequested(const attnscope::RegionRequest& request);
+  void viewRequested(attnscope::HeadView view);  // showView
+  void shownViewChanged(attnscope::HeadView view);
+  void zoomRequested(attnscope::HeadView view, const attnscope::MatrixWindow& window);
+  void zoomed(attnscope::HeadView view, const std::optional<attnscope::MatrixWindow>& window);
+  void coloursChanged(attnscope::HeadView view);
   void rowSeriesRequested(attnscope::RowSeriesKind series);
   void errorRaised(const QString& title, const QString& message, const QString& hint);
 
@@ -195,6 +238,9 @@ class SessionContext : public QObject {
   bool referenceWanted_ = false;
   bool whatIfsKept_ = false;
   ScoreSet scoresWanted_ = kAllScores;
+  HeadView shownView_ = HeadView::s;
+  std::map<HeadView, HeatmapColours> colours_;  // tabs with a choice (absent: defaults)
+  AnnotationBoard* annotations_ = nullptr;
 };
 
 }  // namespace attnscope

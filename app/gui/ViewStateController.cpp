@@ -4,7 +4,6 @@
 
 #include <QJsonArray>
 #include <QStandardPaths>
-#include <QTabWidget>
 #include <QTimer>
 #include <cmath>
 
@@ -12,8 +11,6 @@
 #include "app/export/SettingNames.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/SessionContext.h"
-#include "app/panels/HeatmapPanel.h"
-#include "app/plot/HeatmapView.h"
 #include "core/kernel_registry.h"
 
 namespace attnscope {
@@ -50,21 +47,18 @@ QJsonObject settingsJson(const ComputeSettings& s) {
 
 }  // namespace
 
-ViewStateController::ViewStateController(SessionContext* context, HeatmapPanel* heatmaps,
-                                         AnnotationController* annotations, QObject* parent)
-    : QObject(parent), context_(context), heatmaps_(heatmaps), annotations_(annotations) {
+ViewStateController::ViewStateController(SessionContext* context, AnnotationController* annotations,
+                                         QObject* parent)
+    : QObject(parent), context_(context), annotations_(annotations) {
   connect(context_, &SessionContext::caseChanged, this, &ViewStateController::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ViewStateController::onStateChanged);
   connect(context_, &SessionContext::settingsChanged, this, &ViewStateController::onStateChanged);
-  connect(heatmaps_->tabs(), &QTabWidget::currentChanged, this, [this] {
-    if (!restoring_) restoreZoom(heatmaps_->currentHeadView());
+  connect(context_, &SessionContext::shownViewChanged, this, [this](HeadView shown) {
+    if (!restoring_) restoreZoom(shown);
     onStateChanged();
   });
-  for (HeadView v : kHeadViews) {
-    HeatmapView* view = heatmaps_->view(v);
-    connect(view, &HeatmapView::viewWindowChanged, this,
-            [this, v, view](const MatrixWindow& w) { onZoomed(v, *view, w); });
-  }
+  connect(context_, &SessionContext::zoomed, this, &ViewStateController::onZoomed);
+  connect(context_, &SessionContext::coloursChanged, this, &ViewStateController::onStateChanged);
   connect(annotations_, &AnnotationController::aboutToSave, this, &ViewStateController::capture);
   // Qt's test mode (set by the test suites that open the bundled sample) keeps the sample's
   // folder free of view-state sidecars.
@@ -93,14 +87,11 @@ void ViewStateController::flush() {
   }
 }
 
-void ViewStateController::onZoomed(HeadView v, const HeatmapView& view,
-                                   const MatrixWindow& window) {
-  const MatrixGrid* g = view.grid();
-  if (g == nullptr) return;
-  if (window == MatrixWindow{0, g->total_rows, 0, g->total_cols}) {
-    zooms_.erase(v);
+void ViewStateController::onZoomed(HeadView view, const std::optional<MatrixWindow>& window) {
+  if (window) {
+    zooms_[view] = *window;
   } else {
-    zooms_[v] = window;
+    zooms_.erase(view);
   }
   onStateChanged();
 }
@@ -171,7 +162,7 @@ void ViewStateController::restoreCase(const CaseSession& saved) {
   if (info == nullptr) return;
   if (saved.batch >= 0 && saved.batch < info->dims.batch) context_->setBatch(saved.batch);
   if (saved.head >= 0 && saved.head < info->dims.heads) context_->setHead(saved.head);
-  if (const auto shown = head_view_named(saved.view.toStdString())) heatmaps_->showView(*shown);
+  if (const auto shown = head_view_named(saved.view.toStdString())) context_->showView(*shown);
   restoreViews(saved.views);
   for (auto it = saved.zooms.begin(); it != saved.zooms.end(); ++it) {
     const std::optional<HeadView> v = head_view_named(it.key().toStdString());
@@ -179,7 +170,7 @@ void ViewStateController::restoreCase(const CaseSession& saved) {
     const auto [rows, cols] = head_view_shape(*v, info->dims);
     if (it->row_end <= rows && it->col_end <= cols) pendingZooms_[*v] = *it;
   }
-  restoreZoom(heatmaps_->currentHeadView());
+  restoreZoom(context_->shownView());
 }
 
 // The score tabs share one computed window, so a tab's zoom is applied when it is shown.
@@ -189,47 +180,38 @@ void ViewStateController::restoreZoom(HeadView view) {
   const MatrixWindow window = it->second;
   pendingZooms_.erase(it);
   zooms_[view] = window;
-  context_->showRegion(view, context_->batch(), context_->head(), window);
+  context_->showRegion(RegionRequest{view, context_->batch(), context_->head(), window, {}});
 }
 
 void ViewStateController::restoreViews(const QJsonObject& views) {
-  for (const auto& [name, widget] : annotations_->views()) {
-    auto* view = static_cast<HeatmapView*>(widget);
-    const QJsonObject state = views.value(name).toObject();
+  for (HeadView v : kHeadViews) {
+    const QJsonObject state = views.value(QLatin1String(head_view_name(v))).toObject();
+    HeatmapColours c;  // nothing saved: the defaults
     const QString map = state.value(kColormap).toString();
-    if (map == colormapKey(ColormapKind::diverging)) {
-      view->setColormap(ColormapKind::diverging);
-    } else if (map == colormapKey(ColormapKind::sequential)) {
-      view->setColormap(ColormapKind::sequential);
-    } else {
-      view->setAutomaticColormap();  // none saved: the map the values call for
+    for (ColormapKind k : {ColormapKind::sequential, ColormapKind::diverging}) {
+      if (map == colormapKey(k)) c.colormap = k;
     }
-    ScaleKind scale = ScaleKind::linear;
     for (ScaleKind k : {ScaleKind::log, ScaleKind::symlog}) {
-      if (state.value(kScale).toString() == scaleName(k)) scale = k;
+      if (state.value(kScale).toString() == scaleName(k)) c.scale = k;
     }
-    view->setScaleKind(scale);  // back to an automatic range
     const QJsonArray range = state.value(kRange).toArray();
     const double lo = range.at(0).toDouble(NAN), hi = range.at(1).toDouble(NAN);
     if (range.size() == 2 && std::isfinite(lo) && std::isfinite(hi) && hi > lo) {
-      view->setColorRange(lo, hi);
+      c.range = std::make_pair(lo, hi);
     }
+    context_->setColours(v, c);
   }
 }
 
 QJsonObject ViewStateController::captureViews() const {
   QJsonObject views;
-  for (const auto& [name, widget] : annotations_->views()) {
-    const auto* view = static_cast<const HeatmapView*>(widget);
-    const ColorScale& cs = view->colorScale();
-    const bool automatic = view->automaticRange();
-    if (automatic && cs.scale == ScaleKind::linear && view->automaticColormap()) {
-      continue;  // the default state is not written
-    }
-    QJsonObject state{{kScale, scaleName(cs.scale)}};
-    if (!view->automaticColormap()) state[kColormap] = colormapKey(cs.map);
-    if (!automatic) state[kRange] = QJsonArray{cs.lo, cs.hi};
-    views[name] = state;
+  for (HeadView v : kHeadViews) {
+    const HeatmapColours& c = context_->colours(v);
+    if (c == HeatmapColours{}) continue;  // the default state is not written
+    QJsonObject state{{kScale, scaleName(c.scale)}};
+    if (c.colormap) state[kColormap] = colormapKey(*c.colormap);
+    if (c.range) state[kRange] = QJsonArray{c.range->first, c.range->second};
+    views[QLatin1String(head_view_name(v))] = state;
   }
   return views;
 }
@@ -246,7 +228,7 @@ void ViewStateController::capture(SessionFile* s) {
   CaseSession& c = s->cases[context_->casePath()];
   c.batch = context_->batch();
   c.head = context_->head();
-  c.view = QString::fromLatin1(head_view_name(heatmaps_->currentHeadView()));
+  c.view = QString::fromLatin1(head_view_name(context_->shownView()));
   c.views = captureViews();
   // Tabs whose saved zoom is not shown yet keep it.
   c.zooms.clear();

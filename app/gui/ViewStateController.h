@@ -14,6 +14,7 @@
 #include <QObject>
 #include <QSet>
 #include <map>
+#include <optional>
 
 #include "app/plot/Colormaps.h"
 #include "core/view/head_view.h"
@@ -24,8 +25,6 @@ class QTimer;
 namespace attnscope {
 
 class AnnotationController;
-class HeatmapPanel;
-class HeatmapView;
 class SessionContext;
 class SessionFile;
 struct CaseSession;
@@ -34,8 +33,8 @@ class ViewStateController : public QObject {
   Q_OBJECT
 
  public:
-  ViewStateController(SessionContext* context, HeatmapPanel* heatmaps,
-                      AnnotationController* annotations, QObject* parent = nullptr);
+  ViewStateController(SessionContext* context, AnnotationController* annotations,
+                      QObject* parent = nullptr);
 
   // The case last shown in `dump` according to its sidecar (read-only), if the dump has it;
   // empty otherwise.
@@ -52,11 +51,10 @@ class ViewStateController : public QObject {
   void restoreCase(const CaseSession& saved);
   void restoreViews(const QJsonObject& views);
   void restoreZoom(HeadView view);
-  void onZoomed(HeadView v, const HeatmapView& view, const MatrixWindow& window);
+  void onZoomed(HeadView view, const std::optional<MatrixWindow>& window);
   void flush();
 
   SessionContext* context_;
-  HeatmapPanel* heatmaps_;
   AnnotationController* annotations_;
   QSet<QString> restoredDumps_;  // dumps whose settings were applied
   QSet<QString> restoredCases_;  // "dump|case" whose view state was applied

@@ -12,7 +12,6 @@
 #include <cmath>
 
 #include "app/export/HeadRowSeries.h"
-#include "app/gui/AnnotationController.h"
 #include "app/gui/SessionContext.h"
 #include "core/view/head_view.h"
 
@@ -37,9 +36,8 @@ std::pair<int64_t, int64_t> span(double lo, double hi, int64_t size) {
 
 }  // namespace
 
-AnnotationListPanel::AnnotationListPanel(SessionContext* context, AnnotationController* annotations,
-                                         QWidget* parent)
-    : QWidget(parent), context_(context), annotations_(annotations) {
+AnnotationListPanel::AnnotationListPanel(SessionContext* context, QWidget* parent)
+    : QWidget(parent), context_(context) {
   tree_ = new QTreeWidget(this);
   tree_->setObjectName(QStringLiteral("annotationList"));
   tree_->setHeaderLabels(
@@ -66,9 +64,7 @@ AnnotationListPanel::AnnotationListPanel(SessionContext* context, AnnotationCont
   layout->addWidget(tree_, 1);
   layout->addLayout(buttons);
 
-  connect(annotations_, &AnnotationController::annotationsChanged, this,
-          &AnnotationListPanel::rebuild);
-  connect(context_, &SessionContext::caseChanged, this, &AnnotationListPanel::rebuild);
+  connect(context_->annotations(), &AnnotationBoard::changed, this, &AnnotationListPanel::rebuild);
   connect(tree_, &QTreeWidget::itemChanged, this, &AnnotationListPanel::onItemChanged);
   connect(tree_, &QTreeWidget::currentItemChanged, this,
           [this](QTreeWidgetItem* item) { showAnnotation(item); });
@@ -89,7 +85,7 @@ void AnnotationListPanel::rebuild() {
   const QSignalBlocker block(tree_);
   const int current = tree_->currentItem() ? tree_->indexOfTopLevelItem(tree_->currentItem()) : -1;
   tree_->clear();
-  listed_ = annotations_->caseAnnotations();
+  listed_ = context_->annotations()->caseAnnotations();
   for (int i = 0; i < listed_.size(); ++i) {
     const Annotation& a = listed_[i];
     auto* item = new QTreeWidgetItem(
@@ -116,7 +112,7 @@ void AnnotationListPanel::onItemChanged(QTreeWidgetItem* item, int column) {
     item->setText(kText, listed_[index].text);  // a text annotation needs its text
     return;
   }
-  annotations_->replaceAnnotation(listed_[index], edited);
+  context_->annotations()->replace(listed_[index], edited);
 }
 
 void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
@@ -133,13 +129,13 @@ void AnnotationListPanel::showAnnotation(QTreeWidgetItem* item) {
   const auto [rows, cols] = head_view_shape(*view, info->dims);
   const auto [r0, r1] = span(std::min(a.from.y(), a.to.y()), std::max(a.from.y(), a.to.y()), rows);
   const auto [c0, c1] = span(std::min(a.from.x(), a.to.x()), std::max(a.from.x(), a.to.x()), cols);
-  context_->showRegion(*view, a.batch, a.head, MatrixWindow{r0, r1, c0, c1});
+  context_->showRegion(RegionRequest{*view, a.batch, a.head, MatrixWindow{r0, r1, c0, c1}, {}});
 }
 
 bool AnnotationListPanel::deleteSelected() {
   QTreeWidgetItem* item = tree_->currentItem();
   if (item == nullptr) return false;
-  return annotations_->removeAnnotation(listed_[item->data(kKind, kIndexRole).toInt()]);
+  return context_->annotations()->remove(listed_[item->data(kKind, kIndexRole).toInt()]);
 }
 
 }  // namespace attnscope

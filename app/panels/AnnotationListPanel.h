@@ -3,7 +3,7 @@
 // a heatmap annotation its tab and a zoom around it (showRegion), for a row-plot one the row
 // plot dock raised on its series (showRowSeries);
 // the text column is editable in place; Delete (button or key) removes the selected one. Every
-// change goes through the AnnotationController into the sidecar session file.
+// change is asked of the context's AnnotationBoard (the AnnotationController keeps the sidecar).
 #pragma once
 
 #include <QList>
@@ -17,15 +17,13 @@ class QTreeWidgetItem;
 
 namespace attnscope {
 
-class AnnotationController;
 class SessionContext;
 
 class AnnotationListPanel : public QWidget {
   Q_OBJECT
 
  public:
-  AnnotationListPanel(SessionContext* context, AnnotationController* annotations,
-                      QWidget* parent = nullptr);
+  explicit AnnotationListPanel(SessionContext* context, QWidget* parent = nullptr);
 
   QTreeWidget* tree() const { return tree_; }
   // The annotations listed, in row order.
@@ -42,7 +40,6 @@ class AnnotationListPanel : public QWidget {
   void showAnnotation(QTreeWidgetItem* item);
 
   SessionContext* context_;
-  AnnotationController* annotations_;
   QTreeWidget* tree_ = nullptr;
   QPushButton* edit_ = nullptr;
   QPushButton* delete_ = nullptr;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "app/gui/SessionContext.h"
+#include "app/plot/AnnotationLayer.h"
 #include "app/plot/HeatmapView.h"
 
 namespace attnscope {
@@ -58,11 +59,22 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
     views_[v] = view;
     connect(view, &HeatmapView::cellHovered, context_, &SessionContext::setHovered);
     connect(view, &HeatmapView::cellClicked, context_, &SessionContext::pin);
-    if (is_score_view(v)) {
-      connect(view, &HeatmapView::viewWindowChanged, this, [this, view](const MatrixWindow& w) {
-        context_->setScoreView(w, view->plotPixelSize());
-      });
-    }
+    connect(view, &HeatmapView::viewWindowChanged, this, [this, v, view](const MatrixWindow& w) {
+      if (is_score_view(v)) context_->setScoreView(w, view->plotPixelSize());
+      const MatrixGrid* g = view->grid();
+      if (g == nullptr) return;
+      const bool whole = w == MatrixWindow{0, g->total_rows, 0, g->total_cols};
+      context_->reportZoom(v, whole ? std::nullopt : std::optional<MatrixWindow>(w));
+    });
+    connect(view, &HeatmapView::coloursChanged, this,
+            [this, v, view] { context_->setColours(v, view->colours()); });
+    AnnotationLayer* layer = AnnotationLayer::of(view);
+    const QString name = view->name();
+    connect(layer, &AnnotationLayer::placed, this,
+            [this, name](const Annotation& a) { context_->annotations()->place(name, a); });
+    connect(layer, &AnnotationLayer::moved, context_->annotations(), &AnnotationBoard::replace);
+    connect(layer, &AnnotationLayer::editRequested, context_->annotations(),
+            &AnnotationBoard::editText);
   }
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("heatmapStatus"));
@@ -79,13 +91,22 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
   connect(resizeTimer_, &QTimer::timeout, this, &HeatmapPanel::reportView);
   connect(context_, &SessionContext::resultChanged, this, &HeatmapPanel::showResult);
   connect(context_, &SessionContext::stepChanged, this, &HeatmapPanel::showStepTile);
-  connect(context_, &SessionContext::focusRequested, this, &HeatmapPanel::showFocus);
+  connect(context_, &SessionContext::regionRequested, this, &HeatmapPanel::showRegion);
+  connect(context_, &SessionContext::viewRequested, this,
+          [this](HeadView v) { tabs_->setCurrentWidget(views_.at(v)); });
+  connect(context_, &SessionContext::zoomRequested, this, &HeatmapPanel::zoom);
+  connect(context_, &SessionContext::coloursChanged, this,
+          [this](HeadView v) { views_.at(v)->setColours(context_->colours(v)); });
+  connect(context_->annotations(), &AnnotationBoard::changed, this, &HeatmapPanel::showAnnotations);
+  connect(context_->annotations(), &AnnotationBoard::toolChanged, this,
+          &HeatmapPanel::showAnnotations);
   connect(tabs_, &QTabWidget::currentChanged, this, &HeatmapPanel::onTabShown);
   onTabShown();
 }
 
 void HeatmapPanel::onTabShown() {
-  const HeadView shown = currentHeadView();
+  const HeadView shown = kHeadViews[tabs_->currentIndex()];  // the tabs are in kHeadViews order
+  context_->setShownView(shown);
   context_->setReferenceWanted(is_error_view(shown));
   ScoreSet wanted{};
   if (is_score_view(shown)) wanted[static_cast<size_t>(score_view_index(shown))] = true;
@@ -104,54 +125,68 @@ void HeatmapPanel::showStepTile() {
   }
 }
 
-void HeatmapPanel::showFocus(const FocusTarget& target) {
-  pendingFocus_ = target;
-  const auto r = context_->result();
-  // The location is shown on the result of the target's head, which may still be computing.
-  if (r && (target.batch < 0 || r->request.batch == target.batch) &&
-      (target.head < 0 || r->request.head == target.head)) {
-    applyFocus();
+void HeatmapPanel::showAnnotations() {
+  const AnnotationBoard* board = context_->annotations();
+  for (auto& [v, view] : views_) {
+    AnnotationLayer* layer = AnnotationLayer::of(view);
+    layer->setTool(board->tool());
+    layer->setAnnotations(board->drawn(view->name()));
   }
 }
 
-void HeatmapPanel::applyFocus() {
-  if (!pendingFocus_) return;
-  const FocusTarget target = *pendingFocus_;
-  pendingFocus_.reset();
-  const std::optional<HeadView> shown = head_view_of_tensor(target.tensor.toStdString());
-  if (!shown) return;
-  showView(*shown);
-  HeatmapView* v = view(*shown);
-  const MatrixGrid* g = v->grid();
-  if (g == nullptr || g->empty()) {
-    // Pooled score grids are computed when their tab is shown.
-    if (is_score_view(*shown)) pendingFocus_ = target;
+void HeatmapPanel::showRegion(const RegionRequest& request) {
+  pending_ = PendingRegion{request, context_->casePath(), false};
+  tabs_->setCurrentWidget(views_.at(request.view));
+  applyRegion();
+}
+
+void HeatmapPanel::applyRegion() {
+  if (!pending_) return;
+  const RegionRequest& r = pending_->request;
+  if (pending_->casePath != context_->casePath()) {
+    pending_.reset();  // another case was selected meanwhile
     return;
   }
-  const MatrixWindow& at = target.window;
-  if (at.row_end < 0) return;  // every row: nothing to zoom to
-  MatrixWindow w{at.row_begin, at.row_end, 0, g->total_cols};
-  if (at.col_end >= 0 && is_score_view(*shown)) {
-    w.col_begin = at.col_begin;
-    w.col_end = at.col_end;
+  const auto result = context_->result();
+  HeatmapView* v = views_.at(r.view);
+  if (!result || result->case_path != pending_->casePath.toStdString() ||
+      result->request.batch != r.batch || result->request.head != r.head || v->grid() == nullptr ||
+      v->grid()->empty()) {
+    return;  // the result of that head (or a pooled score tab's grid) is still computing
   }
-  // Some context around a small range, so that the block is seen next to its neighbours.
-  const int64_t padRows = std::max<int64_t>(4, (w.row_end - w.row_begin) / 4);
-  w.row_begin = std::max<int64_t>(0, w.row_begin - padRows);
-  w.row_end = std::min(g->total_rows, w.row_end + padRows);
-  v->zoomTo(w);
+  tabs_->setCurrentWidget(v);
+  if (!pending_->zoomed) {
+    zoom(r.view, r.window);
+    pending_->zoomed = true;
+  }
+  if (!r.pin) {
+    pending_.reset();
+    return;
+  }
+  // A pooled grid becomes full resolution once the zoomed window is recomputed.
+  const CellReadout readout = v->grid()->readout(r.pin->first, r.pin->second);
+  if (!readout.valid() || readout.pooled) return;
+  pending_.reset();
+  context_->setHovered(readout);
+  context_->pin(readout);
+}
+
+void HeatmapPanel::zoom(HeadView view, const MatrixWindow& window) {
+  HeatmapView* v = views_.at(view);
+  const MatrixGrid* g = v->grid();
+  if (g == nullptr) return;
+  MatrixWindow w = window;
+  if (w.row_end < 0) w.row_end = g->total_rows;
+  if (w.col_end < 0) w.col_end = g->total_cols;
+  if (w == MatrixWindow{0, g->total_rows, 0, g->total_cols}) {
+    v->resetZoom();
+  } else {
+    v->zoomTo(w);
+  }
 }
 
 HeatmapView* HeatmapPanel::currentView() const {
   return static_cast<HeatmapView*>(tabs_->currentWidget());
-}
-
-HeadView HeatmapPanel::currentHeadView() const {
-  return kHeadViews[tabs_->currentIndex()];  // the tabs are in kHeadViews order
-}
-
-void HeatmapPanel::showView(HeadView view) {
-  tabs_->setCurrentWidget(views_.at(view));
 }
 
 void HeatmapPanel::resizeEvent(QResizeEvent* event) {
@@ -163,7 +198,7 @@ void HeatmapPanel::reportView() {
   // The score views share one window: the shown one stands for all four, else the first
   // that has a grid (pooled grids are computed for the shown tab only).
   HeatmapView* shown = currentView();
-  if (!is_score_view(currentHeadView()) || shown->grid() == nullptr) shown = nullptr;
+  if (!is_score_view(context_->shownView()) || shown->grid() == nullptr) shown = nullptr;
   for (HeadView v : kScoreViews) {
     if (shown == nullptr && view(v)->grid() != nullptr) shown = view(v);
   }
@@ -196,7 +231,7 @@ void HeatmapPanel::showResult() {
     view->setStamp(stamp);
   }
   showStepTile();
-  applyFocus();
+  applyRegion();
   status_->setText(describe(*r));
   // A pooled result was sized for the pixels known when it was requested; once the layout has
   // settled, report the real size (a recompute follows only if it differs).

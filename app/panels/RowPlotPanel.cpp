@@ -9,6 +9,7 @@
 #include "app/export/HeadRowSeries.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/DockReveal.h"
+#include "app/plot/AnnotationLayer.h"
 #include "app/plot/RowPlotView.h"
 
 namespace attnscope {
@@ -30,13 +31,28 @@ RowPlotPanel::RowPlotPanel(SessionContext* context, QWidget* parent)
           [this](int index) { showSeries(static_cast<Series>(choice_->itemData(index).toInt())); });
   connect(context_, &SessionContext::resultChanged, this, &RowPlotPanel::redraw);
   connect(context_, &SessionContext::rowSeriesRequested, this, &RowPlotPanel::reveal);
+
+  AnnotationBoard* board = context_->annotations();
+  AnnotationLayer* layer = AnnotationLayer::of(plot_);
+  connect(layer, &AnnotationLayer::placed, this,
+          [this, board](const Annotation& a) { board->place(viewName(), a); });
+  connect(layer, &AnnotationLayer::moved, board, &AnnotationBoard::replace);
+  connect(layer, &AnnotationLayer::editRequested, board, &AnnotationBoard::editText);
+  connect(board, &AnnotationBoard::changed, this, &RowPlotPanel::showAnnotations);
+  connect(board, &AnnotationBoard::toolChanged, this, &RowPlotPanel::showAnnotations);
+}
+
+void RowPlotPanel::showAnnotations() {
+  AnnotationLayer* layer = AnnotationLayer::of(plot_);
+  layer->setTool(context_->annotations()->tool());
+  layer->setAnnotations(context_->annotations()->drawn(viewName()));
 }
 
 void RowPlotPanel::showSeries(Series series) {
   series_ = series;
   choice_->setCurrentIndex(choice_->findData(static_cast<int>(series)));
   redraw();
-  emit seriesChanged();
+  showAnnotations();
 }
 
 void RowPlotPanel::reveal(Series series) {

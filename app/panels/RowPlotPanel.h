@@ -1,7 +1,8 @@
 // Row-plot dock: per-query-row series of the selected head along the sequence (m and LSE, the
 // softmax denominator l, ||O_i||, ||dQ_i||) with threshold lines where they matter: the exp
 // range -88.7 and, in fp16, the largest finite value 65504. User annotations go on it like on the
-// heatmaps (AnnotationController draws them).
+// heatmaps: it draws the AnnotationBoard's annotations of the shown series and reports the
+// user's.
 #pragma once
 
 #include <QWidget>
@@ -33,11 +34,9 @@ class RowPlotPanel : public QWidget {
   QString viewName() const;
   RowPlotView* plot() const { return plot_; }
 
- signals:
-  void seriesChanged();
-
  private:
   void redraw();
+  void showAnnotations();
 
   SessionContext* context_;
   QComboBox* choice_ = nullptr;

@@ -5,6 +5,7 @@
 
 #include <QColor>
 #include <QString>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,20 @@ struct ColorScale {
   double position(double v) const;
   // Colour of a value: the colormap for finite values, the overlay colour for NaN / +-inf.
   QColor colorFor(double v) const;
+};
+
+// What the user chose for a heatmap's colours (what the sidecar keeps per tab): a colormap
+// (none: the one the values call for, colormapFor), the scale, and a fixed range in data units
+// (none: automatic, autoRange).
+struct HeatmapColours {
+  std::optional<ColormapKind> colormap;
+  ScaleKind scale = ScaleKind::linear;
+  std::optional<std::pair<double, double>> range;
+
+  bool operator==(const HeatmapColours& o) const {
+    return colormap == o.colormap && scale == o.scale && range == o.range;
+  }
+  bool operator!=(const HeatmapColours& o) const { return !(*this == o); }
 };
 
 // Number format of axes, range entries and readouts: "65504", "1.25e-05", "NaN", "+inf".

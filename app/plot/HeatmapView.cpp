@@ -224,11 +224,13 @@ void HeatmapView::setColormap(ColormapKind kind) {
   colormapAuto_ = false;
   showColormap(kind);
   redraw();
+  emit coloursChanged();
 }
 
 void HeatmapView::setAutomaticColormap() {
   colormapAuto_ = true;
   redraw();
+  emit coloursChanged();
 }
 
 void HeatmapView::showColormap(ColormapKind kind) {
@@ -237,12 +239,17 @@ void HeatmapView::showColormap(ColormapKind kind) {
   colorScale_->setGradient(makeGradient(kind));
 }
 
-void HeatmapView::setScaleKind(ScaleKind kind) {
+void HeatmapView::showScaleKind(ScaleKind kind) {
   scale_.scale = kind;
   scaleBox_->setCurrentIndex(scaleBox_->findData(static_cast<int>(kind)));
   ticker_->setScale(kind, scale_.linthresh);
+}
+
+void HeatmapView::setScaleKind(ScaleKind kind) {
+  showScaleKind(kind);
   autoRange_ = true;
   redraw();
+  emit coloursChanged();
 }
 
 void HeatmapView::setColorRange(double lo, double hi) {
@@ -251,11 +258,32 @@ void HeatmapView::setColorRange(double lo, double hi) {
   scale_.lo = lo;
   scale_.hi = hi;
   redraw();
+  emit coloursChanged();
 }
 
 void HeatmapView::setAutoRange() {
   autoRange_ = true;
   redraw();
+  emit coloursChanged();
+}
+
+HeatmapColours HeatmapView::colours() const {
+  HeatmapColours c;
+  if (!colormapAuto_) c.colormap = scale_.map;
+  c.scale = scale_.scale;
+  if (!autoRange_) c.range = std::make_pair(scale_.lo, scale_.hi);
+  return c;
+}
+
+void HeatmapView::setColours(const HeatmapColours& c) {
+  if (c == colours()) return;
+  colormapAuto_ = !c.colormap;
+  if (c.colormap) showColormap(*c.colormap);
+  showScaleKind(c.scale);
+  autoRange_ = !c.range || !(c.range->second > c.range->first);
+  if (!autoRange_) std::tie(scale_.lo, scale_.hi) = *c.range;
+  redraw();
+  emit coloursChanged();
 }
 
 void HeatmapView::requestReplot() {

@@ -72,6 +72,10 @@ class HeatmapView : public QWidget {
   void setAutoRange();
   bool automaticRange() const { return autoRange_; }
   const ColorScale& colorScale() const { return scale_; }
+  // The user's colour choices, and all of them at once (one redraw). coloursChanged follows
+  // every change (toolbar, histogram, colour bar or a call).
+  HeatmapColours colours() const;
+  void setColours(const HeatmapColours& colours);
   RangeHistogram* histogram() const { return histogram_; }
   // The plot and its image (tests read pixels and cell colours through them).
   QCustomPlot* plot() const { return plot_; }
@@ -106,6 +110,7 @@ class HeatmapView : public QWidget {
   void cellClicked(const attnscope::CellReadout& readout);
   // The user zoomed or panned (debounced); the window is clamped to the matrix.
   void viewWindowChanged(const attnscope::MatrixWindow& window);
+  void coloursChanged();
 
  private:
   void buildPlot(const HeatmapAxes& axes);
@@ -113,6 +118,8 @@ class HeatmapView : public QWidget {
   void elideTitle();
   // Shows `kind` in the gradient and the colormap box (no redraw).
   void showColormap(ColormapKind kind);
+  // Shows `kind` in the ticker and the scale box (no redraw).
+  void showScaleKind(ScaleKind kind);
   void buildToolbar(QWidget* bar);
   void redraw();
   void fill();

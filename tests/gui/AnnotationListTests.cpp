@@ -56,6 +56,7 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
     ShownWindow w;
     QVERIFY(openCase(w, dump.path));
     AnnotationController* notes = w.window->annotations();
+    const AnnotationBoard* board = w.window->context()->annotations();
     for (const Annotation& a : {note, arrow, box}) QVERIFY(notes->addAnnotation(a));
     // The dock is in the Window menu like every other.
     QDockWidget* dock = w.window->findChild<QDockWidget*>(QStringLiteral("annotationListDock"));
@@ -73,7 +74,7 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
 
     // Selecting the arrow shows the dS tab zoomed around it (rows 22-68, keys 12-58).
     tree->setCurrentItem(tree->topLevelItem(1));
-    QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
+    QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
     QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dS"));
     QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{22, 69, 12, 59}));
 
@@ -81,7 +82,7 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
     tree->topLevelItem(0)->setText(1, QStringLiteral("edited note"));
     QCOMPARE(savedAnnotations(dump.path)[0][QStringLiteral("text")].toString(),
              QStringLiteral("edited note"));
-    QCOMPARE(notes->userAnnotations(QStringLiteral("S")).front().text,
+    QCOMPARE(board->userAnnotations(QStringLiteral("S")).front().text,
              QStringLiteral("edited note"));
     // A text annotation cannot lose its text.
     tree->topLevelItem(0)->setText(1, QString());
@@ -92,14 +93,14 @@ void InteractionTest::annotation_list_edits_reach_the_sidecar() {
     QVERIFY(list->deleteSelected());
     QCOMPARE(tree->topLevelItemCount(), 2);
     QCOMPARE(savedAnnotations(dump.path).size(), 2);
-    QVERIFY(notes->userAnnotations(QStringLiteral("dS")).isEmpty());
+    QVERIFY(board->userAnnotations(QStringLiteral("dS")).isEmpty());
     w.window->close();
   }
   ShownWindow w;
   QVERIFY(openCase(w, dump.path));
   Annotation edited = note;
   edited.text = QStringLiteral("edited note");
-  QCOMPARE(w.window->annotations()->caseAnnotations(), (QList<Annotation>{edited, box}));
+  QCOMPARE(w.window->context()->annotations()->caseAnnotations(), (QList<Annotation>{edited, box}));
   QCOMPARE(w.window->annotationList()->tree()->topLevelItemCount(), 2);
   QCOMPARE(w.window->annotationList()->tree()->topLevelItem(0)->text(1),
            QStringLiteral("edited note"));
@@ -117,6 +118,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
     ShownWindow w;
     QVERIFY(openCase(w, dump.path));
     AnnotationController* notes = w.window->annotations();
+    const AnnotationBoard* board = w.window->context()->annotations();
     QVERIFY(notes->addAnnotation(note));
     QVERIFY(notes->addAnnotation(box));
     HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
@@ -131,7 +133,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
     QTest::mouseMove(plot, (from + to) / 2);
     QTest::mouseMove(plot, to);
     QTest::mouseRelease(plot, Qt::LeftButton, {}, to);
-    const Annotation moved = notes->userAnnotations(QStringLiteral("S")).front();
+    const Annotation moved = board->userAnnotations(QStringLiteral("S")).front();
     QCOMPARE(moved.text, QStringLiteral("drag me"));
     QVERIFY2(std::abs(moved.from.x() - 42) < 0.6 && std::abs(moved.from.y() - 110) < 0.6,
              qPrintable(QStringLiteral("%1, %2").arg(moved.from.x()).arg(moved.from.y())));
@@ -154,7 +156,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
     QCOMPARE(ask->textValue(), QStringLiteral("rename me"));
     ask->setTextValue(QStringLiteral("renamed box"));
     ask->accept();
-    QCOMPARE(notes->userAnnotations(QStringLiteral("S")).last().text,
+    QCOMPARE(board->userAnnotations(QStringLiteral("S")).last().text,
              QStringLiteral("renamed box"));
     QCOMPARE(savedAnnotations(dump.path)[1][QStringLiteral("text")].toString(),
              QStringLiteral("renamed box"));
@@ -163,7 +165,7 @@ void InteractionTest::annotations_move_and_edit_on_the_plot() {
   }
   ShownWindow w;
   QVERIFY(openCase(w, dump.path));
-  const QList<Annotation> back = w.window->annotations()->caseAnnotations();
+  const QList<Annotation> back = w.window->context()->annotations()->caseAnnotations();
   QCOMPARE(back.size(), 2);
   QVERIFY(std::abs(back[0].from.x() - 42) < 0.6 && std::abs(back[0].from.y() - 110) < 0.6);
   QCOMPARE(back[1].text, QStringLiteral("renamed box"));

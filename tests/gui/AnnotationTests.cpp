@@ -113,6 +113,7 @@ void ExportTest::box_tool_places_annotation_with_the_mouse() {
   ExportWindow w;
   QVERIFY(w.open(dump.path, kCase, 3, Mode::unfused));
   AnnotationController* notes = w.window->annotations();
+  const AnnotationBoard* board = w.window->context()->annotations();
   HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
   auto* plot = s->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
   AnnotationLayer* layer = AnnotationLayer::of(s);
@@ -126,7 +127,7 @@ void ExportTest::box_tool_places_annotation_with_the_mouse() {
   QTest::mouseRelease(plot, Qt::LeftButton, {}, to);
   // A click without a drag places no box.
   QTest::mouseClick(plot, Qt::LeftButton, {}, to);
-  const QList<Annotation> placed = notes->userAnnotations(QStringLiteral("S"));
+  const QList<Annotation> placed = board->userAnnotations(QStringLiteral("S"));
   QCOMPARE(placed.size(), 1);
   const Annotation& box = placed.front();
   QCOMPARE(box.kind, AnnotationKind::box);
@@ -146,10 +147,10 @@ void ExportTest::box_tool_places_annotation_with_the_mouse() {
   notes->setTool(AnnotationTool::text);
   notes->setLabel(QStringLiteral("look here"));
   QTest::mouseClick(plot, Qt::LeftButton, {}, layer->toPixel(QPointF(10, 5)));
-  QCOMPARE(notes->userAnnotations(QStringLiteral("S")).size(), 2);
-  QCOMPARE(notes->userAnnotations(QStringLiteral("S")).last().kind, AnnotationKind::text);
+  QCOMPARE(board->userAnnotations(QStringLiteral("S")).size(), 2);
+  QCOMPARE(board->userAnnotations(QStringLiteral("S")).last().kind, AnnotationKind::text);
   QVERIFY(notes->removeLast());
-  QCOMPARE(notes->userAnnotations(QStringLiteral("S")).size(), 1);
+  QCOMPARE(board->userAnnotations(QStringLiteral("S")).size(), 1);
 }
 
 void ExportTest::annotations_survive_closing_and_reopening() {
@@ -167,7 +168,7 @@ void ExportTest::annotations_survive_closing_and_reopening() {
     QVERIFY(w.open(dump.path, kCase, 3, Mode::unfused));
     QVERIFY(w.window->annotations()->addAnnotation(arrow));
     QVERIFY(w.window->annotations()->addAnnotation(text));
-    w.window->heatmaps()->showView(HeadView::p);
+    w.window->context()->showView(HeadView::p);
     w.window->close();
   }
   {
@@ -179,12 +180,12 @@ void ExportTest::annotations_survive_closing_and_reopening() {
     QVERIFY(waitForHead(*w.window, 3));
     QCOMPARE(w.window->heatmaps()->tabs()->tabText(w.window->heatmaps()->tabs()->currentIndex()),
              QStringLiteral("P"));
-    AnnotationController* notes = w.window->annotations();
-    QCOMPARE(notes->userAnnotations(QStringLiteral("S")), QList<Annotation>{arrow});
-    QCOMPARE(notes->userAnnotations(QStringLiteral("dS")), QList<Annotation>{text});
+    const AnnotationBoard* board = w.window->context()->annotations();
+    QCOMPARE(board->userAnnotations(QStringLiteral("S")), QList<Annotation>{arrow});
+    QCOMPARE(board->userAnnotations(QStringLiteral("dS")), QList<Annotation>{text});
     QCOMPARE(AnnotationLayer::of(w.window->heatmaps()->view(HeadView::ds))->annotations(),
-             notes->shownAnnotations(QStringLiteral("dS")));
-    QVERIFY(notes->shownAnnotations(QStringLiteral("dS")).contains(text));
+             board->drawn(QStringLiteral("dS")));
+    QVERIFY(board->drawn(QStringLiteral("dS")).contains(text));
     QVERIFY(w.errors.isEmpty());
   }
   // The dump was never written: same bytes, same modification time.
@@ -235,8 +236,9 @@ void ExportTest::newer_session_version_keeps_unknown_fields() {
   QVERIFY(w.window->openTarget({dump.path, kCase}));
   QVERIFY(waitForHead(*w.window, 3));
   AnnotationController* notes = w.window->annotations();
-  QCOMPARE(notes->userAnnotations(QStringLiteral("S")).size(), 1);
-  QCOMPARE(notes->userAnnotations(QStringLiteral("S"))[0].text, QStringLiteral("old note"));
+  const AnnotationBoard* board = w.window->context()->annotations();
+  QCOMPARE(board->userAnnotations(QStringLiteral("S")).size(), 1);
+  QCOMPARE(board->userAnnotations(QStringLiteral("S"))[0].text, QStringLiteral("old note"));
   QCOMPARE(notes->session()->readVersion(), 99);
   QVERIFY(
       notes->addAnnotation(makeAnnotation(AnnotationKind::box, QStringLiteral("S"), QPointF(0, 12),

@@ -47,7 +47,7 @@ void GuiTest::home_and_double_click_show_the_whole_matrix() {
   QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
   QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
   HeatmapView* s = f.window->heatmaps()->view(HeadView::s);
-  f.window->heatmaps()->showView(HeadView::s);
+  f.window->context()->showView(HeadView::s);
   const MatrixWindow whole{0, 128, 0, 128};
   s->zoomTo({10, 42, 8, 40});
   QCOMPARE(s->visibleWindow(), (MatrixWindow{10, 42, 8, 40}));

@@ -78,7 +78,7 @@ void InteractionTest::go_to_cell_pins_exact_value_on_pooled_scores() {
 
   // Batch 1, head 5 is computed, the S view zooms to 33 x 33 elements around the cell, and the
   // recompute of that window at full resolution lets the inspector pin the exact element.
-  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }, 120000));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }, 120000));
   HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
   QCOMPARE(w.window->heatmaps()->currentView(), s);
   QCOMPARE(s->visibleWindow(), (MatrixWindow{684, 717, 284, 317}));
@@ -115,7 +115,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   NavigationController* nav = w.window->navigation();
   // [Sq x D] and [Sk x D] tabs: the dQ of row 20 (an overflowing row of head 3), column 63.
   QVERIFY(nav->goToCell({HeadView::dq, 0, 3, 20, 63}));
-  QVERIFY(waitShown([&] { return !nav->pending(); }, 120000));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }, 120000));
   const auto r = w.context()->result();
   QCOMPARE(r->request.head, int64_t{3});
   const CellReadout dq = r->dq.readout(20, 63);
@@ -124,7 +124,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("dQ [20, 63]\nNaN\n")));
   QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{4, 37, 31, 64}));
   QVERIFY(nav->goToCell({HeadView::dk, 0, 3, 127, 0}));
-  QVERIFY(waitShown([&] { return !nav->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
   const CellReadout dk = r->dk.readout(127, 0);
   const QString dkText = w.window->inspector()->readoutText();
   QVERIFY2(dkText.startsWith(
@@ -153,7 +153,7 @@ void InteractionTest::go_to_cell_on_feature_tabs_and_range_errors() {
   QCOMPARE(w.window->inspector()->pinnedCount(), 2);
   dialog->setTarget({HeadView::s, 0, 3, 12, 0});
   dialog->accept();
-  QVERIFY(waitShown([&] { return dialog.isNull() && !nav->pending(); }));
+  QVERIFY(waitShown([&] { return dialog.isNull() && !w.window->heatmaps()->regionPending(); }));
   // Row 12 of head 3 is the first to overflow fp16 in the unfused kernel.
   QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("S [12, 0]\n+inf\n")));
   QVERIFY(w.errors.isEmpty());

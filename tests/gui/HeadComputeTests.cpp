@@ -18,7 +18,7 @@ void GuiTest::error_tabs_show_dk_and_dv_errors() {
   HeatmapPanel* heatmaps = f.window->heatmaps();
   QCOMPARE(heatmaps->tabs()->tabText(static_cast<int>(HeadView::dk_err)), QStringLiteral("dK err"));
   QCOMPARE(heatmaps->tabs()->tabText(static_cast<int>(HeadView::dv_err)), QStringLiteral("dV err"));
-  heatmaps->showView(HeadView::dk_err);
+  heatmaps->tabs()->setCurrentWidget(heatmaps->view(HeadView::dk_err));
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.dk_err.empty(); }));
   const auto r = f.context()->result();
   const MatrixGrid* shown = heatmaps->view(HeadView::dk_err)->grid();
@@ -40,7 +40,7 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   QVERIFY(r->p->empty() && r->dp->empty() && r->ds->empty());
   QVERIFY(heatmaps->view(HeadView::ds)->grid() == nullptr);
   // Showing dS computes it (the kernel is cached) and keeps S.
-  heatmaps->showView(HeadView::ds);
+  heatmaps->tabs()->setCurrentWidget(heatmaps->view(HeadView::ds));
   const HeadRequest shownS = r->request;
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return !r.ds->empty(); }));
   r = f.context()->result();

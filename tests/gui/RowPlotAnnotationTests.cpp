@@ -37,6 +37,7 @@ void ViewGapTest::row_plot_annotations_persist_and_export() {
     RowPlotPanel* rows = w.window->rowPlots();
     rows->showSeries(RowSeriesKind::l);
     AnnotationController* notes = w.window->annotations();
+    const AnnotationBoard* board = w.window->context()->annotations();
     notes->setTool(AnnotationTool::box);
     notes->setLabel(QStringLiteral("l drops here"));
     // The plot widget (QCustomPlot, the view's only child widget); its centre is inside the axes.
@@ -48,7 +49,7 @@ void ViewGapTest::row_plot_annotations_persist_and_export() {
     QTest::mouseMove(plot, to);
     QTest::mouseRelease(plot, Qt::LeftButton, Qt::NoModifier, to);
     notes->setTool(AnnotationTool::none);
-    const QList<Annotation> placed = notes->caseAnnotations();
+    const QList<Annotation> placed = board->caseAnnotations();
     QCOMPARE(placed.size(), 1);
     QCOMPARE(placed[0].view, QStringLiteral("row l"));
     QCOMPARE(placed[0].kind, AnnotationKind::box);

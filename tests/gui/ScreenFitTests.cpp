@@ -80,7 +80,7 @@ void GuiTest::window_fits_1366x768_screen() {
                         [](const HeadResult& r) { return r.case_path == "/healthy_b2_h8_s1024"; }));
   HeatmapPanel* heatmaps = f.window->heatmaps();
   for (HeadView tab : {HeadView::p, HeadView::dv_err, HeadView::s}) {
-    heatmaps->showView(tab);
+    heatmaps->tabs()->setCurrentWidget(heatmaps->view(tab));
     QTest::qWait(50);
   }
   QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));

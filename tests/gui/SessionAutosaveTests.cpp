@@ -49,7 +49,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
     ctx->setMode(Mode::unfused);
     ctx->setHead(3);
     HeatmapPanel* maps = w.window->heatmaps();
-    maps->showView(HeadView::dq);
+    maps->tabs()->setCurrentWidget(maps->view(HeadView::dq));
     QVERIFY(w.waitForHead(kCase, 3));
     maps->view(HeadView::dq)->zoomTo(zoom);
     // Saved while the window is open (debounced), not only on close.
@@ -73,7 +73,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
   QCOMPARE(w.context()->head(), int64_t{3});
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dQ"));
   QVERIFY(w.waitForHead(kCase, 3));
-  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
   QCOMPARE(w.window->heatmaps()->view(HeadView::dq)->visibleWindow(), zoom);
   QCOMPARE(w.context()->result()->precision, Precision::f16);
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
@@ -99,7 +99,7 @@ void ViewGapTest::read_only_folder_keeps_session_per_user() {
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     w.context()->setHead(2);
     QVERIFY(waitShown([&] { return QFileInfo(fallback).isFile(); }));
-    w.window->heatmaps()->showView(HeadView::p);
+    w.window->context()->showView(HeadView::p);
     QVERIFY(waitShown([&] {
       const QJsonObject c = readJson(fallback)[QStringLiteral("cases")][kCase].toObject();
       return c[QStringLiteral("view")].toString() == QStringLiteral("P");
@@ -133,10 +133,10 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
     HeatmapPanel* maps = w.window->heatmaps();
     maps->view(HeadView::s)->zoomTo(sZoom);
     QTest::qWait(300);  // past the zoom debounce
-    maps->showView(HeadView::dv);
+    maps->tabs()->setCurrentWidget(maps->view(HeadView::dv));
     maps->view(HeadView::dv)->zoomTo(dvZoom);
     QTest::qWait(300);
-    maps->showView(HeadView::o);
+    maps->tabs()->setCurrentWidget(maps->view(HeadView::o));
     w.window->close();
   }
   const QJsonObject c =
@@ -151,11 +151,11 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
   QCOMPARE(maps->currentView()->name(), QStringLiteral("O"));
   QVERIFY(w.waitForHead(kCase, 0));
   QCOMPARE(maps->currentView()->visibleWindow(), (MatrixWindow{0, 128, 0, 64}));
-  maps->showView(HeadView::s);
-  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
+  maps->tabs()->setCurrentWidget(maps->view(HeadView::s));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
   QCOMPARE(maps->view(HeadView::s)->visibleWindow(), sZoom);
-  maps->showView(HeadView::dv);
-  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
+  maps->tabs()->setCurrentWidget(maps->view(HeadView::dv));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
   QCOMPARE(maps->view(HeadView::dv)->visibleWindow(), dvZoom);
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }

@@ -50,7 +50,7 @@ void InteractionTest::view_state_is_restored_on_reopen() {
     ctx->setHead(2);
     HeatmapPanel* maps = w.window->heatmaps();
     maps->view(HeadView::s)->setColorRange(-5, 5);
-    maps->showView(HeadView::ds);
+    maps->tabs()->setCurrentWidget(maps->view(HeadView::ds));
     HeatmapView* ds = maps->view(HeadView::ds);
     ds->setColormap(ColormapKind::sequential);
     ds->setScaleKind(ScaleKind::symlog);
@@ -91,7 +91,7 @@ void InteractionTest::view_state_is_restored_on_reopen() {
   QCOMPARE(maps->view(HeadView::p)->colorScale().scale, ScaleKind::linear);
   // The zoom comes back once the head's result is shown.
   QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
-  QVERIFY(waitShown([&] { return !w.window->navigation()->pending(); }));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
   QCOMPARE(ds->visibleWindow(), zoom);
   QCOMPARE(w.context()->result()->precision, Precision::bf16);
   QVERIFY(w.errors.isEmpty());
@@ -125,9 +125,9 @@ void InteractionTest::version_1_sidecar_still_restores() {
   QVERIFY2(session->notes()[0].contains(QStringLiteral("zoom")), qPrintable(session->notes()[0]));
   QVERIFY(w.waitForHead(kCase, 3));
   QCOMPARE(w.window->heatmaps()->currentView()->visibleWindow(), (MatrixWindow{0, 128, 0, 128}));
-  QCOMPARE(w.window->annotations()->userAnnotations(QStringLiteral("S")).size(), 1);
+  QCOMPARE(w.window->context()->annotations()->userAnnotations(QStringLiteral("S")).size(), 1);
   // The next save writes version 2 without a backup (an older version is understood fully).
-  w.window->heatmaps()->showView(HeadView::o);
+  w.window->context()->showView(HeadView::o);
   const QJsonObject saved = readSidecar(dump.path);
   QCOMPARE(saved[QStringLiteral("version")].toInt(), 2);
   QCOMPARE(saved[QStringLiteral("cases")][kCase][QStringLiteral("view")].toString(),

@@ -57,7 +57,7 @@ void GuiTest::hover_and_click_pin_a_cell() {
   // A real mouse move over the plot reaches the inspector too.
   QWidget* plot = s->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
   QVERIFY(plot != nullptr);
-  f.window->heatmaps()->showView(HeadView::s);
+  f.window->context()->showView(HeadView::s);
   QTest::mouseMove(plot, plot->rect().center());
   QTRY_VERIFY(f.context()->hovered().row != 5 || f.context()->hovered().col != 7);
 
@@ -207,7 +207,7 @@ void GuiTest::colour_maps_follow_the_values() {
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.head == 0; }));
   // The scores of this case are all positive (about 41 to 51): a sequential map over them.
   HeatmapView* s = f.window->heatmaps()->view(HeadView::s);
-  f.window->heatmaps()->showView(HeadView::s);
+  f.window->context()->showView(HeadView::s);
   QTest::qWait(50);
   QVERIFY(s->automaticColormap());
   QCOMPARE(s->colorScale().map, ColormapKind::sequential);
@@ -215,7 +215,7 @@ void GuiTest::colour_maps_follow_the_values() {
            qPrintable(QStringLiteral("%1..%2").arg(s->colorScale().lo).arg(s->colorScale().hi)));
   // dQ takes both signs: diverging around 0. A map the user picks stays.
   HeatmapView* dq = f.window->heatmaps()->view(HeadView::dq);
-  f.window->heatmaps()->showView(HeadView::dq);
+  f.window->context()->showView(HeadView::dq);
   QTest::qWait(50);
   QCOMPARE(dq->colorScale().map, ColormapKind::diverging);
   QCOMPARE(dq->colorScale().lo, -dq->colorScale().hi);

@@ -52,7 +52,7 @@ void InteractionTest::what_ifs_are_kept_only_on_request_and_reset_in_one_click()
     QCOMPARE(w.context()->casePath(), kPadding);
     QVERIFY(!w.context()->settings().maskFill);
     QVERIFY(!w.window->whatIfBanner()->isVisible());
-    QCOMPARE(w.window->annotations()->userAnnotations(QStringLiteral("P")).size(), 1);
+    QCOMPARE(w.window->context()->annotations()->userAnnotations(QStringLiteral("P")).size(), 1);
     // Kept this time.
     w.context()->setMaskFill(MaskFill::safe);
     w.context()->setPrecision(Precision::f32);
