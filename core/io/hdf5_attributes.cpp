@@ -1,9 +1,8 @@
 // Case-group attributes of schema 1: reading scalars written by h5py (variable-length UTF-8 and
 // fixed-length strings, numpy bool enums, ints, floats) and writing them the way h5py does.
-#include <cctype>
-#include <cmath>
 #include <cstdlib>
 
+#include "core/io/case_fields.h"
 #include "core/io/hdf5_common.h"
 #include "kernels/attn_names.h"
 
@@ -14,11 +13,6 @@ namespace {
 herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* out) {
   static_cast<std::vector<std::string>*>(out)->push_back(name);
   return 0;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 Error attribute_error(const std::string& where, const char* attr, const std::string& problem) {
@@ -52,40 +46,6 @@ Status write_attribute(hid_t object, const char* attr, hid_t file_type, hid_t me
                       std::string("cannot write attribute '") + attr + "': " + error_detail());
   }
   return Ok{};
-}
-
-std::string normalise_dtype(std::string text) {
-  text = lower(text);
-  for (const char* prefix : {"torch.", "numpy.", "np."}) {
-    if (text.rfind(prefix, 0) == 0) text = text.substr(std::string(prefix).size());
-  }
-  if (text == "float16" || text == "half" || text == "fp16" || text == "f16") return "float16";
-  if (text == "bfloat16" || text == "bf16") return "bfloat16";
-  if (text == "float32" || text == "float" || text == "fp32" || text == "f32") return "float32";
-  if (text == "float64" || text == "double" || text == "fp64" || text == "f64") return "float64";
-  return {};
-}
-
-// The string field of the run record an attribute fills (nullptr for other attributes).
-std::string* run_text_field(RunRecord& run, const std::string& name) {
-  if (name == "torch_version") return &run.torch_version;
-  if (name == "backend") return &run.backend;
-  if (name == "device") return &run.device;
-  if (name == "autocast_dtype") return &run.autocast_dtype;
-  if (name == "dropout_replay") return &run.dropout_replay;
-  if (name == "dropout_note") return &run.dropout_note;
-  if (name == "mask_convention") return &run.mask_convention;
-  return nullptr;
-}
-
-bool mask_convention_valid(const std::string& text) {
-  return text == "attend" || text == "masked_out" || text == "additive";
-}
-
-// dropout_p in [0, 1); micro_batch a non-negative integer.
-bool run_number_valid(const std::string& name, double x) {
-  if (name == "dropout_p") return x >= 0 && x < 1;
-  return x >= 0 && x == std::floor(x) && x < 9.0e15;
 }
 
 }  // namespace
@@ -153,7 +113,7 @@ Result<double> read_number_attribute(hid_t object, const char* attr, const std::
   if (cls == H5T_STRING) {
     auto text = read_string_attribute(object, attr, where);
     if (!text) return text.error();
-    const std::string t = lower(*text);
+    const std::string t = ascii_lower(*text);
     if (t == "true") return 1.0;
     if (t == "false") return 0.0;
     char* end = nullptr;
@@ -166,74 +126,19 @@ Result<double> read_number_attribute(hid_t object, const char* attr, const std::
 Result<CaseConfig> read_case_config(hid_t group, const std::string& where) {
   CaseConfig config;
   for (const std::string& name : attribute_names(group)) {
-    const char* attr = name.c_str();
-    if (name == "dropout_p" || name == "micro_batch") {
-      auto number = read_number_attribute(group, attr, where);
-      if (!number) return number.error();
-      if (!run_number_valid(name, *number)) {
-        return attribute_error(where, attr, "= " + std::to_string(*number) + " is out of range");
-      }
-      if (name == "dropout_p") config.run.dropout_p = *number;
-      if (name == "micro_batch") config.run.micro_batch = static_cast<int64_t>(*number);
-    } else if (std::string* text = run_text_field(config.run, name)) {
-      auto value = read_string_attribute(group, attr, where);
-      if (!value) return value.error();
-      *text = name == "autocast_dtype" ? normalise_dtype(*value) : *value;
-      if (name == "mask_convention" && !mask_convention_valid(*value)) {
-        return attribute_error(where, attr,
-                               "= '" + *value + "' is not attend, masked_out or additive");
-      }
-    } else if (name == "scale" || name == "softcap" || name == "causal" || name == "step" ||
-               name == "layer") {
-      auto number = read_number_attribute(group, attr, where);
-      if (!number) return number.error();
-      const double x = *number;
-      if ((name == "scale" || name == "softcap") && !std::isfinite(x)) {
-        return make_error(
-            ErrorCode::format,
-            where + ": attribute '" + name + "' = " + std::to_string(x) + " is not a finite number",
-            "fix the recorder (a non-finite " + name +
-                " makes every score non-finite); override it with --scale, or "
-                "drop the attribute to use the default");
-      }
-      if (name == "scale") config.scale = x;
-      if (name == "softcap") config.softcap = x;
-      if (name == "causal") config.causal = x != 0;
-      if (name != "step" && name != "layer") continue;
-      if (!std::isfinite(x) || x != std::floor(x) || std::fabs(x) > 9.0e15) {
-        return attribute_error(where, attr, "= " + std::to_string(x) + " is not an integer");
-      }
-      (name == "step" ? config.step : config.layer) = static_cast<int64_t>(x);
-    } else if (name == "causal_align" || name == "dtype" || name == "layout" || name == "name" ||
-               name == "description") {
-      auto text = read_string_attribute(group, attr, where);
+    if (!is_case_field(name)) continue;
+    FieldValue value;
+    if (is_text_field(name)) {
+      auto text = read_string_attribute(group, name.c_str(), where);
       if (!text) return text.error();
-      if (name == "name") config.name = *text;
-      if (name == "description") config.description = *text;
-      if (name == "causal_align") {
-        std::string t = lower(*text);
-        for (char& c : t) c = c == '-' ? '_' : c;
-        const char* top_left = causal_align_name(CausalAlign::top_left);
-        const char* bottom_right = causal_align_name(CausalAlign::bottom_right);
-        if (t != top_left && t != bottom_right) {
-          return attribute_error(where, attr,
-                                 "= '" + *text + "' is not " + top_left + " or " + bottom_right);
-        }
-        config.causal_align = t == top_left ? CausalAlign::top_left : CausalAlign::bottom_right;
-      }
-      if (name == "dtype") {
-        config.dtype = normalise_dtype(*text);
-        if (config.dtype.empty()) {
-          return attribute_error(where, attr,
-                                 "= '" + *text + "' is not float32, float16, bfloat16 or float64");
-        }
-      }
-      if (name == "layout") {
-        auto layout = parse_layout(*text);
-        if (!layout) return attribute_error(where, attr, "= '" + *text + "' is not BHSD or BSHD");
-        config.layout = *layout;
-      }
+      value = std::move(*text);
+    } else {
+      auto number = read_number_attribute(group, name.c_str(), where);
+      if (!number) return number.error();
+      value = *number;
     }
+    Status set = set_case_field(config, name, value, where, "attribute");
+    if (!set) return set.error();
   }
   return config;
 }
