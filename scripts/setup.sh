@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what attnscope needs (idempotent), then configures and builds it.
-#   Debian packages: compilers, CMake, Ninja, Qt 6 (+ Svg), QCustomPlot, HDF5, GoogleTest, Xvfb.
+#   Debian packages: compilers, CMake, Ninja, Qt 6 (+ Svg), QCustomPlot, HDF5, libzip and
+#   nlohmann-json (the .pt / .npz / .safetensors readers), GoogleTest, Xvfb.
 #   Python venv ($ATTNSCOPE_VENV): pinned torch (its LibTorch is what C++ links), h5py, numpy.
 #   Build dir: $ATTNSCOPE_BUILD (default ./build).
 # Source it or run it; the README's commands call it.
@@ -17,7 +18,8 @@ log() { echo "[attnscope setup] $*" >&2; }
 
 install_debian_packages() {
   local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
-    qt6-svg-dev libqcustomplot-dev libhdf5-dev libgtest-dev xvfb xauth
+    qt6-svg-dev libqcustomplot-dev libhdf5-dev libzip-dev nlohmann-json3-dev libgtest-dev
+    xvfb xauth
     clang-14 libclang-rt-14-dev ccache  # clang: the libFuzzer build of scripts/fuzz.sh
     clang-format-14)  # the format_check test
   local missing=()

@@ -1,12 +1,13 @@
 # Fails when a layer includes what DESIGN §1 forbids it: Qt in kernels/ or core/ (core/io and
 # core/view included), LibTorch or HDF5 in kernels/, HDF5 in core/ outside core/io/, LibTorch
-# in core/view/ (the view model uses core's plain headers), core/io or core/view in the rest of
-# core/ (core does not know its readers or its views), app/ in core/, LibTorch anywhere in app/
-# (it must never meet Qt headers), QCustomPlot in app/ outside app/plot/, in app/export/
-# (shared with the CLI's export) any window, panel or session context of app/gui/, app/panels/,
-# and outside kernels/cpu the CPU kernels' headers: kernels/cuda takes the shared vocabulary
-# from kernels/*.h (which include nothing from kernels/cpu, kernels/cuda, kernels/reference)
-# and its own files. A panel (app/panels/) talks to the others through the session context: it
+# in core/view/ (the view model uses core's plain headers) or in core/io/ (the .pt reader
+# parses torch.save files itself), core/io or core/view in the rest of core/ (core does not
+# know its readers or its views), app/ in core/, LibTorch anywhere in app/ (it must never meet
+# Qt headers), QCustomPlot in app/ outside app/plot/, in app/export/ (shared with the CLI's
+# export) any window, panel or session context of app/gui/, app/panels/, and outside
+# kernels/cpu the CPU kernels' headers: kernels/cuda takes the shared vocabulary from
+# kernels/*.h (which include nothing from kernels/cpu, kernels/cuda, kernels/reference) and its
+# own files. A panel (app/panels/) talks to the others through the session context: it
 # includes no other panel's header, nor the window or the navigation / view-state controllers;
 # and no controller of app/gui/ reaches into a panel (only the window, which builds them, may
 # include app/panels/).
@@ -38,6 +39,7 @@ check_dir(kernels "kernels/(cpu|cuda|reference)/" "a kernels/ subfolder in kerne
 check_dir(core "${qt}" "Qt in core/")
 check_dir(core "hdf5|H5[A-Za-z]*\\.h" "HDF5 in core/ outside core/io/" "/core/io/")
 check_dir(core/view "torch/|ATen/|c10/|caffe2/" "LibTorch in core/view/")
+check_dir(core/io "torch/|ATen/|c10/|caffe2/" "LibTorch in core/io/ (the readers parse .pt themselves)")
 check_dir(core "core/view/" "core/view in core/ outside core/view/" "/core/view/")
 check_dir(core "core/io/" "core/io in core/ outside core/io/" "/core/io/")
 check_dir(core "app/" "app/ in core/")

@@ -2,7 +2,8 @@
 // untrusted dump (metadata, discovery and validation of every case), test-reads the data of
 // every case (DumpReader::check_case; a case that fails is listed as broken) and writes the
 // listing for the parent. Run by probe_dump() in a child process, so that a crash or hang
-// inside the HDF5 library never takes the CLI or the GUI down with it. Exit status and stdout
+// inside the HDF5 library or a reader (.pt / .npz / .safetensors) never takes the CLI or the
+// GUI down with it. Exit status and stdout
 // lines are the protocol of core/io/dump_probe.h.
 #include <algorithm>
 #include <cstdio>

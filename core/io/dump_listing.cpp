@@ -101,6 +101,27 @@ class Reader {
   bool failed_ = false;
 };
 
+void put_location(Writer& w, const std::string& key, const TensorLocation& at) {
+  w.text(key);
+  w.text(at.entry);
+  w.number(at.offset);
+  w.number(at.big_endian);
+  w.number(static_cast<int64_t>(at.strides.size()));
+  for (int64_t v : at.strides) w.number(v);
+}
+
+std::pair<std::string, TensorLocation> get_location(Reader& r) {
+  std::pair<std::string, TensorLocation> out;
+  out.first = r.text();
+  TensorLocation& at = out.second;
+  at.entry = r.text();
+  at.offset = r.number();
+  at.big_endian = r.choice(2) == 1;
+  const size_t rank = r.count(2);
+  for (size_t k = 0; k < rank && !r.failed(); ++k) at.strides.push_back(r.number());
+  return out;
+}
+
 void put_error(Writer& w, const Error& e) {
   w.number(static_cast<int64_t>(e.code));
   w.text(e.message);
@@ -200,6 +221,10 @@ Error malformed(const std::string& file, const std::string& problem) {
 
 }  // namespace
 
+std::string location_key(const std::string& case_path, const std::string& dataset) {
+  return case_path == "/" ? "/" + dataset : case_path + "/" + dataset;
+}
+
 uint64_t fnv1a64(std::string_view bytes) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : bytes) {
@@ -211,6 +236,7 @@ uint64_t fnv1a64(std::string_view bytes) {
 
 std::string encode_listing(const DumpListing& listing) {
   Writer w;
+  w.text(listing.format);
   w.number(listing.schema_version);
   w.number(static_cast<int64_t>(listing.cases.size()));
   for (const CaseInfo& c : listing.cases) put_case(w, c);
@@ -221,6 +247,8 @@ std::string encode_listing(const DumpListing& listing) {
     put_case(w, b.info);
     put_error(w, b.error);
   }
+  w.number(static_cast<int64_t>(listing.locations.size()));
+  for (const auto& [key, at] : listing.locations) put_location(w, key, at);
   char checksum[17];
   std::snprintf(checksum, sizeof checksum, "%016llx",
                 static_cast<unsigned long long>(fnv1a64(w.out_)));
@@ -258,6 +286,7 @@ Result<DumpListing> decode_listing(const ListingHeader& header, std::string_view
   if (fnv1a64(payload) != header.checksum) return malformed(file, "checksum mismatch");
   Reader r(payload);
   DumpListing listing;
+  listing.format = r.text();
   listing.schema_version = static_cast<int>(r.choice(int64_t{1} << 31));
   const size_t cases = r.count(32);
   for (size_t i = 0; i < cases && !r.failed(); ++i) listing.cases.push_back(get_case(r));
@@ -270,6 +299,8 @@ Result<DumpListing> decode_listing(const ListingHeader& header, std::string_view
     b.error = get_error(r);
     listing.broken.push_back(std::move(b));
   }
+  const size_t locations = r.count(10);
+  for (size_t i = 0; i < locations && !r.failed(); ++i) listing.locations.insert(get_location(r));
   if (r.failed()) return malformed(file, "truncated or invalid token");
   if (!r.done()) return malformed(file, "trailing bytes");
   return listing;

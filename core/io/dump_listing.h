@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/case_model.h"
+#include "core/io/tensor_location.h"
 #include "core/result.h"
 
 namespace attnscope {
@@ -22,14 +24,21 @@ struct BrokenCase {
 };
 
 struct DumpListing {
+  std::string format;              // dump_format_name(): "hdf5", "pt", "npz", "safetensors"
   int schema_version = 0;          // the file's kSchemaVersionAttribute, 0 when absent
   std::vector<CaseInfo> cases;     // case order (sort_cases)
   std::vector<Error> rejected;     // groups that looked like cases but are invalid
   std::vector<BrokenCase> broken;  // case order
+  // Where each tensor of a .pt / .npz / .safetensors case lies, by location_key(); empty for
+  // HDF5 (datasets are found by name).
+  std::map<std::string, TensorLocation> locations;
 };
 
+// "/layer_3" + "query" -> "/layer_3/query": the key of a case's tensor in `locations`.
+std::string location_key(const std::string& case_path, const std::string& dataset);
+
 // Encoding version; a reply of another version is refused.
-inline constexpr int kListingVersion = 1;
+inline constexpr int kListingVersion = 2;
 
 // "listing VERSION BYTES CHECKSUM\n" followed by BYTES bytes of payload. The payload is a
 // sequence of tokens: integers as decimal digits and ' ', strings as "LENGTH:" and the bytes,

@@ -4,6 +4,7 @@
 // hang or runaway allocation inside one case's data reruns the probe without that case.
 #include "core/io/dump_probe.h"
 
+#include "core/io/dump_format.h"
 #include "core/io/probe_channel.h"
 #include "core/memory_budget.h"
 
@@ -68,21 +69,26 @@ bool drain(int fd, ProbeChannel& report) {
   }
 }
 
-// The HDF5 library `what` ("crashed (signal 11, ...)") in the probe: while reading metadata
+// The HDF5 library (or the reader of another format) `what` ("crashed (signal 11, ...)") in
+// the probe: while reading metadata
 // (the file is refused), or while reading a case's data (`checking`, `reading`; the case is
 // skipped).
 Error probe_error(const std::string& path, const ProbeChannel& report, const std::string& what,
                   const char* hint = kCorruptHint) {
+  const Container container = sniff_file(path);
+  const std::string reader = container == Container::hdf5  ? "the HDF5 library "
+                             : container == Container::zip ? "the .pt / .npz reader "
+                                                           : "the .safetensors reader ";
   if (report.checking.empty()) {
     return make_error(ErrorCode::format,
-                      path + ": the HDF5 library " + what +
+                      path + ": " + reader + what +
                           " while reading the file's metadata (in attnscope's probe process); "
                           "attnscope did not open it",
                       hint);
   }
   const std::string object = report.reading.empty() ? report.checking : report.reading;
   return make_error(ErrorCode::format,
-                    path + ": " + object + ": the HDF5 library " + what +
+                    path + ": " + object + ": " + reader + what +
                         " while reading the dataset's data (in attnscope's probe process); "
                         "attnscope does not load this case",
                     hint);

@@ -1,4 +1,6 @@
-// Probing untrusted dumps in a child process (issue 7). HDF5 1.10 itself can fault on hostile
+// Probing untrusted dumps in a child process (issue 7; every format of dump_format.h, issue 16:
+// the .pt / .npz / .safetensors readers are attnscope's own and fuzzed, but a reader bug must
+// not take the CLI or GUI down either). HDF5 1.10 itself can fault on hostile
 // metadata (fuzzing found a heap over-read in H5Oopen on a corrupt object header, see
 // tests/data/bad/fuzz_*.h5) or data (a corrupt chunk index or compressed chunk, in H5Dread),
 // which no Result can catch. probe_dump() first opens the file in the attnscope-probe

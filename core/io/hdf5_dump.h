@@ -1,6 +1,7 @@
-// Reading and writing schema-1 attention dumps in HDF5 (DESIGN §2). Files are opened
-// read-only for reading and never modified; every failure is a Result naming the file, the
-// dataset, the problem and a hint.
+// Reading schema-1 attention dumps (DESIGN §2) from HDF5 and from the files users attach to
+// bug reports (torch.save .pt, numpy .npz, .safetensors: dump_format.h), and writing them in
+// HDF5. Files are opened read-only for reading and never modified; every failure is a Result
+// naming the file, the dataset, the problem and a hint.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,7 @@
 
 namespace attnscope {
 
-namespace h5 {
-class Handle;
-}
+struct OpenedSource;
 
 // Schema version written as int attributes on the root group by DumpWriter and attnscope_record:
 // major and minor (1.1 added the run semantics, DESIGN §2). Files without them (h5py exports,
@@ -38,11 +37,13 @@ struct OpenOptions {
 };
 
 // An open dump. Discovery reads only metadata (group names, attributes, dataset shapes and
-// types); tensor data is read by load().
+// types; a .pt's pickle, an .npz's array headers, a .safetensors header); tensor data is read
+// by load().
 class DumpReader {
  public:
-  // Fails (format / unsupported / too_large / io) when the file cannot be read or holds no
-  // valid case; the error is then the first rejected group's, or "no case ... found".
+  // Picks the format from the file's first bytes (dump_format.h), not from its name. Fails
+  // (format / unsupported / too_large / io) when the file cannot be read or holds no valid
+  // case; the error is then the first rejected group's, or "no case ... found".
   static Result<DumpReader> open(const std::string& path, const OpenOptions& options = {});
   // The same from an in-memory file image (`name` stands for the file in messages); the bytes
   // are copied. Used by the fuzzer and by probes of untrusted data.
@@ -59,6 +60,8 @@ class DumpReader {
   ~DumpReader();
 
   const std::string& path() const;
+  // dump_format_name() of the file: "hdf5", "pt", "npz", "safetensors".
+  const std::string& format() const;
   // The file's kSchemaVersionAttribute, 0 when absent (unversioned schema 1).
   int schema_version() const;
   // Cases ordered by (step, layer) attributes, else by the numbers in their group paths.
@@ -73,8 +76,8 @@ class DumpReader {
 
   // Reads one case (by group path, "/step_1/layer_0"; the leading '/' may be omitted) into
   // canonical layout. Fails (too_large) before reading when its tensors need more than the
-  // memory budget (core/memory_budget.h). Safe to call from several threads (HDF5 calls are
-  // serialised).
+  // memory budget (core/memory_budget.h). Safe to call from several threads (HDF5 calls and
+  // zip reads are serialised).
   Result<CaseData> load(const std::string& case_path) const;
   // load() calls made so far on this reader (how often cases were read).
   size_t loads() const;
@@ -93,8 +96,8 @@ class DumpReader {
  private:
   struct State;
   explicit DumpReader(std::unique_ptr<State> state);
-  static Result<DumpReader> from_file(Result<h5::Handle> file, const std::string& path,
-                                      const OpenOptions& options);
+  // A reader over an opened source, or no_case_error when its listing holds no case.
+  static Result<DumpReader> adopt(Result<OpenedSource> opened, const std::string& path);
   std::unique_ptr<State> state_;
 };
 

@@ -1,5 +1,6 @@
-// DumpReader: opens a schema-1 HDF5 dump read-only, discovers its cases from metadata and loads
-// one case's tensors on demand into canonical layout.
+// The HDF5 DumpSource: opens a schema-1 HDF5 dump read-only (a file, an image, or a file whose
+// listing the probe discovered), discovers its cases from metadata and reads one dataset of a
+// case on demand. Every HDF5 call holds the library lock.
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -7,34 +8,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/io/dump_format.h"
+#include "core/io/dump_source.h"
 #include "core/io/hdf5_common.h"
-#include "core/memory_budget.h"
 
 namespace attnscope {
 
 using h5::Handle;
 
-struct DumpReader::State {
-  std::string path;
-  OpenOptions options;
-  Handle file;
-  std::vector<CaseInfo> cases;
-  std::vector<Error> rejected;
-  std::vector<BrokenCase> broken;
-  int schema_version = 0;
-  size_t loads = 0;  // load() calls; guarded by the HDF5 library lock
-
-  ~State() {
-    auto lock = h5::lock_library();
-    file.reset();
-  }
-};
-
 namespace {
-
-const char* const kSchemaHint =
-    "schema 1: a case is any group holding datasets q, k, v (optional do, mask, bias, o, lse, "
-    "dq, dk, dv) with attributes scale, causal, layout, ...; see DESIGN §2";
 
 // Checks the path names a readable regular file before HDF5 sees it.
 std::optional<Error> check_readable(const std::string& path) {
@@ -60,10 +42,13 @@ Handle file_access(bool file_locking) {
   return fapl;
 }
 
-Error not_hdf5_error(const std::string& name) {
-  return make_error(ErrorCode::format, name + ": not an HDF5 file (no HDF5 signature)",
-                    "attnscope reads HDF5 dumps (schema 1); write one with h5py or the "
-                    "attnscope_record hook");
+// The first bytes of the file for unknown_format_error.
+Error not_hdf5_error(const std::string& path) {
+  uint8_t head[16] = {0};
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  return unknown_format_error(path, head,
+                              static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
 }
 
 Result<Handle> finish_open(hid_t id, const std::string& name) {
@@ -100,7 +85,8 @@ bool image_has_signature(const uint8_t* data, size_t size) {
 
 Result<Handle> open_image(const void* data, size_t size, const std::string& name) {
   if (data == nullptr || !image_has_signature(static_cast<const uint8_t*>(data), size)) {
-    return not_hdf5_error(name);
+    return unknown_format_error(name, static_cast<const uint8_t*>(data),
+                                std::min<size_t>(size, 16));
   }
   Handle fapl = file_access(false);
   H5Pset_fapl_core(fapl.get(), 64 << 10, false);
@@ -122,39 +108,6 @@ int read_schema_version(hid_t file, const std::string& name) {
   h5::error_detail();
   if (!version || !(*version >= 0 && *version <= 1e6)) return 0;
   return static_cast<int>(*version);
-}
-
-// Bytes load() holds at its peak: every tensor in canonical layout plus the largest one's raw
-// read buffer (saturating; shapes were bounded by discovery).
-int64_t load_bytes(const CaseInfo& info) {
-  int64_t total = 0, largest = 0;
-  for (const TensorInfo& t : info.tensors) {
-    int64_t bytes = static_cast<int64_t>(dtype_size(t.dtype));
-    for (int64_t d : t.shape) bytes = saturating_product({bytes, d});
-    largest = std::max(largest, bytes);
-    if (__builtin_add_overflow(total, bytes, &total)) return INT64_MAX;
-  }
-  return __builtin_add_overflow(total, largest, &total) ? INT64_MAX : total;
-}
-
-Error no_case_error(const std::string& path, const std::vector<Error>& rejected,
-                    const std::vector<BrokenCase>& broken = {}) {
-  if (!broken.empty()) {
-    Error first = broken.front().error;
-    if (broken.size() > 1) {
-      first.message += " (and " + std::to_string(broken.size() - 1) + " more unreadable cases)";
-    }
-    return first;
-  }
-  if (rejected.empty()) {
-    return make_error(ErrorCode::format, path + ": no case (group with datasets q, k, v) found",
-                      kSchemaHint);
-  }
-  Error first = rejected.front();
-  if (rejected.size() > 1) {
-    first.message += " (and " + std::to_string(rejected.size() - 1) + " more rejected)";
-  }
-  return first;
 }
 
 // Reads one stored tensor (file layout) after re-checking its metadata against discovery.
@@ -195,122 +148,68 @@ Result<HostTensor> read_tensor(hid_t file, const std::string& path, const CaseIn
   return out;
 }
 
+class Hdf5Source : public DumpSource {
+ public:
+  Hdf5Source(Handle file, std::string path, const OpenOptions& options)
+      : file_(std::move(file)), path_(std::move(path)), options_(options) {}
+  ~Hdf5Source() override {
+    auto lock = h5::lock_library();
+    file_.reset();
+  }
+
+  Result<HostTensor> read_tensor(const CaseInfo& info, const TensorInfo& t) const override {
+    auto lock = h5::lock_library();
+    return attnscope::read_tensor(file_.get(), path_, info, t, options_);
+  }
+
+  Status check_case(const CaseInfo& info, int64_t sample_bytes,
+                    const DatasetCallback& on_dataset) const override {
+    auto lock = h5::lock_library();
+    return h5::sample_case_data(file_.get(), path_, info, options_, sample_bytes, on_dataset);
+  }
+
+ private:
+  Handle file_;
+  std::string path_;
+  OpenOptions options_;
+};
+
+// Discovery on an open file (the library lock held).
+Result<OpenedSource> discover(Result<Handle> file, const std::string& path,
+                              const OpenOptions& options) {
+  if (!file) return file.error();
+  OpenedSource out;
+  out.listing.format = dump_format_name(DumpFormat::hdf5);
+  out.listing.schema_version = read_schema_version(file->get(), path);
+  h5::Discovery found = h5::discover_cases(file->get(), path, options);
+  out.listing.cases = std::move(found.cases);
+  out.listing.rejected = std::move(found.rejected);
+  out.source = std::make_unique<Hdf5Source>(std::move(*file), path, options);
+  return out;
+}
+
 }  // namespace
 
-DumpReader::DumpReader(std::unique_ptr<State> state) : state_(std::move(state)) {}
-DumpReader::DumpReader(DumpReader&&) noexcept = default;
-DumpReader& DumpReader::operator=(DumpReader&&) noexcept = default;
-DumpReader::~DumpReader() = default;
-
-Result<DumpReader> DumpReader::open(const std::string& path, const OpenOptions& options) {
+Result<OpenedSource> open_hdf5_source(const std::string& path, const OpenOptions& options) {
   auto lock = h5::lock_library();
-  return from_file(open_file(path), path, options);
+  return discover(open_file(path), path, options);
 }
 
-Result<DumpReader> DumpReader::open_image(const void* data, size_t size, const std::string& name,
-                                          const OpenOptions& options) {
+Result<OpenedSource> open_hdf5_image_source(const void* data, size_t size, const std::string& name,
+                                            const OpenOptions& options) {
   auto lock = h5::lock_library();
-  return from_file(attnscope::open_image(data, size, name), name, options);
+  return discover(attnscope::open_image(data, size, name), name, options);
 }
 
-Result<DumpReader> DumpReader::from_file(Result<h5::Handle> file, const std::string& path,
-                                         const OpenOptions& options) {
-  if (!file) return file.error();
-  auto state = std::make_unique<State>();
-  state->path = path;
-  state->options = options;
-  state->file = std::move(*file);
-  state->schema_version = read_schema_version(state->file.get(), path);
-  h5::Discovery found = h5::discover_cases(state->file.get(), path, options);
-  if (found.cases.empty()) return no_case_error(path, found.rejected);
-  state->cases = std::move(found.cases);
-  state->rejected = std::move(found.rejected);
-  return DumpReader(std::move(state));
-}
-
-Result<DumpReader> DumpReader::open_listed(const std::string& path, DumpListing listing,
-                                           const OpenOptions& options) {
+Result<OpenedSource> listed_hdf5_source(const std::string& path, DumpListing listing,
+                                        const OpenOptions& options) {
   auto lock = h5::lock_library();
   Result<Handle> file = open_file(path);
   if (!file) return file.error();
-  if (listing.cases.empty()) return no_case_error(path, listing.rejected, listing.broken);
-  auto state = std::make_unique<State>();
-  state->path = path;
-  state->options = options;
-  state->file = std::move(*file);
-  state->schema_version = listing.schema_version;
-  state->cases = std::move(listing.cases);
-  state->rejected = std::move(listing.rejected);
-  state->broken = std::move(listing.broken);
-  return DumpReader(std::move(state));
-}
-
-const std::string& DumpReader::path() const {
-  return state_->path;
-}
-int DumpReader::schema_version() const {
-  return state_->schema_version;
-}
-const std::vector<CaseInfo>& DumpReader::cases() const {
-  return state_->cases;
-}
-const std::vector<Error>& DumpReader::rejected() const {
-  return state_->rejected;
-}
-const std::vector<BrokenCase>& DumpReader::broken() const {
-  return state_->broken;
-}
-DumpListing DumpReader::listing() const {
-  return {state_->schema_version, state_->cases, state_->rejected, state_->broken};
-}
-
-Status DumpReader::check_data(int64_t sample_bytes,
-                              const std::function<void(const std::string&)>& on_dataset) const {
-  for (const CaseInfo& info : state_->cases) {
-    Status read = check_case(info, sample_bytes, on_dataset);
-    if (!read) return read;
-  }
-  return Ok{};
-}
-
-Status DumpReader::check_case(const CaseInfo& info, int64_t sample_bytes,
-                              const std::function<void(const std::string&)>& on_dataset) const {
-  auto lock = h5::lock_library();
-  return h5::sample_case_data(state_->file.get(), state_->path, info, state_->options, sample_bytes,
-                              on_dataset);
-}
-
-size_t DumpReader::loads() const {
-  auto lock = h5::lock_library();
-  return state_->loads;
-}
-
-Result<CaseData> DumpReader::load(const std::string& case_path) const {
-  auto lock = h5::lock_library();
-  ++state_->loads;
-  const std::string wanted = case_path.empty() || case_path[0] != '/' ? "/" + case_path : case_path;
-  const CaseInfo* info = nullptr;
-  for (const CaseInfo& c : state_->cases) {
-    if (c.path == wanted) info = &c;
-  }
-  for (const BrokenCase& b : state_->broken) {
-    if (b.info.path == wanted) return b.error;
-  }
-  if (info == nullptr) {
-    return make_error(ErrorCode::not_found, state_->path + ": no case at '" + case_path + "'",
-                      "list the cases with `attnscope-cli scan " + state_->path + "`");
-  }
-  Status fits =
-      check_memory(state_->path + ": " + info->path + ": loading its tensors", load_bytes(*info));
-  if (!fits) return fits.error();
-  CaseData data;
-  data.info = *info;
-  for (const TensorInfo& t : info->tensors) {
-    auto stored = read_tensor(state_->file.get(), state_->path, *info, t, state_->options);
-    if (!stored) return stored.error();
-    data.tensors[t.name] = to_canonical(t.name, *stored, info->config.layout, info->dims);
-  }
-  return data;
+  OpenedSource out;
+  out.listing = std::move(listing);
+  out.source = std::make_unique<Hdf5Source>(std::move(*file), path, options);
+  return out;
 }
 
 }  // namespace attnscope

@@ -35,6 +35,7 @@ CaseInfo sample_case(const std::string& path) {
 
 DumpListing sample_listing() {
   DumpListing listing;
+  listing.format = "pt";
   listing.schema_version = 1;
   listing.cases.push_back(sample_case("/step 1/layer:0"));
   CaseInfo plain;
@@ -42,6 +43,8 @@ DumpListing sample_listing() {
   listing.cases.push_back(plain);
   listing.rejected.push_back(make_error(ErrorCode::unsupported, "f.h5: /g: external", "allow"));
   listing.broken.push_back({sample_case("/broken"), make_error(ErrorCode::format, "crash", "")});
+  listing.locations["/step 1/layer:0/q"] = {"archive/data/3", 128, {96, 0, 32, 1}, true};
+  listing.locations["/plain/k"] = {"", 8, {}, false};
   return listing;
 }
 
@@ -100,16 +103,18 @@ TEST(Listing, round_trip_keeps_every_field) {
   ASSERT_EQ(out->broken.size(), 1u);
   EXPECT_EQ(out->broken[0].info.path, "/broken");
   EXPECT_EQ(out->broken[0].error.message, "crash");
+  EXPECT_EQ(out->format, "pt");
+  EXPECT_EQ(out->locations, in.locations);
 }
 
 TEST(Listing, header_version_size_and_checksum_are_checked) {
   const auto [fields, payload] = split(encode_listing(sample_listing()));
   const std::string size = std::to_string(payload.size());
   const std::string sum = fields.substr(fields.rfind(' ') + 1);
-  const Result<DumpListing> version = decode("2 " + size + " " + sum, payload);
+  const Result<DumpListing> version = decode("3 " + size + " " + sum, payload);
   ASSERT_FALSE(version.ok());
   EXPECT_NE(version.error().message.find("f.h5: attnscope's probe process gave a malformed case "
-                                         "listing (version 2, expected 1)"),
+                                         "listing (version 3, expected 2)"),
             std::string::npos)
       << version.error().message;
   const Result<DumpListing> cut = decode(fields, payload.substr(0, payload.size() - 1));
@@ -131,12 +136,13 @@ TEST(Listing, malformed_payloads_are_errors) {
     ASSERT_FALSE(out.ok()) << "cut at " << cut;
     EXPECT_NE(out.error().message.find("truncated or invalid token"), std::string::npos);
   }
-  EXPECT_FALSE(decode_payload(payload + "0 ").ok());        // trailing bytes
-  EXPECT_FALSE(decode_payload("1 999999999 ").ok());        // more cases than bytes
-  EXPECT_FALSE(decode_payload("1 1 2:/x0 0 0 0:9 ").ok());  // layout 9 out of range
-  EXPECT_FALSE(decode_payload("1 0 1 7 0:0:0 ").ok());      // error code 7 out of range
-  EXPECT_FALSE(decode_payload("1 0 0 -1 ").ok());           // negative count
-  EXPECT_TRUE(decode_payload("0 0 0 0 ").ok());             // an empty listing
+  EXPECT_FALSE(decode_payload(payload + "0 ").ok());             // trailing bytes
+  EXPECT_FALSE(decode_payload("0:1 999999999 ").ok());           // more cases than bytes
+  EXPECT_FALSE(decode_payload("0:1 1 2:/x0 0 0 0:9 ").ok());     // layout 9 out of range
+  EXPECT_FALSE(decode_payload("0:1 0 1 7 0:0:0 ").ok());         // error code 7 out of range
+  EXPECT_FALSE(decode_payload("0:1 0 0 -1 ").ok());              // negative count
+  EXPECT_FALSE(decode_payload("0:0 0 0 0 1 1:k0:0 2 0 ").ok());  // byte order flag 2
+  EXPECT_TRUE(decode_payload("0:0 0 0 0 0 ").ok());              // an empty listing
 }
 
 }  // namespace
