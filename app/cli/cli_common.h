@@ -43,5 +43,6 @@ int run_matrix(const CommandArgs& args);
 int run_sweep(const CommandArgs& args);
 int run_results(const CommandArgs& args);  // `run`
 int run_step(const CommandArgs& args);
+int run_convert(const CommandArgs& args);
 
 }  // namespace attnscope

@@ -49,6 +49,13 @@ constexpr const char* kStep =
     "  step that produces a non-finite value: its index, stage, tiles, ranges and values\n"
     "  exit 1 when such a step was found, 0 when the whole backward is finite\n";
 
+constexpr const char* kConvert =
+    "usage: attnscope-cli convert IN[::CASE] --out DUMP.h5 [--case GLOB]\n"
+    "  rewrite the cases of IN (HDF5, torch.save .pt, numpy .npz, .safetensors) as a\n"
+    "  schema-1 HDF5 dump with the same case paths, element types and attributes; the\n"
+    "  output is written atomically and never replaces IN\n"
+    "  exit 2 when IN cannot be read (or some of its cases were skipped as unreadable)\n";
+
 constexpr const char* kExport =
     "usage: attnscope-cli export FILE[::CASE] --out PATH [--view V] [--format png|pdf|svg]\n"
     "         [--batch B] [--head H] [--precision P] [--mode fused|unfused] [--scale X]\n"
@@ -73,16 +80,18 @@ constexpr const char* kTop =
     "  run FILE[::CASE]       recompute and write the results to --out RESULTS.h5\n"
     "  step FILE::CASE        step the fused backward to the first non-finite value\n"
     "  export FILE[::CASE]    stamped, annotated figure of a view (PNG / PDF / SVG)\n"
+    "  convert IN --out D.h5  rewrite a .pt / .npz / .safetensors (or HDF5) dump as HDF5\n"
     "\n"
-    "A case is named FILE::/group/path. Exit codes: 0 ok; 1 error-severity findings (scan,\n"
-    "run), rejected cases (info), a non-finite or failed supported run (compare), the case's\n"
-    "scale non-finite (sweep), a non-finite step (step); 2 unreadable input or bad usage;\n"
-    "130 interrupted (Ctrl-C)\n"
+    "FILE is an HDF5 dump, a torch.save .pt, a numpy .npz or a .safetensors file holding a\n"
+    "dict of tensors q, k, v, ... (or such dicts per layer). A case is named FILE::/group/path.\n"
+    "Exit codes: 0 ok; 1 error-severity findings (scan, run), rejected cases (info), a\n"
+    "non-finite or failed supported run (compare), the case's scale non-finite (sweep), a\n"
+    "non-finite step (step); 2 unreadable input or bad usage; 130 interrupted (Ctrl-C)\n"
     "\n"
     "Every command takes --probe-timeout SECONDS: a dump is first read by a child process\n"
-    "(attnscope-probe) so that a crash or hang of HDF5 on a hostile file cannot take attnscope\n"
-    "down; a probe running longer is killed and the file (or case) reported as hanging.\n"
-    "Default 120 s, or $ATTNSCOPE_PROBE_TIMEOUT; the option wins\n";
+    "(attnscope-probe) so that a crash or hang of a reader on a hostile file cannot take\n"
+    "attnscope down; a probe running longer is killed and the file (or case) reported as\n"
+    "hanging. Default 120 s, or $ATTNSCOPE_PROBE_TIMEOUT; the option wins\n";
 
 }  // namespace
 
@@ -98,6 +107,7 @@ const char* command_usage(const std::string& command) {
   if (command == "run") return kRun;
   if (command == "step") return kStep;
   if (command == "export") return kExport;
+  if (command == "convert") return kConvert;
   return nullptr;
 }
 

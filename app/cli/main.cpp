@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   if (command == "sweep") return run_sweep(parsed);
   if (command == "run") return run_results(parsed);
   if (command == "step") return run_step(parsed);
+  if (command == "convert") return run_convert(parsed);
 #ifdef ATTNSCOPE_CLI_EXPORT
   if (command == "export") return run_export(parsed);
 #else
