@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the hostile-dump corpus tests/data/bad/*.h5 and its expectations (expected.json).
+"""Writes the hostile-dump corpus tests/data/bad/ (*.h5, and the .pt / .npz / .npy /
+.safetensors files of bad_bug_report_corpus.py) and its expectations (expected.json).
 
     make_bad_corpus.py [OUTDIR]      (default: the bad/ folder next to this script)
 
@@ -16,6 +17,7 @@ import sys
 import h5py
 import numpy as np
 
+from bad_bug_report_corpus import bug_report_corpus
 from bad_chunk_corpus import chunk_corpus
 
 EXPECTED = {}
@@ -295,6 +297,7 @@ def main():
                  many_groups):
         make(out)
     chunk_corpus(out, expect)
+    bug_report_corpus(out, expect)
     fuzz = sorted(n for n in os.listdir(out) if n.startswith("fuzz_") and n.endswith(".h5"))
     previous = {}
     expected_path = os.path.join(out, "expected.json")
