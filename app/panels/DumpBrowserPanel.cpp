@@ -141,7 +141,10 @@ DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, ScanController* scan
 void DumpBrowserPanel::openWithDialog() {
   const QStringList paths =
       QFileDialog::getOpenFileNames(this, tr("Open attention dumps"), QString(),
-                                    tr("HDF5 dumps (*.h5 *.hdf5 *.hdf);;All files (*)"));
+                                    tr("Attention dumps (*.h5 *.hdf5 *.hdf *.pt *.pth *.npz "
+                                       "*.safetensors);;HDF5 dumps (*.h5 *.hdf5 *.hdf);;"
+                                       "torch.save files (*.pt *.pth);;NumPy archives (*.npz);;"
+                                       "safetensors files (*.safetensors);;All files (*)"));
   openFiles(paths);
 }
 

@@ -1,8 +1,9 @@
 // Tests of the session, overview and controls behaviour of the real MainWindow (Qt Test,
 // offscreen, label gui): view state saved for dumps never annotated (beside the dump, or in the
 // per-user data folder when its folder is read-only), a zoom per heatmap tab, the gradient-norm
-// metrics of the overviews, failed cases of the (step x layer) overview, greyed backends and
-// annotations on the row plot. Each slot is one CTest test (gui.session.<slot>).
+// metrics of the overviews, failed cases of the (step x layer) overview, greyed backends,
+// annotations on the row plot, and .pt / .npz / .safetensors files opened in the window. Each slot
+// is one CTest test (gui.session.<slot>).
 #pragma once
 
 #include <QObject>
@@ -39,6 +40,9 @@ class ViewGapTest : public QObject {
   // BrokenCaseTests.cpp
   void broken_case_is_greyed_and_explained_in_browser();
   void rejected_group_row_names_it_once();
+
+  // BugReportFileTests.cpp
+  void bug_report_files_open_in_the_window();
 
  private:
   QTemporaryDir settingsDir_;
