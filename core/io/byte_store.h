@@ -36,8 +36,19 @@ class ByteStore {
   // the range lies outside the entry or the data cannot be read (truncated, bad deflate data).
   // A deflated zip member is inflated to its end (in small pieces, dropped) so that its CRC is
   // checked and a stream inflating past its declared size fails.
-  virtual Result<std::vector<uint8_t>> read(const std::string& entry, int64_t offset,
-                                            int64_t bytes) const = 0;
+  Result<std::vector<uint8_t>> read(const std::string& entry, int64_t offset, int64_t bytes) const {
+    return read_range(entry, offset, bytes, true);
+  }
+  // The first `bytes` bytes of `entry` without inflating the rest of a deflated member (no CRC
+  // check): for headers.
+  Result<std::vector<uint8_t>> read_prefix(const std::string& entry, int64_t bytes) const {
+    return read_range(entry, 0, bytes, false);
+  }
+
+ protected:
+  // read() (`to_end`) or read_prefix().
+  virtual Result<std::vector<uint8_t>> read_range(const std::string& entry, int64_t offset,
+                                                  int64_t bytes, bool to_end) const = 0;
 };
 
 // A plain file opened read-only (the path must name a readable regular file).

@@ -58,8 +58,8 @@ class FileStore : public ByteStore {
   const std::string& name() const override { return name_; }
   const std::vector<StoreEntry>& entries() const override { return entries_; }
 
-  Result<std::vector<uint8_t>> read(const std::string& entry, int64_t offset,
-                                    int64_t bytes) const override {
+  Result<std::vector<uint8_t>> read_range(const std::string& entry, int64_t offset, int64_t bytes,
+                                          bool) const override {
     if (auto e = check_store_range(*this, entry, offset, bytes)) return *e;
     std::vector<uint8_t> out(static_cast<size_t>(bytes));
     if (fd_ < 0) {

@@ -120,35 +120,39 @@ std::optional<std::string> parse_dict(const std::string& text, NpyHeader& h) {
   return std::nullopt;
 }
 
-// Reads and parses the header of member `entry`.
+// Reads and parses the header of member `entry` (inflating no more than the header).
 Result<NpyHeader> read_header(const ByteStore& zip, const StoreEntry& entry) {
   auto bad = [&](const std::string& problem) {
     return store_error(zip, entry.name, problem, kNpyHint);
   };
-  if (entry.size < 10)
+  if (entry.size < 10) {
     return bad("too short for a .npy header (" + std::to_string(entry.size) + " bytes)");
-  auto head = zip.read(entry.name, 0, std::min<int64_t>(entry.size, 12));
+  }
+  auto head = zip.read_prefix(entry.name, std::min<int64_t>(entry.size, 12 + kMaxHeaderBytes));
   if (!head) return head.error();
   const uint8_t* p = head->data();
   if (std::memcmp(p, "\x93NUMPY", 6) != 0) return bad("not a .npy array (no \\x93NUMPY magic)");
   const int major = p[6];
-  if (major < 1 || major > 3)
+  if (major < 1 || major > 3) {
     return bad(".npy format version " + std::to_string(major) + " is unknown");
+  }
   const size_t prefix = major == 1 ? 10 : 12;
   if (head->size() < prefix) return bad("truncated .npy header");
-  int64_t length =
+  const int64_t length =
       major == 1 ? p[8] | p[9] << 8
                  : int64_t{p[8]} | int64_t{p[9]} << 8 | int64_t{p[10]} << 16 | int64_t{p[11]} << 24;
-  if (length > kMaxHeaderBytes) return bad("a .npy header of " + std::to_string(length) + " bytes");
+  if (length > kMaxHeaderBytes) {
+    return bad("a .npy header of " + std::to_string(length) + " bytes");
+  }
   NpyHeader h;
   h.data_offset = static_cast<int64_t>(prefix) + length;
-  if (h.data_offset > entry.size) {
+  if (h.data_offset > static_cast<int64_t>(head->size())) {
     return bad("truncated .npy: its header needs " + std::to_string(h.data_offset) +
                " bytes, the member holds " + std::to_string(entry.size));
   }
-  auto text = zip.read(entry.name, static_cast<int64_t>(prefix), length);
-  if (!text) return text.error();
-  if (auto problem = parse_dict(std::string(text->begin(), text->end()), h)) return bad(*problem);
+  const std::string text(head->begin() + static_cast<long>(prefix),
+                         head->begin() + static_cast<long>(h.data_offset));
+  if (auto problem = parse_dict(text, h)) return bad(*problem);
   return h;
 }
 

@@ -78,8 +78,8 @@ class ZipStore : public ByteStore {
   const std::string& name() const override { return name_; }
   const std::vector<StoreEntry>& entries() const override { return entries_; }
 
-  Result<std::vector<uint8_t>> read(const std::string& entry, int64_t offset,
-                                    int64_t bytes) const override {
+  Result<std::vector<uint8_t>> read_range(const std::string& entry, int64_t offset, int64_t bytes,
+                                          bool to_end) const override {
     if (auto e = check_store_range(*this, entry, offset, bytes)) return *e;
     std::vector<uint8_t> out(static_cast<size_t>(bytes));
     std::lock_guard<std::mutex> lock(mutex_);
@@ -101,7 +101,7 @@ class ZipStore : public ByteStore {
       if (got <= 0) return failure(entry, file, got == 0);
       done += static_cast<size_t>(got);
     }
-    if (compressed) {
+    if (compressed && to_end) {
       // The rest of a deflated member is inflated and dropped, so that its CRC is checked and
       // a stream inflating past its declared size is caught.
       std::vector<uint8_t> rest(kPiece);
