@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/result.h"
@@ -28,8 +29,8 @@ class ByteStore {
   // The file, as messages name it.
   virtual const std::string& name() const = 0;
   // Zip members in archive order; a plain file is one entry named "".
-  virtual const std::vector<StoreEntry>& entries() const = 0;
-  // The entry named `entry`, nullptr when absent.
+  const std::vector<StoreEntry>& entries() const { return entries_; }
+  // The entry named `entry` (the first of that name), nullptr when absent.
   const StoreEntry* find(const std::string& entry) const;
 
   // `bytes` bytes of `entry` from `offset`. Fails (format, naming the file and the entry) when
@@ -49,6 +50,12 @@ class ByteStore {
   // read() (`to_end`) or read_prefix().
   virtual Result<std::vector<uint8_t>> read_range(const std::string& entry, int64_t offset,
                                                   int64_t bytes, bool to_end) const = 0;
+  // Appends an entry (implementations list theirs once, before any read).
+  void add_entry(StoreEntry entry);
+
+ private:
+  std::vector<StoreEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;  // name -> first entry of that name
 };
 
 // A plain file opened read-only (the path must name a readable regular file).

@@ -11,10 +11,13 @@
 namespace attnscope {
 
 const StoreEntry* ByteStore::find(const std::string& entry) const {
-  for (const StoreEntry& e : entries()) {
-    if (e.name == entry) return &e;
-  }
-  return nullptr;
+  auto it = index_.find(entry);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void ByteStore::add_entry(StoreEntry entry) {
+  index_.emplace(entry.name, entries_.size());
+  entries_.push_back(std::move(entry));
 }
 
 Error store_error(const ByteStore& store, const std::string& entry, const std::string& problem,
@@ -44,19 +47,18 @@ namespace {
 class FileStore : public ByteStore {
  public:
   FileStore(std::string name, int fd, int64_t size) : name_(std::move(name)), fd_(fd) {
-    entries_.push_back({"", size, size, false});
+    add_entry({"", size, size, false});
   }
   FileStore(std::string name, std::vector<uint8_t> image) : name_(std::move(name)) {
     const int64_t size = static_cast<int64_t>(image.size());
     image_ = std::move(image);
-    entries_.push_back({"", size, size, false});
+    add_entry({"", size, size, false});
   }
   ~FileStore() override {
     if (fd_ >= 0) ::close(fd_);
   }
 
   const std::string& name() const override { return name_; }
-  const std::vector<StoreEntry>& entries() const override { return entries_; }
 
   Result<std::vector<uint8_t>> read_range(const std::string& entry, int64_t offset, int64_t bytes,
                                           bool) const override {
@@ -86,7 +88,6 @@ class FileStore : public ByteStore {
   std::string name_;
   int fd_ = -1;
   std::vector<uint8_t> image_;
-  std::vector<StoreEntry> entries_;
 };
 
 }  // namespace

@@ -22,7 +22,9 @@ using Kind = PickleNode::Kind;
 // A data.pkl beyond this is refused before it is read (about 300 000 tensors).
 constexpr int64_t kMaxPickleBytes = int64_t{64} << 20;
 constexpr size_t kMaxDepth = 64;
-constexpr size_t kMaxVisits = size_t{1} << 20;
+// Values (container items) walked at most: a dump of 10 000 cases holds about 150 000; a
+// crafted DAG (a list holding the same list twice, 40 times over) would hold 2^40.
+constexpr size_t kMaxVisits = size_t{1} << 18;
 
 const char* const kSaveHint =
     "save a dict of tensors: torch.save({'q': q, 'k': k, 'v': v, 'out': o, ...}, path), a list "
@@ -87,7 +89,7 @@ class Walker {
                         zip_.name() + ": holds a plain value, not a dict of tensors q, k, v",
                         kSaveHint);
     }
-    walk(program_.root, {}, 0);
+    walk(program_.root, 0);
     return error_;
   }
 
@@ -95,22 +97,24 @@ class Walker {
   std::vector<std::string> top_keys;  // of the root dict, for the "no case" message
 
  private:
-  void walk(uint32_t index, const std::vector<std::string>& segments, size_t depth) {
+  // Walks the container `index` found at key path `segments_` (restored on return).
+  void walk(uint32_t index, size_t depth) {
     if (error_) return;
-    if (++visits_ > kMaxVisits || depth > kMaxDepth) {
+    const PickleNode& node = program_.nodes[index];
+    visits_ += 1 + node.items.size();
+    if (visits_ > kMaxVisits || depth > kMaxDepth) {
       error_ = make_error(
           ErrorCode::too_large,
-          zip_.name() + ": " + group_path(segments) + ": " +
+          zip_.name() + ": " + group_path(segments_) + ": " +
               (depth > kMaxDepth ? "containers nested deeper than 64 levels"
-                                 : "more than a million containers and values to walk"),
+                                 : "more than " + std::to_string(kMaxVisits) +
+                                       " values to walk (containers repeat themselves)"),
           "a dump nests a dict per step and layer at most; this file is crafted or not a dump");
       return;
     }
-    const PickleNode& node = program_.nodes[index];
     if (node.kind == Kind::list || node.kind == Kind::tuple) {
       for (size_t i = 0; i < node.items.size(); ++i) {
-        if (is_container(node.items[i]))
-          walk(node.items[i], extend(segments, std::to_string(i)), depth + 1);
+        if (is_container(node.items[i])) descend(node.items[i], std::to_string(i), depth);
       }
       return;
     }
@@ -132,9 +136,9 @@ class Walker {
         last[name] = node.items[i + 1];
       }
     }
-    if (segments.empty()) top_keys = order;
+    if (segments_.empty()) top_keys = order;
     FoundGroup group;
-    group.segments = segments;
+    group.segments = segments_;
     for (const std::string& key : order) {
       const uint32_t value = last[key];
       const PickleNode& v = program_.nodes[value];
@@ -147,7 +151,7 @@ class Walker {
           group.scalars.emplace_back(field, *x);
         }
       } else if (is_container(value)) {
-        walk(value, extend(segments, key), depth + 1);
+        descend(value, key, depth);
       } else if (!field.empty()) {
         if (auto x = scalar_of(v)) group.scalars.emplace_back(field, *x);
       }
@@ -159,9 +163,10 @@ class Walker {
     const Kind k = program_.nodes[index].kind;
     return k == Kind::dict || k == Kind::list || k == Kind::tuple;
   }
-  static std::vector<std::string> extend(std::vector<std::string> segments, std::string key) {
-    segments.push_back(std::move(key));
-    return segments;
+  void descend(uint32_t index, const std::string& key, size_t depth) {
+    segments_.push_back(key);
+    walk(index, depth + 1);
+    segments_.pop_back();
   }
 
   std::optional<FieldValue> scalar_of(const PickleNode& v) const {
@@ -256,6 +261,7 @@ class Walker {
   std::string prefix_;
   bool big_endian_;
   size_t visits_ = 0;
+  std::vector<std::string> segments_;  // key path of the container being walked
   std::optional<Error> error_;
 };
 

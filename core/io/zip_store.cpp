@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/io/byte_store.h"
 
@@ -68,15 +69,14 @@ class ZipStore : public ByteStore {
                               " compressed bytes, more than deflate can produce (a zip bomb)",
                           "the archive is crafted or corrupt; do not open it");
       }
-      entries_.push_back({st.name, static_cast<int64_t>(st.size),
-                          static_cast<int64_t>(st.comp_size), st.comp_method != ZIP_CM_STORE});
-      index_.push_back(static_cast<zip_uint64_t>(i));
+      if (find(st.name) == nullptr) index_.emplace(st.name, static_cast<zip_uint64_t>(i));
+      add_entry({st.name, static_cast<int64_t>(st.size), static_cast<int64_t>(st.comp_size),
+                 st.comp_method != ZIP_CM_STORE});
     }
     return Ok{};
   }
 
   const std::string& name() const override { return name_; }
-  const std::vector<StoreEntry>& entries() const override { return entries_; }
 
   Result<std::vector<uint8_t>> read_range(const std::string& entry, int64_t offset, int64_t bytes,
                                           bool to_end) const override {
@@ -128,10 +128,8 @@ class ZipStore : public ByteStore {
   static constexpr uint64_t kMaxRatio = 1100;
 
   zip_file_t* open(const std::string& entry) const {
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].name == entry) return zip_fopen_index(archive_, index_[i], 0);
-    }
-    return nullptr;
+    auto it = index_.find(entry);
+    return it == index_.end() ? nullptr : zip_fopen_index(archive_, it->second, 0);
   }
 
   // The error of a failed open (file null) or read (`short_data`: the data ended before its
@@ -146,8 +144,7 @@ class ZipStore : public ByteStore {
   std::string name_;
   zip_t* archive_;
   std::vector<uint8_t> image_;  // the bytes an in-memory archive reads from
-  std::vector<StoreEntry> entries_;
-  std::vector<zip_uint64_t> index_;  // libzip's index of each entry
+  std::unordered_map<std::string, zip_uint64_t> index_;  // name -> libzip's index
   mutable std::mutex mutex_;
 };
 

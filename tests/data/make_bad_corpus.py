@@ -8,7 +8,8 @@ Every file is a dump attnscope must refuse: `attnscope-cli info` and `scan` exit
 message naming the file, the object (`object`, "" when the file as a whole is bad), the
 problem (`problem`, a substring of the message) and a hint. Files are small (sizes are
 declared, not written) and deterministic: no timestamps, fixed values, sorted creation.
-Crash reproducers found by fuzzing are kept as `fuzz_*.h5` and are not rewritten here.
+Crash reproducers found by fuzzing are kept as `fuzz_*` (.h5, .pt, ...) and are not rewritten
+here; their expectations are kept from the previous expected.json.
 """
 import json
 import os
@@ -298,7 +299,7 @@ def main():
         make(out)
     chunk_corpus(out, expect)
     bug_report_corpus(out, expect)
-    fuzz = sorted(n for n in os.listdir(out) if n.startswith("fuzz_") and n.endswith(".h5"))
+    fuzz = sorted(n for n in os.listdir(out) if n.startswith("fuzz_"))
     previous = {}
     expected_path = os.path.join(out, "expected.json")
     if os.path.exists(expected_path):
