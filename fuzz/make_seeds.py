@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
-"""Builds the fuzzer's seed corpus: the hostile corpus plus the sample dump's small cases.
-The fuzz_*.h5 reproducers (HDF5 library faults) are left out: they would only re-report.
+"""Builds the fuzzers' seed corpora, one folder per target under OUT_DIR.
 
     make_seeds.py SAMPLE BAD_DIR OUT_DIR
 
-The six sample cases taking the least space in the file (random tensors, about 110 KiB each)
-are copied with their attributes and stored types into OUT_DIR/sample_<path>.h5.
+    dump_reader_fuzz   the hostile corpus's .h5 files plus the six sample cases taking the least
+                       space in the file (copied with their attributes and stored types)
+    zip_dump_fuzz      the hostile .pt / .npz files plus small valid ones written by torch.save
+                       and numpy.savez / savez_compressed (a dict, a list, nested layers, bf16
+                       views, a Fortran-order array)
+    pickle_fuzz        the data.pkl of every .pt above
+    safetensors_fuzz   the hostile .safetensors files plus one written by safetensors
+
+The fuzz_*.h5 reproducers (HDF5 library faults) are left out: they would only re-report.
 """
 import os
 import shutil
 import sys
+import zipfile
 
 import h5py
+import numpy as np
+import torch
+from safetensors.torch import save_file
 
 
 def case_bytes(group):
     return sum(d.id.get_storage_size() for d in group.values() if isinstance(d, h5py.Dataset))
 
 
-def main():
-    sample, bad, out = sys.argv[1:4]
-    os.makedirs(out, exist_ok=True)
+def hdf5_seeds(sample, bad, out):
     for name in sorted(os.listdir(bad)):
         if name.endswith(".h5") and not name.startswith("fuzz_"):
             shutil.copy(os.path.join(bad, name), os.path.join(out, "bad_" + name))
@@ -34,7 +42,66 @@ def main():
                 for key, value in f.attrs.items():
                     seed.attrs[key] = value
                 f.copy(f[path], seed, name="/" + path)
-    print("seeds:", len(os.listdir(out)))
+
+
+def zip_seeds(bad, out):
+    for name in sorted(os.listdir(bad)):
+        if name.endswith((".pt", ".npz")):
+            shutil.copy(os.path.join(bad, name), os.path.join(out, "bad_" + name))
+    g = torch.Generator().manual_seed(7)
+    t = lambda *s, dtype=torch.float32: torch.randn(*s, generator=g).to(dtype)
+    qkv = t(1, 3, 3, 2, 4, dtype=torch.bfloat16)
+    torch.save({"q": t(1, 2, 3, 4), "k": t(1, 2, 3, 4), "v": t(1, 2, 3, 4), "out_grad":
+                t(1, 2, 3, 4), "scale": 0.5, "is_causal": True}, os.path.join(out, "flat.pt"))
+    torch.save({"step_1": {"layer_%d" % i: {"query": qkv[:, :, 0].transpose(1, 2), "key":
+                qkv[:, :, 1].transpose(1, 2), "value": qkv[:, :, 2].transpose(1, 2)}
+                for i in range(2)}}, os.path.join(out, "nested_views.pt"))
+    torch.save([{"q": t(2, 4), "k": t(3, 4), "v": t(3, 4), "mask": t(2, 3) > 0}],
+               os.path.join(out, "list.pt"), pickle_protocol=4)
+    arrays = {"q": t(1, 2, 3, 4).numpy(), "k": np.asfortranarray(t(1, 2, 3, 4).numpy()),
+              "v": t(1, 2, 3, 4).numpy().astype(np.float16), "scale": np.float64(0.3)}
+    np.savez(os.path.join(out, "plain.npz"), **arrays)
+    np.savez_compressed(os.path.join(out, "compressed.npz"),
+                        **{"layer_0/" + k: v for k, v in arrays.items()})
+
+
+def pickle_seeds(zips, out):
+    for name in sorted(os.listdir(zips)):
+        if not name.endswith(".pt"):
+            continue
+        try:
+            with zipfile.ZipFile(os.path.join(zips, name)) as z:
+                pickles = [n for n in z.namelist() if n.endswith("data.pkl")]
+                if pickles:
+                    with open(os.path.join(out, name[:-3] + ".pkl"), "wb") as f:
+                        f.write(z.read(pickles[0]))
+        except (zipfile.BadZipFile, OSError):
+            pass
+
+
+def safetensors_seeds(bad, out):
+    for name in sorted(os.listdir(bad)):
+        if name.endswith(".safetensors"):
+            shutil.copy(os.path.join(bad, name), os.path.join(out, "bad_" + name))
+    g = torch.Generator().manual_seed(8)
+    t = lambda *s: torch.randn(*s, generator=g).to(torch.bfloat16)
+    save_file({"q": t(1, 2, 3, 4), "k": t(1, 2, 3, 4), "v": t(1, 2, 3, 4),
+               "layer_1.q": t(2, 4), "layer_1.k": t(3, 4), "layer_1.v": t(3, 4)},
+              os.path.join(out, "valid.safetensors"), metadata={"scale": "0.5"})
+
+
+def main():
+    sample, bad, out = sys.argv[1:4]
+    folders = {name: os.path.join(out, name) for name in
+               ("dump_reader_fuzz", "zip_dump_fuzz", "pickle_fuzz", "safetensors_fuzz")}
+    for folder in folders.values():
+        os.makedirs(folder, exist_ok=True)
+    hdf5_seeds(sample, bad, folders["dump_reader_fuzz"])
+    zip_seeds(bad, folders["zip_dump_fuzz"])
+    pickle_seeds(folders["zip_dump_fuzz"], folders["pickle_fuzz"])
+    safetensors_seeds(bad, folders["safetensors_fuzz"])
+    for name, folder in folders.items():
+        print("seeds of %s: %d" % (name, len(os.listdir(folder))))
 
 
 if __name__ == "__main__":

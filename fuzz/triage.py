@@ -6,7 +6,7 @@
 Each crash- / leak- / timeout- / oom- file is re-run alone; the first stack frame of the report
 that is not the sanitizer, libFuzzer or libc decides (frames inside the fuzzer binary without
 a source line are the sanitizer's interceptors, e.g. "in strdup (dump_reader_fuzz+0x...)", and
-libFuzzer's own code): inside libhdf5 it is a bug of the HDF5
+libFuzzer's own code): inside libhdf5 (or libzip) it is a bug of that
 library itself, which attnscope contains by opening untrusted files in attnscope-probe first
 (core/io/dump_probe.h), so it is listed but does not fail; anything else fails. Keep every new
 reproducer as tests/data/bad/fuzz_<what>.h5.
@@ -18,7 +18,7 @@ import sys
 
 # A frame is "#N 0xPC in FUNCTION WHERE", or "#N 0xPC  (MODULE+0xOFFSET)" without a symbol.
 FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ +(?:in )?(\S+)(.*)$")
-NO_SOURCE_IN_FUZZER = re.compile(r"\(\S*dump_reader_fuzz\+0x[0-9a-f]+\)")
+NO_SOURCE_IN_FUZZER = re.compile(r"\(\S*_fuzz\+0x[0-9a-f]+\)")
 RUNTIME = ("__interceptor_", "__asan", "__sanitizer", "__lsan", "__ubsan", "fuzzer::", "malloc",
            "calloc", "realloc", "operator new", "__libc_", "libc.so", "memcpy", "memmove",
            "memset", "strlen", "__GI_", "raise", "abort")
@@ -32,7 +32,9 @@ def owner(report):
         text = match.group(1) + match.group(2)
         if any(r in text for r in RUNTIME) or NO_SOURCE_IN_FUZZER.search(text):
             continue
-        return "hdf5" if "libhdf5" in text else text.strip()
+        if "libhdf5" in text:
+            return "hdf5"
+        return "libzip" if "libzip.so" in text else text.strip()
     return "unknown"
 
 
@@ -62,7 +64,8 @@ def main():
     for name in names:
         run, where = rerun(fuzzer, os.path.join(artifacts, name))
         kind = next((l.strip() for l in run.stderr.splitlines() if "ERROR:" in l), "")
-        verdict = "HDF5 library bug, contained by attnscope-probe" if where == "hdf5" else "FAIL"
+        library = {"hdf5": "HDF5", "libzip": "libzip"}.get(where)
+        verdict = library + " library bug, contained by attnscope-probe" if library else "FAIL"
         if where == "does not reproduce":
             verdict = "flaky (no report when re-run alone)"
         print("%s: %s: %s [%s]" % (name, verdict, kind[:160], where[:120]))
