@@ -106,6 +106,13 @@ Result<CaseInfo> build_case(const FoundGroup& group, const std::vector<const Fou
     }
   }
   info.tensors = std::move(ordered);
+  // Without a dtype field the run's precision is q's stored one when that is half precision
+  // (a bug report's bf16 tensors come from a bf16 run); fp32 otherwise, as for HDF5.
+  const TensorInfo& q = info.tensors.front();
+  if (info.config.dtype.empty() && q.name == "q" &&
+      (q.dtype == DType::f16 || q.dtype == DType::bf16)) {
+    info.config.dtype = dtype_name(q.dtype);
+  }
   auto dims = infer_case_dims(info.tensors, info.config.layout, where);
   if (!dims) return dims.error();
   info.dims = *dims;

@@ -51,6 +51,7 @@ std::string group_path(const std::vector<std::string>& segments);
 // groups that look like cases but are invalid to listing.rejected, each error naming `file`,
 // the group and the key. The scalars of a group apply to it and to every group below it (a
 // file-level is_causal covers each layer). Tensors beyond options.max_tensor_bytes are refused.
+// A case without a dtype field whose q is float16 / bfloat16 ran in that precision.
 void assemble_cases(const std::vector<FoundGroup>& groups, const std::string& file,
                     const OpenOptions& options, DumpListing& listing);
 
