@@ -26,7 +26,8 @@ const char* const kUnsupportedHint =
 const char* const kLimitHint = "a dump's pickle holds a few values per tensor; this one is crafted";
 
 // Storage types torch.save names in persistent ids (torch.<Type>), and torch dtypes it may
-// store as values; anything else from torch is refused.
+// store as values; torch.Size and torch.device (shapes and devices next to the tensors) are
+// rebuilt as a tuple and a text; anything else from torch is refused.
 constexpr const char* kStorageTypes[] = {
     "FloatStorage",  "HalfStorage", "BFloat16Storage",     "DoubleStorage",
     "BoolStorage",   "ByteStorage", "CharStorage",         "ShortStorage",
@@ -41,6 +42,7 @@ bool allowed_global(const std::string& module, const std::string& name) {
   if (module == "collections") return name == "OrderedDict";
   if (module == "torch.storage") return name == "UntypedStorage";
   if (module != "torch") return false;
+  if (name == "Size" || name == "device") return true;
   for (const char* t : kStorageTypes) {
     if (name == t) return true;
   }
@@ -270,7 +272,26 @@ class Machine {
       }
       return push_new(std::move(dict));
     }
-    refuse("refuses to call '" + f.text + "': only tensor rebuilds and OrderedDict are called");
+    if (f.text == "torch.Size") {  // a tuple of ints
+      if (args.size() != 1 ||
+          (node(args[0]).kind != Kind::tuple && node(args[0]).kind != Kind::list)) {
+        return fail("torch.Size without a sequence");
+      }
+      return container(Kind::tuple, node(args[0]).items);
+    }
+    if (f.text == "torch.device") {  // its text, "cuda:0"
+      if (args.empty() || args.size() > 2 || node(args[0]).kind != Kind::text ||
+          (args.size() == 2 && node(args[1]).kind != Kind::integer)) {
+        return fail("torch.device with unexpected arguments");
+      }
+      PickleNode n;
+      n.kind = Kind::text;
+      n.text = node(args[0]).text +
+               (args.size() == 2 ? ":" + std::to_string(node(args[1]).integer) : std::string());
+      return push_new(std::move(n));
+    }
+    refuse("refuses to call '" + f.text +
+           "': only tensor rebuilds, OrderedDict, torch.Size and torch.device are called");
   }
   void rebuild_tensor(const std::vector<uint32_t>& args) {
     // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])

@@ -3,7 +3,8 @@
 // it, which is how a hostile .pt runs os.system. This machine runs the opcodes itself and never
 // imports or calls anything: it knows the few globals torch.save writes for a dict of tensors
 // (torch._utils._rebuild_tensor_v2 / _rebuild_parameter, collections.OrderedDict, the
-// torch.*Storage types of persistent ids, torch dtypes as values) and refuses any other global
+// torch.*Storage types of persistent ids, torch dtypes as values, torch.Size and torch.device
+// rebuilt as a tuple and a text) and refuses any other global
 // at the opcode that names it, before anything could use it. Its result is a tree of plain
 // values (None, bool, int, float, str, bytes, tuple, list, dict) with tensors as leaves.
 // Resources are bounded: nodes, stack, memo and marks have limits, lengths are checked against

@@ -71,7 +71,11 @@ def sdpa_case(b, h, s, d, dtype=torch.float32, keys=("q", "k", "v", "out", "out_
 def flat_fp32():
     # pytorch #119320: q, k, v, out, out_grad of an SDPA call, fp32, plus scale / is_causal.
     tensors = sdpa_case(2, 4, 33, 16)
-    torch.save(dict(tensors, scale=0.2, is_causal=False), os.path.join(OUT, "flat_fp32.pt"))
+    # Next to the tensors, values bug reports carry: a torch.Size, a torch.device, a dtype.
+    extra = {"input_shape": tensors["q"].shape, "device": torch.device("cpu"),
+             "torch_dtype": torch.float32}
+    torch.save(dict(tensors, scale=0.2, is_causal=False, **extra),
+               os.path.join(OUT, "flat_fp32.pt"))
     write_ref("flat_fp32", {"/case": (tensors, {"scale": 0.2, "causal": False})})
     torch.save(dict(tensors, scale=0.2, is_causal=False), os.path.join(OUT, "flat_proto4.pt"),
                pickle_protocol=4)

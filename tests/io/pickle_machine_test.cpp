@@ -104,6 +104,19 @@ TEST(Pickle, builtins_eval_and_torch_load_are_refused) {
   }
 }
 
+TEST(Pickle, torch_size_and_device_become_a_tuple_and_a_text) {
+  Asm a;  // (torch.Size((2, 3)), torch.device("cuda", 1))
+  a.global("torch", "Size").integer(2).integer(3).u8(0x86).u8(0x85).op('R');
+  a.global("torch", "device").text("cuda").integer(1).u8(0x86).op('R').u8(0x86);
+  const Result<PickleProgram> p = a.run();
+  ASSERT_TRUE(p.ok()) << p.error().describe();
+  const PickleNode& root = p->nodes[p->root];
+  ASSERT_EQ(root.items.size(), 2u);
+  EXPECT_EQ(p->nodes[root.items[0]].kind, Kind::tuple);
+  EXPECT_EQ(p->nodes[root.items[0]].items.size(), 2u);
+  EXPECT_EQ(p->nodes[root.items[1]].text, "cuda:1");
+}
+
 TEST(Pickle, calling_an_allowed_storage_type_is_refused) {
   Asm a;
   a.global("torch", "FloatStorage").integer(3).u8(0x85).op('R');
