@@ -74,8 +74,8 @@ void print_descriptions(const std::vector<CaseInfo>& cases) {
 }
 
 void print_table(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
-  std::cout << dump.path() << ": " << cases.size() << " case" << (cases.size() == 1 ? "" : "s")
-            << "\n\n";
+  std::cout << dump.path() << " (" << dump.format() << "): " << cases.size() << " case"
+            << (cases.size() == 1 ? "" : "s") << "\n\n";
   TextTable table(
       {"path", "name", "shape", "stored", "run dtype", "layout", "scale", "inputs", "recorded"});
   for (const CaseInfo& c : cases) {
@@ -111,6 +111,7 @@ void write_json(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
   JsonWriter json(std::cout);
   json.begin_object();
   json.field("file", dump.path());
+  json.field("format", dump.format());
   json.key("cases").begin_array();
   for (const CaseInfo& c : cases) {
     json.begin_object();

@@ -48,9 +48,11 @@ class CliBugReportTest(CliTestCase):
                     "nested_layers.pt": ["/step_3/layer_2", "/step_3/layer_10"],
                     "sdpa.npz": ["/case"], "sdpa_compressed.npz": ["/layer_0", "/layer_1"],
                     "sdpa_st.safetensors": ["/layers/0", "/layers/1"]}
+        formats = {".pt": "pt", ".npz": "npz", ".safetensors": "safetensors"}
         for name, paths in expected.items():
             doc = self.cli_json("info", "--json", report(name), exit=0)
             self.assertEqual([c["path"] for c in doc["cases"]], paths, name)
+            self.assertEqual(doc["format"], formats[os.path.splitext(name)[1]])
         doc = self.cli_json("info", "--json", report("bf16_views.pt"), exit=0)
         case = doc["cases"][0]
         self.assertEqual(case["tensors"]["q"]["dtype"], "bfloat16")
