@@ -109,7 +109,7 @@ void ExportTest::annotation_json_round_trip_rejects_garbage() {
 }
 
 void ExportTest::box_tool_places_annotation_with_the_mouse() {
-  DumpCopy dump;
+  SampleCopy dump;
   ExportWindow w;
   QVERIFY(w.open(dump.path, kCase, 3, Mode::unfused));
   AnnotationController* notes = w.window->annotations();
@@ -154,7 +154,7 @@ void ExportTest::box_tool_places_annotation_with_the_mouse() {
 }
 
 void ExportTest::annotations_survive_closing_and_reopening() {
-  DumpCopy dump;
+  SampleCopy dump;
   const QByteArray hashBefore =
       QCryptographicHash::hash(readAll(dump.path), QCryptographicHash::Sha256);
   const QDateTime mtimeBefore = QFileInfo(dump.path).lastModified();
@@ -194,7 +194,7 @@ void ExportTest::annotations_survive_closing_and_reopening() {
 }
 
 void ExportTest::corrupt_sidecar_is_kept_aside() {
-  DumpCopy dump;
+  SampleCopy dump;
   const QString sidecar = dump.path + QStringLiteral(".attnscope.json");
   const QByteArray garbage("{ \"format\": \"attnscope-session\", \"cases\": { truncated");
   writeAll(sidecar, garbage);
@@ -220,7 +220,7 @@ void ExportTest::corrupt_sidecar_is_kept_aside() {
 }
 
 void ExportTest::newer_session_version_keeps_unknown_fields() {
-  DumpCopy dump;
+  SampleCopy dump;
   const QString sidecar = dump.path + QStringLiteral(".attnscope.json");
   const QByteArray newer = R"({"format": "attnscope-session", "version": 99,
     "future_top": {"x": 1},

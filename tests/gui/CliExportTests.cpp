@@ -99,7 +99,7 @@ void ExportTest::cli_export_writes_stamped_figures_headless() {
 }
 
 void ExportTest::cli_export_includes_sidecar_annotations() {
-  DumpCopy dump;
+  SampleCopy dump;
   const QString sidecar = dump.path + QStringLiteral(".attnscope.json");
   const QByteArray session = R"({"format": "attnscope-session", "version": 1, "cases": {
     "/fp16_score_overflow": {"batch": 0, "head": 3, "view": "S", "annotations": [
@@ -266,7 +266,7 @@ void ExportTest::bad_dumps_show_error_dialog_not_crash() {
   QVERIFY(box->informativeText().startsWith(QStringLiteral("Hint: ")));
   QVERIFY(box->informativeText().size() > 10);
   box->close();
-  DumpCopy good;
+  SampleCopy good;
   QVERIFY(shown.open(good.path, kCase, 0, Mode::fused));
 }
 

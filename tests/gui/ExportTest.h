@@ -10,20 +10,13 @@
 #include <memory>
 
 #include "app/gui/MainWindow.h"
+#include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {
 
-// The bundled sample dump, the hostile corpus and the CLI under test.
-QString samplePath();
+// The hostile corpus and the CLI under test.
 QString badCorpusDir();
 QString cliPath();
-
-// A copy of the sample in its own temporary folder (sidecars are written next to it).
-struct DumpCopy {
-  QTemporaryDir dir;
-  QString path;
-  DumpCopy();
-};
 
 // A shown MainWindow whose errors are collected (unless keepDialogs), opened on a case with
 // the given settings and waited for until its first result is shown.

@@ -20,20 +20,12 @@
 
 namespace attnscope::test {
 
-QString samplePath() {
-  return QStringLiteral(ATTNSCOPE_SAMPLE);
-}
-
 QString badCorpusDir() {
   return QStringLiteral(ATTNSCOPE_BAD_CORPUS);
 }
 
 QString cliPath() {
   return QStringLiteral(ATTNSCOPE_CLI);
-}
-
-DumpCopy::DumpCopy() : path(dir.filePath(QStringLiteral("seed_cases.h5"))) {
-  QVERIFY(QFile::copy(samplePath(), path));
 }
 
 ExportWindow::ExportWindow(bool keepDialogs) : window(std::make_unique<MainWindow>()) {
@@ -97,7 +89,7 @@ int64_t pixelsOfColor(const QImage& image, QRgb color) {
 }  // namespace
 
 void ExportTest::export_png_pdf_svg_carry_the_stamp() {
-  DumpCopy dump;
+  SampleCopy dump;
   ExportWindow w;
   QVERIFY(w.open(dump.path, QStringLiteral("/fp16_score_overflow"), 3, Mode::unfused));
   QTemporaryDir out;
@@ -147,7 +139,7 @@ void ExportTest::export_png_pdf_svg_carry_the_stamp() {
 }
 
 void ExportTest::export_replaces_atomically_and_rejects_bad_targets() {
-  DumpCopy dump;
+  SampleCopy dump;
   ExportWindow w;
   QTemporaryDir out;
   QString error;
@@ -190,7 +182,7 @@ int outlinePixels(const QImage& image) {
 }  // namespace
 
 void ExportTest::export_all_views_writes_images_and_index() {
-  DumpCopy dump;
+  SampleCopy dump;
   ExportWindow w;
   QVERIFY(w.open(dump.path, QStringLiteral("/fp16_score_overflow"), 3, Mode::unfused));
   Annotation note;

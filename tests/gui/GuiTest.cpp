@@ -12,10 +12,6 @@
 
 namespace attnscope::test {
 
-QString samplePath() {
-  return QStringLiteral(ATTNSCOPE_SAMPLE);
-}
-
 WindowFixture::WindowFixture(bool keepDialogs) : window(std::make_unique<MainWindow>()) {
   if (!keepDialogs) {
     window->setErrorHandler([this](const QString& title, const QString& message, const QString&) {

@@ -10,11 +10,11 @@
 
 #include "app/gui/MainWindow.h"
 #include "core/view/head_compute.h"
+#include "tests/gui/TestSupport.h"
 
 namespace attnscope::test {
 
-// The bundled sample dump, and its case whose QK^T overflows fp16 in head 3.
-QString samplePath();
+// The sample's case whose QK^T overflows fp16 in head 3.
 inline const QString kOverflowCase = QStringLiteral("/fp16_score_overflow");
 
 // A shown MainWindow with errors collected instead of shown (unless keepDialogs).

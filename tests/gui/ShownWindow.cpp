@@ -1,21 +1,12 @@
 // The shown-window fixture of the interaction and session suites (see ShownWindow.h).
 #include "tests/gui/ShownWindow.h"
 
-#include <QFile>
 #include <QtTest>
 
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/SessionContext.h"
 
 namespace attnscope::test {
-
-QString samplePath() {
-  return QStringLiteral(ATTNSCOPE_SAMPLE);
-}
-
-SampleCopy::SampleCopy() : path(dir.filePath(QStringLiteral("seed_cases.h5"))) {
-  QVERIFY(QFile::copy(samplePath(), path));
-}
 
 bool waitShown(const std::function<bool()>& done, int timeoutMs) {
   if (!waitUntil(done, timeoutMs)) return false;

@@ -15,16 +15,6 @@
 
 namespace attnscope::test {
 
-// The bundled sample dump.
-QString samplePath();
-
-// A copy of the sample in its own temporary folder (its sidecar is written next to it).
-struct SampleCopy {
-  QTemporaryDir dir;
-  QString path;
-  SampleCopy();
-};
-
 // waitUntil, then one more 50 ms turn of the event loop so that the views take what was
 // delivered in the turn that made `done` hold.
 bool waitShown(const std::function<bool()>& done, int timeoutMs = 60000);

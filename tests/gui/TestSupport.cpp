@@ -3,9 +3,26 @@
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QtTest>
 
 namespace attnscope::test {
+
+QString samplePath() {
+  static QTemporaryDir dir;
+  static const QString copy = [] {
+    const QString path = dir.filePath(QStringLiteral("seed_cases.h5"));
+    if (!dir.isValid() || !QFile::copy(QStringLiteral(ATTNSCOPE_SAMPLE), path)) {
+      qFatal("cannot copy the sample %s into %s", ATTNSCOPE_SAMPLE, qPrintable(dir.path()));
+    }
+    return path;
+  }();
+  return copy;
+}
+
+SampleCopy::SampleCopy() : path(dir.filePath(QStringLiteral("seed_cases.h5"))) {
+  QVERIFY(QFile::copy(samplePath(), path));
+}
 
 bool waitUntil(const std::function<bool()>& done, int timeoutMs) {
   QElapsedTimer timer;

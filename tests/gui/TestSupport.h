@@ -1,14 +1,27 @@
-// Helpers shared by the GUI test suites: waiting on the event loop for a condition, and user
-// annotations built from their parts.
+// Helpers shared by the GUI test suites: the bundled sample, waiting on the event loop for a
+// condition, and user annotations built from their parts.
 #pragma once
 
 #include <QPointF>
 #include <QString>
+#include <QTemporaryDir>
 #include <functional>
 
 #include "app/plot/Annotation.h"
 
 namespace attnscope::test {
+
+// The bundled sample dump, copied once per test process into a private folder: a sidecar next
+// to the real one (running the app on it writes one) cannot change what a test sees, and no
+// test writes one there.
+QString samplePath();
+
+// Another copy of the sample in a folder of its own, for a test that writes its sidecar.
+struct SampleCopy {
+  QTemporaryDir dir;
+  QString path;
+  SampleCopy();
+};
 
 // Runs the event loop (queued events first, then 10 ms waits) until `done` holds; true as soon
 // as it does, else its value after timeoutMs.
