@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the whole project with AddressSanitizer + UndefinedBehaviorSanitizer (gcc) in its own
-# build directory and runs the whole test suite there. -O1 -g1 (line tables only): reports keep
-# file:line frames, and the LibTorch translation units compile in about half the time of -O2 -g. Any ASan / UBSan report fails the run;
-# LeakSanitizer suppressions (tests/robustness/lsan.supp) cover third-party libraries only.
+# Builds the whole project with AddressSanitizer + UndefinedBehaviorSanitizer in its own build
+# directory and runs the whole test suite there. Compiled by clang-14 (installed by setup.sh for
+# the fuzzers): with the sanitizers it compiles this tree in about two thirds of gcc's time
+# (cpu_accuracy_test.cpp 12.1 -> 5.3 s, case_analysis.cpp 12.9 -> 7.2 s). -O1 -g1 (line tables
+# only): reports keep file:line frames. Any ASan / UBSan report fails the run; LeakSanitizer
+# suppressions (tests/robustness/lsan.supp) cover third-party libraries only.
 # CUDA stays off here: device code cannot be instrumented, the CUDA runtime needs ASan's shadow
 # gap unprotected, and the gpu-labelled tests run (unsanitized) in the normal build. The
 # kernel stages' contracts (ATTNSCOPE_DCHECK, kernels/attn_check.h) are checked here
@@ -27,7 +29,8 @@ FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 if [[ ! -f "$BUILD/build.ninja" ]]; then
   prefix="$("$VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
   log "configuring $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang-14 CXX=clang++-14 cmake -S "$ROOT" -B "$BUILD" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_PREFIX_PATH="$prefix" -DPython3_EXECUTABLE="$VENV/bin/python" \
     -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" $(attnscope_launcher_args) \
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
