@@ -60,9 +60,11 @@ OverviewPanel::OverviewPanel(SessionContext* context, AnalysisController* analys
   headMap_ = new HeatmapView(tr("batch x head"), ColormapKind::sequential,
                              {tr("batch"), tr("head")}, this);
   headMap_->setObjectName(QStringLiteral("overviewHeads"));
+  headMap_->setIndexMap();
   seriesMap_ = new HeatmapView(tr("step x layer"), ColormapKind::sequential,
                                {tr("step"), tr("layer")}, this);
   seriesMap_->setObjectName(QStringLiteral("overviewSeries"));
+  seriesMap_->setIndexMap();
   timeline_ = new RowPlotView(this);
   timeline_->setXAxis(tr("training step"), {}, false);
   seriesNote_ = new QLabel(this);

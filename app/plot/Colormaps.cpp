@@ -167,6 +167,18 @@ std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
   return {lo, hi};
 }
 
+int64_t countBeyondRange(const ColorScale& scale, const std::vector<float>& values) {
+  const bool log = scale.scale == ScaleKind::log;
+  int64_t n = 0;
+  for (float f : values) {
+    if (!std::isfinite(f)) continue;
+    const double v = log ? std::fabs(f) : f;
+    if (log && v == 0) continue;
+    n += v < scale.lo || v > scale.hi;
+  }
+  return n;
+}
+
 ColormapKind colormapFor(const std::vector<float>& values) {
   bool negative = false, positive = false;
   for (float f : values) {

@@ -74,6 +74,10 @@ inline constexpr double kRangeTailFraction = 0.001;
 // no usable value gives [0, 1] ([1e-3, 1] for log).
 std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
                                     const std::vector<float>& values);
+// Finite values outside the scale's [lo, hi] (for log scales |v| outside it; zeros are not
+// counted): what an automatic range leaves to the end colours.
+int64_t countBeyondRange(const ColorScale& scale, const std::vector<float>& values);
+
 // The map that shows the values' structure: diverging around 0 when they take both signs,
 // sequential when they are one-signed (S of 41..51, P, norms).
 ColormapKind colormapFor(const std::vector<float>& values);

@@ -69,12 +69,30 @@ HeatmapView::HeatmapView(const QString& name, ColormapKind colormap, const Heatm
     if (grid_) emit viewWindowChanged(visibleWindow());
   });
   connect(histogram_, &RangeHistogram::rangeEdited, this, &HeatmapView::setColorRange);
+  // Unticking "auto" keeps the range shown (a recompute, a clip, then changes the colours).
   connect(histogram_, &RangeHistogram::automaticToggled, this, [this](bool on) {
-    if (on) setAutoRange();
+    if (on) {
+      setAutoRange();
+    } else {
+      setColorRange(scale_.lo, scale_.hi);
+    }
   });
 }
 
 HeatmapView::~HeatmapView() = default;
+
+void HeatmapView::setIndexMap() {
+  for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
+    QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+    ticker->setTickStep(1.0);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // 1, 2, 5, 10... when dense
+    axis->setTicker(ticker);
+    axis->setSubTicks(false);
+  }
+  histogram_->setVisible(false);
+  plot_->legend->setVisible(false);
+  requestReplot();
+}
 
 void HeatmapView::buildToolbar(QWidget* bar) {
   colormapBox_ = new QComboBox(bar);
@@ -146,6 +164,11 @@ void HeatmapView::buildPlot(const HeatmapAxes& axes) {
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, c, c, 9));
     legendEntries_[k] = g;
   }
+  // Finite values the range leaves to the end colours (an automatic range cuts 0.1 % each end).
+  beyondEntry_ = plot_->addGraph();
+  beyondEntry_->setLineStyle(QCPGraph::lsNone);
+  beyondEntry_->setScatterStyle(
+      QCPScatterStyle(QCPScatterStyle::ssSquare, QColor(0x40, 0x40, 0x40), Qt::white, 9));
   updateLegend();
 
   highlightRect_ = new QCPItemRect(plot_);
@@ -340,6 +363,7 @@ void HeatmapView::fill() {
   }
   histogram_->setRange(scale_.lo, scale_.hi, autoRange_);
   colorScale_->axis()->setLabel(scaleName(scale_.scale));
+  beyondRange_ = countBeyondRange(scale_, g.value);
   updateLegend();
 }
 
@@ -351,6 +375,7 @@ void HeatmapView::updateLegend() {
                                    .arg(QString::fromLatin1(cell_class_name(kLegendClasses[k])))
                                    .arg(counts[k]));
   }
+  beyondEntry_->setName(tr("beyond range %1").arg(beyondRange_));
 }
 
 void HeatmapView::resetAxes() {

@@ -56,6 +56,13 @@ class HeatmapView : public QWidget {
   // Elements per overlay class in the grid shown, and cells drawn in each overlay colour.
   CellCounts overlayCounts() const;
   int64_t overlayCells(CellClass cls) const;
+  // Cells with a finite value outside the colour range (drawn in the end colours; the legend's
+  // "beyond range" count).
+  int64_t beyondRangeCells() const { return beyondRange_; }
+
+  // For maps whose rows and columns are indices (batch x head, step x layer): integer ticks and
+  // no range histogram or overlay legend (the panel says what its cell colours mean).
+  void setIndexMap();
 
   // Title line drawn above the map and into exports (file, case, batch/head, settings).
   void setStamp(const QString& stamp);
@@ -160,6 +167,8 @@ class HeatmapView : public QWidget {
   QCPTextElement* title_ = nullptr;
   QCPItemRect* highlightRect_ = nullptr;
   QCPGraph* legendEntries_[4] = {};
+  QCPGraph* beyondEntry_ = nullptr;
+  int64_t beyondRange_ = 0;  // cells whose finite value lies outside the colour range
   RangeHistogram* histogram_ = nullptr;
   QComboBox* colormapBox_ = nullptr;
   QComboBox* scaleBox_ = nullptr;

@@ -52,7 +52,8 @@ RangeHistogram::RangeHistogram(QWidget* parent) : QWidget(parent) {
   hiEdit_->setToolTip(tr("Upper end of the colour scale (data units)"));
   auto_ = new QCheckBox(tr("auto"), this);
   auto_->setChecked(true);
-  auto_->setToolTip(tr("Fit the colour scale to the finite values shown"));
+  auto_->setToolTip(
+      tr("Fit the colour scale to the finite values shown; untick to keep the current range"));
 
   auto* row = new QHBoxLayout;
   row->addWidget(new QLabel(tr("range"), this));

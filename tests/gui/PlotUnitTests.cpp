@@ -104,6 +104,15 @@ void GuiTest::auto_range_ignores_rare_extremes_and_picks_the_map() {
   const std::vector<float> mixed{-2.f, 0.5f, 1.f, kNaN, std::numeric_limits<float>::infinity()};
   QCOMPARE(colormapFor(mixed), ColormapKind::diverging);
   QCOMPARE(colormapFor({kNaN, 0.f}), ColormapKind::sequential);
+  // What the range leaves to the end colours: finite values outside it (the legend's count).
+  ColorScale linear;
+  linear.lo = 0;
+  linear.hi = 0.5;
+  QCOMPARE(countBeyondRange(linear, p), int64_t{1});  // the P = 1 cell
+  ColorScale log;
+  log.scale = ScaleKind::log;
+  log.lo = 1e-3;
+  QCOMPARE(countBeyondRange(log, {0.f, 1e-5f, 1e-2f, -10.f, kNaN, kInf}), int64_t{2});
 }
 
 void GuiTest::open_target_splits_file_and_case() {
