@@ -35,6 +35,32 @@ const StepperView kViews[] = {{"tile S", "query i", "key j"},
                               {"dV", "key j", "feature"},
                               {"dQ", "query i", "feature"}};
 
+// The tab that shows what a stage computes (where a value it made non-finite is seen).
+const char* stageView(StepStage stage) {
+  switch (stage) {
+    case StepStage::backward_preprocess:
+      return "D";
+    case StepStage::recompute_p:
+      return "tile P";
+    case StepStage::accumulate_dv:
+      return "dV_j acc";
+    case StepStage::compute_dp:
+      return "tile dP";
+    case StepStage::compute_ds:
+      return "tile dS";
+    case StepStage::accumulate_dq:
+      return "dQ acc";
+    case StepStage::accumulate_dk:
+      return "dK_j acc";
+    case StepStage::store_dk_dv:
+      return "dK";
+    case StepStage::store_dq:
+      return "dQ";
+    default:
+      return "tile S";
+  }
+}
+
 QString tileText(int64_t tile) {
   return tile < 0 ? QStringLiteral("all") : QString::number(tile);
 }
@@ -151,7 +177,10 @@ void StepperPanel::showSnapshot() {
               .arg(snap->tile_rows)
               .arg(snap->tile_cols)
               .arg(snap->kv_tiles_done);
-  if (snap->found) text += tr("\nstopped: this step made a value non-finite");
+  if (snap->found) {
+    text += tr("\nstopped: this step made a value non-finite (tab %1)")
+                .arg(QLatin1String(stageView(s.stage)));
+  }
   summary_->setText(text);
   {
     const QSignalBlocker block(slider_);
@@ -169,6 +198,8 @@ void StepperPanel::showSnapshot() {
                     .arg(snap->position)
                     .arg(QString::fromLatin1(step_stage_name(s.stage))));
   }
+  // Run to non-finite: bring the tab forward where the stage's new non-finite values are.
+  if (snap->found) tabs_->setCurrentWidget(view(QString::fromLatin1(stageView(s.stage))));
 }
 
 }  // namespace attnscope

@@ -2,6 +2,7 @@
 // step's tile on every heatmap, F5 lands on the tile an independently driven BackwardStepper
 // finds first non-finite, and the stepper panel shows that tile's intermediates. The stepper,
 // head compute, case summary and scale sweep of one selected case read it from the file once.
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -142,6 +143,12 @@ void GuiTest::run_to_next_nonfinite_lands_on_known_tile() {
   QCOMPARE(*f.window->heatmaps()->view(HeadView::p)->highlight(), expected.step.window);
   QCOMPARE(f.context()->stepTile().qTile, expected.step.q_tile);
   QVERIFY(f.window->stepperPanel()->summary().contains(QStringLiteral("stopped")));
+  // The stepper's tabs show the matrix the stage made non-finite (not tile S).
+  const QTabWidget* tabs = f.window->stepperPanel()->findChild<QTabWidget*>();
+  const auto* shown = static_cast<const HeatmapView*>(tabs->currentWidget());
+  QCOMPARE(expected.step.stage, StepStage::recompute_p);
+  QCOMPARE(shown->name(), QStringLiteral("tile P"));
+  QVERIFY(shown->overlayCounts().nonfinite() > 0);
 
   // A settings change keeps the position; restart clears the outline.
   f.context()->setMaskFill(MaskFill::safe);
