@@ -127,7 +127,7 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
 int run_export(const CommandArgs& args) {
   if (!check_options(args, kCommand,
                      {"view", "format", "out", "batch", "head", "precision", "mode", "scale",
-                      "mask-fill", "clip", "threads", "no-markers"})) {
+                      "mask-fill", "clip", "clip-scope", "threads", "no-markers"})) {
     return kExitUnreadable;
   }
   if (args.positional.size() != 1) {
@@ -154,6 +154,11 @@ int run_export(const CommandArgs& args) {
   if (const std::string* clip = args.option("clip")) {
     request.clip_norm = parse_positive(*clip);
     if (!request.clip_norm) return fail(kCommand, "bad --clip '" + *clip + "'", "a max norm > 0");
+  }
+  if (const std::string* scope = args.option("clip-scope")) {
+    const std::optional<ClipScope> named = clip_scope_named(*scope);
+    if (!named) return fail(kCommand, "bad --clip-scope '" + *scope + "'", "case or kv-head");
+    request.clip_scope = *named;
   }
   if (const std::string* threads = args.option("threads")) {
     const auto n = parse_threads(*threads);

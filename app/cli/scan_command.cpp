@@ -25,10 +25,9 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
     if (!s.clip_norm) return reject(kCommand, "bad --clip '" + *c + "'", "a positive max_norm");
   }
   if (const std::string* c = args.option("clip-scope")) {
-    if (*c != "case" && *c != "kv-head") {
-      return reject(kCommand, "bad --clip-scope '" + *c + "'", "use case or kv-head");
-    }
-    s.clip_scope = *c == "case" ? ClipScope::whole_case : ClipScope::per_kv_head;
+    const std::optional<ClipScope> scope = clip_scope_named(*c);
+    if (!scope) return reject(kCommand, "bad --clip-scope '" + *c + "'", "use case or kv-head");
+    s.clip_scope = *scope;
   }
   if (const std::string* t = args.option("threads")) {
     const auto threads = parse_threads(*t);

@@ -64,8 +64,9 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
   }
   s.scale = r.scale;
   if (r.clip) {
-    s.clip = QStringLiteral("max_norm %1 (total %2, coef %3)")
+    s.clip = QStringLiteral("max_norm %1 per %2 (total %3, coef %4)")
                  .arg(r.clip->max_norm, 0, 'g', 6)
+                 .arg(QLatin1String(clip_scope_name(r.request.clip_scope)))
                  .arg(r.clip->total_norm, 0, 'g', 6)
                  .arg(r.clip->coef, 0, 'g', 6);
   }

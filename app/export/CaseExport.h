@@ -23,8 +23,8 @@ namespace attnscope {
 class RowPlotView;
 
 // The stamp of `view` of a result: file, case, batch / head, precision, mode (and backend when
-// not the own CPU kernel), scale, mask fill, and the clip: "off", or "max_norm X (total T,
-// coef C)" as clip_grad_norm_ applied it.
+// not the own CPU kernel), scale, mask fill, and the clip: "off", or "max_norm X per case (total
+// T, coef C)" (per kv-head) as clip_grad_norm_ applied it.
 FigureStamp stampFor(const HeadResult& result, const QString& view);
 
 // One view to export: its name (file stem and index heading), the widget holding its plot and

@@ -34,7 +34,8 @@ struct CaseSession {
 };
 
 // Version 2 added the per-case "zoom" (later also "zooms", per tab) and "views" and the
-// settings "clip_norm" and "backend"; a version 1 file reads as a version 2 one without them.
+// settings "clip_norm" (later with "clip_scope": "case" or "kv-head", "case" when absent) and
+// "backend"; a version 1 file reads as a version 2 one without them.
 class SessionFile {
  public:
   static constexpr int kVersion = 2;
@@ -67,7 +68,8 @@ class SessionFile {
 
   QMap<QString, CaseSession> cases;  // by case path
   QString lastCase;
-  // The what-if settings last used: precision, mode, scale, mask_fill, clip_norm, backend.
+  // The what-if settings last used: precision, mode, scale, mask_fill, clip_norm, clip_scope,
+  // backend.
   QJsonObject settings;
 
  private:

@@ -20,7 +20,8 @@ std::string settingsKey(const SummarySettings& s) {
          (s.run.scale ? std::to_string(*s.run.scale) : std::string("default")) + "|" +
          std::to_string(fill_key(s.run.mask_fill)) + "|" +
          std::to_string(s.mode ? static_cast<int>(*s.mode) : -1) + "|" +
-         (s.clip_norm ? std::to_string(*s.clip_norm) : std::string("noclip"));
+         (s.clip_norm ? std::to_string(*s.clip_norm) + clip_scope_name(s.clip_scope)
+                      : std::string("noclip"));
 }
 
 // Counts a job as running for as long as it executes on its worker thread.
@@ -167,6 +168,7 @@ SummarySettings AnalysisController::summarySettings() const {
   s.run.mask_fill = c.maskFill;
   s.mode = c.mode;
   s.clip_norm = c.clipNorm;
+  s.clip_scope = c.clipScope;
   return s;
 }
 

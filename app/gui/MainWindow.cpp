@@ -114,7 +114,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   scans_ = new ScanController(context_, this);
   browser_ = new DumpBrowserPanel(context_, scans_, this);
-  controls_ = new ControlsPanel(context_, this);
+  analysis_ = new AnalysisController(context_, this);
+  controls_ = new ControlsPanel(context_, analysis_, this);
   inspector_ = new InspectorPanel(context_, this);
   rowPlots_ = new RowPlotPanel(context_, this);
   addPanelDock(browser_, tr("Dump browser"), QStringLiteral("dumpBrowserDock"),
@@ -237,7 +238,6 @@ void MainWindow::buildMenus() {
 
 void MainWindow::buildAnalysisDocks() {
   stepper_ = new StepperController(context_, this);
-  analysis_ = new AnalysisController(context_, this);
   stepperPanel_ = new StepperPanel(context_, stepper_, this);
   findings_ = new FindingsPanel(context_, analysis_, this);
   overview_ = new OverviewPanel(context_, analysis_, this);

@@ -19,9 +19,17 @@ constexpr int kMaxRecent = 10;
 constexpr int64_t kAlwaysReference = int64_t{512} * 512;
 const char* const kRecentKey = "recentFiles";
 
+// "clip 1" (over the case), "clip 1 per kv head".
+QString clipText(const ComputeSettings& s) {
+  return s.clipScope == ClipScope::whole_case
+             ? SessionContext::tr("clip %1").arg(*s.clipNorm, 0, 'g', 6)
+             : SessionContext::tr("clip %1 per kv head").arg(*s.clipNorm, 0, 'g', 6);
+}
+
 bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
   return a.scale == b.scale && a.precision == b.precision && a.mode == b.mode &&
-         a.maskFill == b.maskFill && a.backend == b.backend && a.clipNorm == b.clipNorm;
+         a.maskFill == b.maskFill && a.backend == b.backend && a.clipNorm == b.clipNorm &&
+         a.clipScope == b.clipScope;
 }
 
 }  // namespace
@@ -176,6 +184,12 @@ void SessionContext::setClipNorm(std::optional<double> maxNorm) {
   changeSettings(next);
 }
 
+void SessionContext::setClipScope(ClipScope scope) {
+  ComputeSettings next = settings_;
+  next.clipScope = scope;
+  changeSettings(next);
+}
+
 void SessionContext::setReferenceWanted(bool wanted) {
   if (wanted == referenceWanted_) return;
   referenceWanted_ = wanted;
@@ -244,7 +258,7 @@ QStringList SessionContext::whatIfs() const {
                .arg(maskFillName(*s.maskFill), maskFillName(r->mask_fill));
   }
   if (w.backend) out << tr("backend %1").arg(QString::fromStdString(s.backend));
-  if (w.clip) out << tr("clip %1").arg(*s.clipNorm, 0, 'g', 6);
+  if (w.clip) out << clipText(s);
   return out;
 }
 
@@ -319,6 +333,7 @@ std::optional<HeadRequest> SessionContext::currentRequest() const {
   r.mode = effectiveMode();
   r.backend = settings_.backend;
   r.clip_norm = settings_.clipNorm;
+  r.clip_scope = settings_.clipScope;
   r.reference = referenceWanted_ || c->dims.seqlen_q * c->dims.seqlen_k <= kAlwaysReference;
   r.scores = scoresWanted_;
   r.batch = batch_;
@@ -448,8 +463,11 @@ QString SessionContext::stamp() const {
              .arg(r.scale, 0, 'g', 8)
              .arg(maskFillName(r.request.settings.mask_fill.value_or(MaskFill::neg_inf))) +
          QStringLiteral(" · clip %1")
-             .arg(r.request.clip_norm ? QString::number(*r.request.clip_norm, 'g', 6)
-                                      : QStringLiteral("off")) +
+             .arg(r.request.clip_norm
+                      ? QStringLiteral("%1 per %2")
+                            .arg(*r.request.clip_norm, 0, 'g', 6)
+                            .arg(QLatin1String(clip_scope_name(r.request.clip_scope)))
+                      : QStringLiteral("off")) +
          (r.backend == "cpu"
               ? QString()
               : QStringLiteral(" · backend %1").arg(QString::fromStdString(r.backend)));

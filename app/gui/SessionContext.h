@@ -34,7 +34,8 @@ struct ComputeSettings {
   std::optional<Mode> mode;
   std::optional<MaskFill> maskFill;
   std::string backend;             // registry variant for O / gradients; empty = own CPU kernel
-  std::optional<double> clipNorm;  // clip_grad_norm_(max_norm) over the head's gradients
+  std::optional<double> clipNorm;  // clip_grad_norm_(max_norm) over the clipScope's gradients
+  ClipScope clipScope = ClipScope::whole_case;
 };
 
 // The backward stepper's current step (DESIGN §6), highlighted on every heatmap: the query rows
@@ -119,6 +120,7 @@ class SessionContext : public QObject {
   void setMaskFill(std::optional<MaskFill> fill);
   void setBackend(const std::string& backend);
   void setClipNorm(std::optional<double> maxNorm);
+  void setClipScope(ClipScope scope);
   // The error-vs-reference heatmaps are shown: results then carry the fp64 reference errors
   // (costly at long sequences, so only on demand; small cases always have them).
   void setReferenceWanted(bool wanted);

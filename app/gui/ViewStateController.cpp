@@ -40,7 +40,10 @@ QJsonObject settingsJson(const ComputeSettings& s) {
     json[QStringLiteral("precision")] = QString::fromLatin1(precision_name(*s.precision));
   }
   if (s.scale) json[QStringLiteral("scale")] = *s.scale;
-  if (s.clipNorm) json[QStringLiteral("clip_norm")] = *s.clipNorm;
+  if (s.clipNorm) {
+    json[QStringLiteral("clip_norm")] = *s.clipNorm;
+    json[QStringLiteral("clip_scope")] = QLatin1String(clip_scope_name(s.clipScope));
+  }
   if (!s.backend.empty()) json[QStringLiteral("backend")] = QString::fromStdString(s.backend);
   return json;
 }
@@ -152,6 +155,9 @@ void ViewStateController::restoreSettings(const QJsonObject& json) {
   context_->setMaskFill(f);
   context_->setScale(positiveNumber(json.value(QStringLiteral("scale"))));
   context_->setClipNorm(positiveNumber(json.value(QStringLiteral("clip_norm"))));
+  context_->setClipScope(
+      clip_scope_named(json.value(QStringLiteral("clip_scope")).toString().toStdString())
+          .value_or(ClipScope::whole_case));
   // A backend this build does not have (e.g. a GPU variant) falls back to the CPU kernels.
   const std::string backend = json.value(QStringLiteral("backend")).toString().toStdString();
   context_->setBackend(find_variant(backend) != nullptr ? backend : std::string());

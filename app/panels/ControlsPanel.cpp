@@ -18,7 +18,9 @@
 #include <cmath>
 
 #include "app/export/SettingNames.h"
+#include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
+#include "app/plot/Colormaps.h"
 #include "core/kernel_registry.h"
 #include "core/replay.h"
 
@@ -34,8 +36,8 @@ QString exactText(double v) {
 
 }  // namespace
 
-ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
-    : QWidget(parent), context_(context) {
+ControlsPanel::ControlsPanel(SessionContext* context, AnalysisController* analysis, QWidget* parent)
+    : QWidget(parent), context_(context), analysis_(analysis) {
   caseLabel_ = new QLabel(tr("no case selected"), this);
   caseLabel_->setWordWrap(true);
   auto* scaleBox = new QWidget(this);
@@ -124,13 +126,24 @@ ControlsPanel::ControlsPanel(SessionContext* context, QWidget* parent)
   connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showSettings);
   connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::updateBackends);
   connect(context_, &SessionContext::resultChanged, this, &ControlsPanel::showClipReport);
+  connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showScaleNote);
+  connect(analysis_, &AnalysisController::summaryChanged, this, &ControlsPanel::showScaleNote);
   onCaseChanged();
 }
 
 void ControlsPanel::buildClipRow(QWidget* box) {
   clipOn_ = new QCheckBox(tr("clip"), box);
   clipOn_->setObjectName(QStringLiteral("clipBox"));
-  clipOn_->setToolTip(tr("clip_grad_norm_(max_norm) over dQ, dK, dV of the head"));
+  clipOn_->setToolTip(
+      tr("clip_grad_norm_(max_norm) over dQ, dK, dV of the whole case (as the findings and "
+         "attnscope-cli run --clip), or per kv head; the gradient tabs show the head's clipped "
+         "share. Untick a gradient tab's range 'auto' first to keep its colours and see the "
+         "change."));
+  clipScope_ = new QComboBox(box);
+  clipScope_->setObjectName(QStringLiteral("clipScopeBox"));
+  clipScope_->addItem(tr("case"), static_cast<int>(ClipScope::whole_case));
+  clipScope_->addItem(tr("per kv head"), static_cast<int>(ClipScope::per_kv_head));
+  clipScope_->setToolTip(tr("What one clip_grad_norm_ call covers"));
   clipEdit_ = new QLineEdit(QStringLiteral("1"), box);
   clipEdit_->setObjectName(QStringLiteral("clipEdit"));
   auto* validator = new QDoubleValidator(clipEdit_);
@@ -143,12 +156,16 @@ void ControlsPanel::buildClipRow(QWidget* box) {
   auto* row = new QHBoxLayout;
   row->addWidget(clipOn_);
   row->addWidget(clipEdit_, 1);
+  row->addWidget(clipScope_);
   auto* layout = new QVBoxLayout(box);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addLayout(row);
   layout->addWidget(clipReport_);
   connect(clipOn_, &QCheckBox::toggled, this, &ControlsPanel::commitClip);
   connect(clipEdit_, &QLineEdit::editingFinished, this, &ControlsPanel::commitClip);
+  connect(clipScope_, &QComboBox::activated, this, [this](int index) {
+    context_->setClipScope(static_cast<ClipScope>(clipScope_->itemData(index).toInt()));
+  });
 }
 
 void ControlsPanel::commitClip() {
@@ -170,19 +187,42 @@ void ControlsPanel::showClipReport() {
     return;
   }
   const ClipResult& c = *r->clip;
-  const auto norms = [](const std::vector<double>& n) {
+  const auto norms = [&c](const std::vector<double>& n) {
     QStringList parts;
-    const char* names[] = {"dQ", "dK", "dV"};
-    for (size_t i = 0; i < n.size() && i < 3; ++i) {
-      parts << QStringLiteral("%1 %2").arg(QLatin1String(names[i]), QString::number(n[i], 'g', 4));
+    for (size_t i = 0; i < n.size() && i < c.names.size(); ++i) {
+      parts << QStringLiteral("%1 %2").arg(QString::fromStdString(c.names[i]),
+                                           QString::number(n[i], 'g', 4));
     }
     return parts.join(QStringLiteral(", "));
   };
-  QString text = tr("total norm %1 · coef %2\nbefore: %3\nafter: %4")
-                     .arg(QString::number(c.total_norm, 'g', 6), QString::number(c.coef, 'g', 6),
-                          norms(c.norms_before), norms(c.norms_after));
+  const CaseInfo* info = context_->caseInfo();
+  const int64_t group = info != nullptr ? info->dims.heads / info->dims.kv_heads : 1;
+  const QString over =
+      r->request.clip_scope == ClipScope::whole_case
+          ? tr("case")
+          : tr("kv head %1 of batch %2").arg(r->request.head / group).arg(r->request.batch);
+  QString text =
+      tr("%1: total norm %2 · coef %3\nbefore: %4\nafter: %5")
+          .arg(over, QString::number(c.total_norm, 'g', 6), QString::number(c.coef, 'g', 6),
+               norms(c.norms_before), norms(c.norms_after));
   if (c.nonfinite_total) text += tr("\nnon-finite total norm: every clipped gradient is NaN");
   clipReport_->setText(text);
+}
+
+void ControlsPanel::showScaleNote() {
+  const auto summary = analysis_->summary();
+  const Precision p = context_->effectivePrecision();
+  // Eager (unfused) attention rounds Q K^T before scaling it; the fused kernel keeps it in fp32.
+  const bool beyond = summary && analysis_->summaryCurrent() && summary->max_abs_qk &&
+                      context_->effectiveMode() == Mode::unfused &&
+                      *summary->max_abs_qk > finfo_max(p);
+  scaleNote_->setVisible(beyond);
+  if (!beyond) return;
+  scaleNote_->setText(
+      tr("No scale helps: Q K^T reaches %1 > %2 (%3 max) before it is scaled, so S is inf at any "
+         "scale. Scale q before the matmul, or run fused (fp32 scores) or bf16.")
+          .arg(formatNumber(*summary->max_abs_qk), QString::number(finfo_max(p), 'g', 6),
+               QLatin1String(precision_name(p))));
 }
 
 void ControlsPanel::buildScaleRow(QWidget* box) {
@@ -200,6 +240,11 @@ void ControlsPanel::buildScaleRow(QWidget* box) {
   reset_->setText(tr("reset"));
   reset_->setToolTip(tr("Back to the case's scale (attribute, else 1/sqrt(D))"));
   defaultLabel_ = new QLabel(box);
+  scaleNote_ = new QLabel(box);
+  scaleNote_->setObjectName(QStringLiteral("scaleNote"));
+  scaleNote_->setWordWrap(true);
+  scaleNote_->setStyleSheet(QStringLiteral("color: #b45309;"));
+  scaleNote_->setVisible(false);
   auto* row = new QHBoxLayout;
   row->addWidget(scaleEdit_, 1);
   row->addWidget(reset_);
@@ -208,6 +253,7 @@ void ControlsPanel::buildScaleRow(QWidget* box) {
   layout->addWidget(slider_);
   layout->addLayout(row);
   layout->addWidget(defaultLabel_);
+  layout->addWidget(scaleNote_);
 
   connect(slider_, &QSlider::valueChanged, this,
           [this](int position) { context_->setScale(sliderToScale(position)); });
@@ -329,8 +375,9 @@ void ControlsPanel::showSettings() {
   mode_->setCurrentIndex(s.mode ? mode_->findData(static_cast<int>(*s.mode)) : 0);
   maskFill_->setCurrentIndex(s.maskFill ? maskFill_->findData(static_cast<int>(*s.maskFill)) : 0);
   backend_->setCurrentIndex(std::max(0, backend_->findData(QString::fromStdString(s.backend))));
-  const QSignalBlocker b7(clipOn_);
+  const QSignalBlocker b7(clipOn_), b8(clipScope_);
   clipOn_->setChecked(s.clipNorm.has_value());
+  clipScope_->setCurrentIndex(clipScope_->findData(static_cast<int>(s.clipScope)));
   if (s.clipNorm) clipEdit_->setText(exactText(*s.clipNorm));
   batch_->setValue(static_cast<int>(context_->batch()));
   head_->setValue(static_cast<int>(context_->head()));

@@ -20,22 +20,28 @@ class QToolButton;
 
 namespace attnscope {
 
+class AnalysisController;
 class SessionContext;
 
 class ControlsPanel : public QWidget {
   Q_OBJECT
 
  public:
-  explicit ControlsPanel(SessionContext* context, QWidget* parent = nullptr);
+  // `analysis`: its case summary tells when no scale can help (Q K^T overflows before it).
+  ControlsPanel(SessionContext* context, AnalysisController* analysis, QWidget* parent = nullptr);
 
   QSlider* scaleSlider() const { return slider_; }
   QLineEdit* scaleEdit() const { return scaleEdit_; }
+  // Under the scale slider: why no scale helps (unfused fp16 with Q K^T beyond 65504); hidden
+  // otherwise.
+  QLabel* scaleNote() const { return scaleNote_; }
   QComboBox* precisionBox() const { return precision_; }
   QComboBox* modeBox() const { return mode_; }
   QComboBox* maskFillBox() const { return maskFill_; }
   QComboBox* backendBox() const { return backend_; }
   QCheckBox* clipBox() const { return clipOn_; }
   QLineEdit* clipEdit() const { return clipEdit_; }
+  QComboBox* clipScopeBox() const { return clipScope_; }
   QLabel* clipReport() const { return clipReport_; }
   QSpinBox* batchBox() const { return batch_; }
   QSpinBox* headBox() const { return head_; }
@@ -56,18 +62,22 @@ class ControlsPanel : public QWidget {
   void updateBackends();
   AttnParams caseParams() const;
   void commitScaleEdit();
+  void showScaleNote();
 
   SessionContext* context_;
+  AnalysisController* analysis_;
   QSlider* slider_ = nullptr;
   QLineEdit* scaleEdit_ = nullptr;
   QToolButton* reset_ = nullptr;
   QLabel* defaultLabel_ = nullptr;
+  QLabel* scaleNote_ = nullptr;
   QComboBox* precision_ = nullptr;
   QComboBox* mode_ = nullptr;
   QComboBox* maskFill_ = nullptr;
   QComboBox* backend_ = nullptr;
   QCheckBox* clipOn_ = nullptr;
   QLineEdit* clipEdit_ = nullptr;
+  QComboBox* clipScope_ = nullptr;
   QLabel* clipReport_ = nullptr;
   QSpinBox* batch_ = nullptr;
   QSpinBox* head_ = nullptr;

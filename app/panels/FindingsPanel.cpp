@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
@@ -33,6 +34,23 @@ QString whereText(const Finding& f) {
   if (f.rows.valid()) parts << QStringLiteral("rows %1").arg(rangeText(f.rows));
   if (f.cols.valid()) parts << QStringLiteral("cols %1").arg(rangeText(f.cols));
   return parts.join(QLatin1Char(' '));
+}
+
+// " · case clip: total norm T, coef C"; per kv head the range of the coefficients.
+QString clipText(const CaseSummary& s) {
+  if (s.clips.empty()) return {};
+  if (s.clips.size() == 1) {
+    return FindingsPanel::tr(" · case clip: total norm %1, coef %2")
+        .arg(s.clips.front().total_norm, 0, 'g', 6)
+        .arg(s.clips.front().coef, 0, 'g', 6);
+  }
+  const auto [lo, hi] =
+      std::minmax_element(s.clips.begin(), s.clips.end(),
+                          [](const ClipResult& a, const ClipResult& b) { return a.coef < b.coef; });
+  return FindingsPanel::tr(" · clip per kv head: %1 calls, coef %2 to %3")
+      .arg(s.clips.size())
+      .arg(lo->coef, 0, 'g', 6)
+      .arg(hi->coef, 0, 'g', 6);
 }
 
 }  // namespace
@@ -101,11 +119,7 @@ void FindingsPanel::showSummary() {
                      .arg(QString::fromLatin1(precision_name(s->precision)),
                           s->upcast ? tr("upcast") : modeName(s->mode))
                      .arg(count_severity(s->findings, Severity::error));
-  if (s->clip_total) {
-    text += tr(" · case clip: total norm %1, coef %2")
-                .arg(*s->clip_total, 0, 'g', 6)
-                .arg(s->clip_coef.value_or(1.0), 0, 'g', 6);
-  }
+  text += clipText(*s);
   header_->setText(text + "\n" + tr("judged %1").arg(QString::fromStdString(s->judged_under)));
   for (size_t i = 0; i < s->findings.size(); ++i) {
     const Finding& f = s->findings[i];

@@ -20,6 +20,7 @@ ClipResult clip_gradients(const std::vector<GradientRef>& grads, double max_norm
   double sum_sq = 0;
   for (const GradientRef& g : grads) {
     const double n = l2_norm(g.data, g.count);
+    r.names.push_back(g.name);
     r.norms_before.push_back(n);
     sum_sq += n * n;
   }
@@ -28,39 +29,63 @@ ClipResult clip_gradients(const std::vector<GradientRef>& grads, double max_norm
   const double coef = max_norm / (r.total_norm + 1e-6);
   // torch.clamp(coef, max=1.0): NaN stays NaN.
   r.coef = std::isnan(coef) ? coef : std::fmin(coef, 1.0);
-  const float factor = static_cast<float>(r.coef);
+  r.norms_after = scale_gradients(grads, r.coef, precision);
+  return r;
+}
+
+std::vector<double> scale_gradients(const std::vector<GradientRef>& grads, double coef,
+                                    Precision precision) {
+  const float factor = static_cast<float>(coef);
+  std::vector<double> norms;
   for (const GradientRef& g : grads) {
     for (int64_t i = 0; i < g.count; ++i) g.data[i] = round_to(precision, g.data[i] * factor);
-    r.norms_after.push_back(l2_norm(g.data, g.count));
+    norms.push_back(l2_norm(g.data, g.count));
   }
-  return r;
+  return norms;
+}
+
+const char* clip_scope_name(ClipScope scope) {
+  return scope == ClipScope::whole_case ? "case" : "kv-head";
+}
+
+std::optional<ClipScope> clip_scope_named(const std::string& name) {
+  for (ClipScope s : {ClipScope::whole_case, ClipScope::per_kv_head}) {
+    if (name == clip_scope_name(s)) return s;
+  }
+  return std::nullopt;
+}
+
+std::vector<GradientRef> clip_set(CaseGradients& grads, ClipScope scope, int64_t b, int64_t g) {
+  if (scope == ClipScope::whole_case) {
+    return {{"dQ", grads.dq.data(), static_cast<int64_t>(grads.dq.size())},
+            {"dK", grads.dk.data(), static_cast<int64_t>(grads.dk.size())},
+            {"dV", grads.dv.data(), static_cast<int64_t>(grads.dv.size())}};
+  }
+  const int64_t q_head = grads.seqlen_q * grads.head_dim;
+  const int64_t k_head = grads.seqlen_k * grads.head_dim;
+  const int64_t v_head = grads.seqlen_k * grads.head_dim_v;
+  const int64_t group = grads.heads / grads.kv_heads;
+  const std::string where = "[b" + std::to_string(b) + ",";
+  const int64_t bg = b * grads.kv_heads + g;
+  std::vector<GradientRef> set = {
+      {"dK" + where + "hk" + std::to_string(g) + "]", grads.dk.data() + bg * k_head, k_head},
+      {"dV" + where + "hk" + std::to_string(g) + "]", grads.dv.data() + bg * v_head, v_head}};
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    set.push_back({"dQ" + where + "h" + std::to_string(h) + "]",
+                   grads.dq.data() + (b * grads.heads + h) * q_head, q_head});
+  }
+  return set;
 }
 
 std::vector<ClipResult> clip_case_gradients(CaseGradients& grads, ClipScope scope, double max_norm,
                                             Precision precision) {
-  const int64_t q_head = grads.seqlen_q * grads.head_dim;
-  const int64_t k_head = grads.seqlen_k * grads.head_dim;
-  const int64_t v_head = grads.seqlen_k * grads.head_dim_v;
   if (scope == ClipScope::whole_case) {
-    return {clip_gradients({{"dQ", grads.dq.data(), static_cast<int64_t>(grads.dq.size())},
-                            {"dK", grads.dk.data(), static_cast<int64_t>(grads.dk.size())},
-                            {"dV", grads.dv.data(), static_cast<int64_t>(grads.dv.size())}},
-                           max_norm, precision)};
+    return {clip_gradients(clip_set(grads, scope, 0, 0), max_norm, precision)};
   }
   std::vector<ClipResult> results;
-  const int64_t group = grads.heads / grads.kv_heads;
   for (int64_t b = 0; b < grads.batch; ++b) {
     for (int64_t g = 0; g < grads.kv_heads; ++g) {
-      const std::string where = "[b" + std::to_string(b) + ",";
-      const int64_t bg = b * grads.kv_heads + g;
-      std::vector<GradientRef> set = {
-          {"dK" + where + "hk" + std::to_string(g) + "]", grads.dk.data() + bg * k_head, k_head},
-          {"dV" + where + "hk" + std::to_string(g) + "]", grads.dv.data() + bg * v_head, v_head}};
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        set.push_back({"dQ" + where + "h" + std::to_string(h) + "]",
-                       grads.dq.data() + (b * grads.heads + h) * q_head, q_head});
-      }
-      results.push_back(clip_gradients(set, max_norm, precision));
+      results.push_back(clip_gradients(clip_set(grads, scope, b, g), max_norm, precision));
     }
   }
   return results;

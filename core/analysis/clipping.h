@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,18 @@ struct ClipResult {
   double total_norm = 0;  // before clipping
   double coef = 1;        // clamped coefficient actually applied
   bool nonfinite_total = false;
+  std::vector<std::string> names;                 // of the GradientRefs, in their order
   std::vector<double> norms_before, norms_after;  // per GradientRef, same order
 };
 
 // Clips `grads` in place; products are rounded to `precision` like a gradient stored in it.
 ClipResult clip_gradients(const std::vector<GradientRef>& grads, double max_norm,
                           Precision precision);
+
+// What clip_gradients does with its coefficient: every element times (float) coef, rounded
+// to `precision`. Returns the norms after, per GradientRef.
+std::vector<double> scale_gradients(const std::vector<GradientRef>& grads, double coef,
+                                    Precision precision);
 
 // L2 norm in fp64 (inf / NaN propagate).
 double l2_norm(const float* data, int64_t count);
@@ -41,12 +48,20 @@ enum class ClipScope : uint8_t {
   per_kv_head  // per (batch, kv head): its dK, dV and the dQ of the query heads reading it
 };
 
+// "case" / "kv-head" (the command lines' --clip-scope), and back (nullopt for other text).
+const char* clip_scope_name(ClipScope scope);
+std::optional<ClipScope> clip_scope_named(const std::string& name);
+
 // Gradients of a case: dq [B,H,Sq,D], dk [B,Hk,Sk,D], dv [B,Hk,Sk,Dv].
 struct CaseGradients {
   int64_t batch = 0, heads = 0, kv_heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0,
           head_dim_v = 0;
   std::vector<float> dq, dk, dv;
 };
+
+// The gradients one clip call covers, in the order it sums them: whole_case dQ, dK, dV of the
+// case (b, g ignored); per_kv_head dK and dV of (b, kv head g), then the dQ of its query heads.
+std::vector<GradientRef> clip_set(CaseGradients& grads, ClipScope scope, int64_t b, int64_t g);
 
 // Clips the case's gradients in place; one ClipResult per clip call (1 for whole_case,
 // B * Hk for per_kv_head, in (b, g) order).

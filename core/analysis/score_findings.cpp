@@ -115,9 +115,14 @@ std::optional<double> add_score_findings(const AnalysisContext& cx, std::vector<
         std::max(scan.row_count,
                  broke_rows.empty() ? 0 : *std::max_element(broke_rows.begin(), broke_rows.end()));
     const std::string lim = " > " + num(limit) + " (" + prec + " max)";
-    f.message = scan.max_qk > limit ? "max |q.k| = " + num(scan.max_qk) + lim +
-                                          " (max |S| = " + num(scan.max_s) + ")"
-                                    : "max |S| = " + num(scan.max_s) + lim;
+    // Q K^T beyond the range overflows before the scale is applied (an eager attention rounds
+    // the product first): S is then inf whatever the scale, though scaled it would fit.
+    f.message = scan.max_qk > limit
+                    ? "max |q.k| = " + num(scan.max_qk) + lim +
+                          ": Q K^T overflows before the scale is applied, so S is inf whatever "
+                          "the scale (scaled in fp64, max |S| would be " +
+                          num(scan.max_s) + ")"
+                    : "max |S| = " + num(scan.max_s) + lim;
     f.message += " in batch " + std::to_string(b) + ", head " + std::to_string(h) + ", " +
                  range_text("rows", rows);
     for (size_t n = 0; n < broke.size(); ++n) {

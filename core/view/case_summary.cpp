@@ -163,6 +163,7 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
   a.modes = {mode};
   a.upcast = upcast;
   a.clip_norm = settings.clip_norm;
+  a.clip_scope = settings.clip_scope;
   a.threads = settings.threads;
   a.cancelled = settings.cancelled;
   Result<CaseAnalysis> analysis = analyze_case(data, a);
@@ -179,10 +180,8 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
     s.precision = run->precision;
     s.metrics = head_metrics(analysis->params, run->out, run->trace);
   }
-  if (!analysis->clips.empty() && !analysis->clips.front().clips.empty()) {
-    s.clip_total = analysis->clips.front().clips.front().total_norm;
-    s.clip_coef = analysis->clips.front().clips.front().coef;
-  }
+  if (!analysis->clips.empty()) s.clips = analysis->clips.front().clips;
+  s.max_abs_qk = analysis->stats.max_abs_qk;
   return s;
 }
 

@@ -56,7 +56,8 @@ HeadMetrics head_metrics(const AttnParams& params, const CpuAttnResult& out, con
 struct SummarySettings {
   RunSettings run;
   std::optional<Mode> mode;         // absent: the recorded backend's (SDPA MATH: upcast)
-  std::optional<double> clip_norm;  // whole-case clip_grad_norm_ for the clip findings
+  std::optional<double> clip_norm;  // clip_grad_norm_ for the clip findings
+  ClipScope clip_scope = ClipScope::whole_case;
   int threads = 0;
   // Polled between the analysis phases (thread-safe); once true the call fails with "cancelled".
   std::function<bool()> cancelled;
@@ -70,8 +71,12 @@ struct CaseSummary {
   std::string judged_under;       // CaseAnalysis::judged_under: as recorded or what-if
   std::vector<Finding> findings;  // errors first
   HeadMetrics metrics;
-  // Whole-case clip_grad_norm_ of the run (set with clip_norm): total norm and coefficient.
-  std::optional<double> clip_total, clip_coef;
+  // The run's clip_grad_norm_ calls (set with clip_norm): one for the whole case, else one per
+  // (batch, kv head) in that order (clip_case_gradients).
+  std::vector<ClipResult> clips;
+  // The largest |q.k| before scaling over the heads the score check scanned (those at risk of
+  // overflow); absent when none was.
+  std::optional<double> max_abs_qk;
 };
 
 // analyze_case in one mode at the settings, then the metrics of that run.

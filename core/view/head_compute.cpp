@@ -203,6 +203,19 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     clock.lap("reference");
   }
 
+  const std::string case_grads_key = in_key + "/" + exact(*scale) + "/" +
+                                     std::to_string(static_cast<int>(request.mode)) + "/" +
+                                     request.backend;
+  if (request.clip_norm && case_grads_key != c.case_grads_key_) {
+    clock.skip();
+    Result<CaseGradients> grads = case_gradients(*c.inputs_, *scale, request.mode, request.backend,
+                                                 request.threads, request.cancelled);
+    if (!grads) return grads.error();
+    c.case_grads_ = std::move(grads).value();
+    c.case_grads_key_ = case_grads_key;
+    clock.lap("case gradients");
+  }
+
   clock.skip();
   out.request = request;
   out.case_path = data.info.path;
@@ -221,9 +234,9 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   }
   HeadOutputs r = c.backend_;  // a copy: clipping scales it in place
   if (request.clip_norm) {
-    const std::vector<GradientRef> grads = {
-        {"dQ", r.dq.data(), sq * dh}, {"dK", r.dk.data(), sk * dh}, {"dV", r.dv.data(), sk * dv}};
-    out.clip = clip_gradients(grads, *request.clip_norm, out.precision);
+    out.clip = covering_clip(c.case_grads_, request.clip_scope, *request.clip_norm, out.precision,
+                             request.batch, request.head);
+    apply_clip(*out.clip, out.precision, r.dq, r.dk, r.dv);
   }
   if (request.reference) {
     const HeadReference& ref = c.reference_;

@@ -1,9 +1,9 @@
 // Plain C++ adapter (no Qt) from a loaded case plus the GUI's what-if settings to what the
 // views of one (batch, head) show: S, P, dP, dS (full resolution or pooled to the view's pixel
-// size), O, dQ, dK, dV of that head from the chosen backend (optionally clipped like
-// clip_grad_norm_ over the head's gradients), their error against the fp64 reference, and the
-// per-row series m, LSE, l, ||O_i||, ||dQ_i||. A HeadCache keeps the stage products so that a
-// change reruns only the stages after it.
+// size), O, dQ, dK, dV of that head from the chosen backend (optionally clipped by the
+// clip_grad_norm_ of the whole case or of its kv-head group, case_clip.h), their error against
+// the fp64 reference, and the per-row series m, LSE, l, ||O_i||, ||dQ_i||. A HeadCache keeps the
+// stage products so that a change reruns only the stages after it.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "core/case_inputs.h"
 #include "core/case_model.h"
 #include "core/result.h"
+#include "core/view/case_clip.h"
 #include "core/view/head_stages.h"
 #include "core/view/head_view.h"
 #include "core/view/matrix_grid.h"
@@ -36,8 +37,11 @@ struct HeadRequest {
   // Registry variant computing O, LSE, dQ, dK, dV (core/kernel_registry.h); empty = the own
   // CPU kernel in `mode`. A variant with a fixed mode runs in that mode.
   std::string backend;
-  std::optional<double> clip_norm;  // clip the head's (dQ, dK, dV) like clip_grad_norm_
-  bool reference = false;           // compute the error grids against the fp64 reference
+  // clip_grad_norm_(clip_norm) over the scope's gradients (the whole case by default, as the
+  // findings and the CLI clip); the head shows its share of the clipped gradients.
+  std::optional<double> clip_norm;
+  ClipScope clip_scope = ClipScope::whole_case;
+  bool reference = false;  // compute the error grids against the fp64 reference
   // Which of S, P, dP, dS to compute when the window is pooled: pooling each one adds several
   // ms to a long head's forward + backward, so the GUI asks for the visible one and computes
   // another when its tab is shown. Grids at full resolution always hold all four.
@@ -75,7 +79,7 @@ struct HeadResult {
   // dk, dv; empty unless request.reference.
   MatrixGrid o_err, dq_err, dk_err, dv_err;
   std::vector<float> m, lse, l, o_norm, dq_norm;  // [Sq] per query row
-  std::optional<ClipResult> clip;  // over {dQ, dK, dV} of the head when clip_norm was set
+  std::optional<ClipResult> clip;  // the clip call covering the head, when clip_norm was set
   double elapsed_ms = 0;
   std::vector<HeadPhase> phases;  // in the order they ran
 
@@ -91,16 +95,17 @@ struct HeadResult {
 // (+ scale, mode) -> score grids (+ window, pixels, budget; each matrix on its own) and backend
 // outputs (+ backend); the fp64 reference depends on the slice and the scale. When the kernel
 // stage runs and the grids are pooled, its backward pools the requested ones on the way; a later
-// window change or request of another matrix recomputes the grids alone. Clipping and the error
-// grids are cheap post-processes, always rerun. Valid for one CaseData: clear() it when the case
-// changes.
+// window change or request of another matrix recomputes the grids alone. With a clip, the whole
+// case's gradients (+ inputs, scale, mode, backend; not the head) are kept too. Applying the
+// clip and the error grids are cheap post-processes, always rerun. Valid for one CaseData:
+// clear() it when the case changes.
 class HeadCache {
  public:
   void clear() { *this = HeadCache{}; }
 
  private:
   friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, head_key_, kernel_key_, backend_key_, reference_key_;
+  std::string inputs_key_, head_key_, kernel_key_, backend_key_, reference_key_, case_grads_key_;
   std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
   std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
   HeadSlice slice_;
@@ -108,6 +113,7 @@ class HeadCache {
   ScoreGrids grids_ = {empty_grid(), empty_grid(), empty_grid(), empty_grid()};  // S, P, dP, dS
   HeadOutputs backend_;
   HeadReference reference_;
+  CaseGradients case_grads_;  // of the whole case, for the clip (case_clip.h)
 };
 
 // Recomputes one head of a loaded case, reusing `cache` (may be null) where the request allows.

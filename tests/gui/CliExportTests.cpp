@@ -1,18 +1,31 @@
 // attnscope-cli export as a real process without a display (stamped PNG / PDF / SVG, sidecar
 // annotations, exit 2 on bad input, a kill mid-export), and the GUI's error dialog on every dump
 // of the hostile corpus tests/data/bad/.
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDir>
 #include <QImage>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QProcess>
 #include <QtTest>
+#include <vector>
 
+#include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/ControlsPanel.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/plot/Colormaps.h"
+#include "app/plot/HeatmapView.h"
+#include "app/plot/RangeHistogram.h"
 #include "core/io/dump_probe.h"
 #include "core/memory_budget.h"
+#include "kernels/attn_names.h"
+#include "kernels/precision.h"
 #include "tests/gui/ExportTest.h"
 
 namespace attnscope::test {
@@ -95,7 +108,7 @@ void ExportTest::cli_export_writes_stamped_figures_headless() {
   const QByteArray pdf = readAll(out.filePath(QStringLiteral("lse.pdf")));
   QVERIFY(pdf.startsWith("%PDF-"));
   QVERIFY(pdf.contains("<attnscope:view>lse</attnscope:view>"));
-  QVERIFY(pdf.contains("<attnscope:clip>max_norm 1 (total "));
+  QVERIFY(pdf.contains("<attnscope:clip>max_norm 1 per case (total "));
 }
 
 void ExportTest::cli_export_includes_sidecar_annotations() {
@@ -139,6 +152,101 @@ void ExportTest::cli_export_includes_sidecar_annotations() {
   QVERIFY(!rowsSvg.contains(QStringLiteral("fp16 overflow band")));
   // The CLI only reads the sidecar.
   QCOMPARE(readAll(sidecar), session);
+}
+
+namespace {
+
+// The clips `attnscope-cli scan --clip 1 --clip-scope SCOPE --json` reports (stats.clip) for
+// the exploding case in `mode`: their coefficients, in clip_case_gradients order.
+std::vector<double> cliClipCoefs(const QString& scope, Mode mode) {
+  const CliRun run =
+      runCli({QStringLiteral("scan"), samplePath() + QStringLiteral("::/exploding_grad"),
+              QStringLiteral("--clip"), QStringLiteral("1"), QStringLiteral("--clip-scope"), scope,
+              QStringLiteral("--json")});
+  const QJsonObject c = QJsonDocument::fromJson(run.out.toUtf8())
+                            .object()[QStringLiteral("cases")]
+                            .toArray()
+                            .at(0)
+                            .toObject()[QStringLiteral("stats")]
+                            .toObject();
+  std::vector<double> coefs;
+  for (const QJsonValue clip : c[QStringLiteral("clip")].toArray()) {
+    const QJsonObject o = clip.toObject();
+    if (o[QStringLiteral("mode")].toString() != QLatin1String(mode_name(mode))) continue;
+    for (const QJsonValue coef : o[QStringLiteral("coef")].toArray())
+      coefs.push_back(coef.toDouble());
+  }
+  return coefs;
+}
+
+}  // namespace
+
+void ExportTest::clip_is_the_same_in_controls_findings_heatmaps_and_cli() {
+  ExportWindow w;
+  QVERIFY(w.window->openTarget({samplePath(), QStringLiteral("/exploding_grad")}));
+  SessionContext* context = w.window->context();
+  const auto resultWith = [&](bool clipped, ClipScope scope) {
+    return waitUntil([&] {
+      const auto r = context->result();
+      return r && r->request.head == 0 && r->clip.has_value() == clipped &&
+             (!clipped || r->request.clip_scope == scope) && w.window->analysis()->summaryCurrent();
+    });
+  };
+  context->setHead(0);
+  QVERIFY(resultWith(false, ClipScope::whole_case));
+  const auto plain = context->result();
+  // Unticking the dQ tab's "auto" range keeps the range shown, so the clip changes colours.
+  context->showView(HeadView::dq);
+  HeatmapView* dqView = w.window->heatmaps()->view(HeadView::dq);
+  QVERIFY(dqView->isVisible());
+  QVERIFY(dqView->grid()->raw == plain->dq.raw);
+  const ColorScale before = dqView->colorScale();
+  dqView->histogram()->findChild<QCheckBox*>()->setChecked(false);
+  QVERIFY(!dqView->automaticRange());
+  QCOMPARE(dqView->colorScale().lo, before.lo);
+  QCOMPARE(dqView->colorScale().hi, before.hi);
+  QCOMPARE(dqView->beyondRangeCells(), countBeyondRange(before, dqView->grid()->value));
+  w.window->controls()->clipEdit()->setText(QStringLiteral("1"));
+  w.window->controls()->clipBox()->setChecked(true);
+  QVERIFY(resultWith(true, ClipScope::whole_case));
+  const auto clipped = context->result();
+  const ClipResult& c = *clipped->clip;
+  // One clip over the whole case: head 0 alone has a tiny norm, the case a huge one.
+  QVERIFY2(c.total_norm > 1e3, qPrintable(QString::number(c.total_norm)));
+  QVERIFY(c.coef < 1e-3);
+  // The findings' summary and the CLI clip with the very same coefficient.
+  const auto summary = w.window->analysis()->summary();
+  QCOMPARE(summary->clips.size(), size_t{1});
+  QCOMPARE(summary->clips.front().coef, c.coef);
+  QCOMPARE(summary->clips.front().total_norm, c.total_norm);
+  QCOMPARE(cliClipCoefs(QStringLiteral("case"), clipped->request.mode),
+           std::vector<double>{c.coef});
+  QVERIFY(w.window->controls()->clipReport()->text().contains(
+      QStringLiteral("case: total norm %1").arg(QString::number(c.total_norm, 'g', 6))));
+  // The dQ tab shows head 0's gradients times that coefficient, rounded as clip_grad_norm_
+  // stores them.
+  QCOMPARE(clipped->dq.raw.size(), plain->dq.raw.size());
+  for (size_t i = 0; i < plain->dq.raw.size(); ++i) {
+    const float want = round_to(clipped->precision, plain->dq.raw[i] * static_cast<float>(c.coef));
+    QCOMPARE(clipped->dq.raw[i], want);
+  }
+  QVERIFY(dqView->grid()->raw == clipped->dq.raw);
+  QCOMPARE(dqView->colorScale().lo, before.lo);
+  QCOMPARE(dqView->colorScale().hi, before.hi);
+  QCOMPARE(dqView->beyondRangeCells(), countBeyondRange(before, dqView->grid()->value));
+
+  // Per kv head: the coefficient of head 0's group, as the CLI computes it.
+  const int index =
+      w.window->controls()->clipScopeBox()->findData(static_cast<int>(ClipScope::per_kv_head));
+  w.window->controls()->clipScopeBox()->setCurrentIndex(index);
+  emit w.window->controls()->clipScopeBox()->activated(index);
+  QVERIFY(resultWith(true, ClipScope::per_kv_head));
+  const ClipResult& g = *context->result()->clip;
+  const std::vector<double> groups = cliClipCoefs(QStringLiteral("kv-head"), clipped->request.mode);
+  QVERIFY(!groups.empty());
+  QCOMPARE(g.coef, groups.front());  // batch 0, kv head 0
+  QCOMPARE(w.window->analysis()->summary()->clips.size(), groups.size());
+  QVERIFY(w.errors.isEmpty());
 }
 
 void ExportTest::cli_export_rejects_bad_input_with_exit_2() {

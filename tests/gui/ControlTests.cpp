@@ -5,8 +5,10 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 
+#include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/HeatmapPanel.h"
@@ -160,6 +162,31 @@ void GuiTest::clip_norm_scales_gradients_and_reports() {
   QVERIFY(spread->clip->nonfinite_total);
   QCOMPARE(spread->dq.counts.nan, spread->seqlen_q * spread->head_dim);
   QVERIFY(controls->clipReport()->text().contains(QStringLiteral("NaN")));
+}
+
+void GuiTest::scale_slider_says_when_no_scale_can_help() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  f.context()->setHead(3);
+  f.context()->setPrecision(Precision::f16);
+  f.context()->setMode(Mode::unfused);
+  QLabel* note = f.window->controls()->scaleNote();
+  // Unfused fp16 rounds Q K^T before scaling it: no scale brings S back.
+  QVERIFY(waitUntil([&] { return f.window->analysis()->summaryCurrent() && !note->isHidden(); }));
+  QVERIFY2(note->text().contains(QStringLiteral("No scale helps")), qPrintable(note->text()));
+  QVERIFY2(note->text().contains(QStringLiteral("65504")), qPrintable(note->text()));
+  // The finding says the same, and why S is drawn inf although scaled it would fit.
+  const auto summary = f.window->analysis()->summary();
+  const auto overflow = std::find_if(
+      summary->findings.begin(), summary->findings.end(),
+      [](const Finding& x) { return x.kind == FindingKind::score_overflow && x.head == 3; });
+  QVERIFY(overflow != summary->findings.end());
+  QVERIFY2(overflow->message.find("overflows before the scale") != std::string::npos,
+           overflow->message.c_str());
+  // The fused kernel keeps the scores in fp32: the scale is in the user's hands again.
+  f.context()->setMode(Mode::fused);
+  QVERIFY(waitUntil([&] { return f.window->analysis()->summaryCurrent(); }));
+  QVERIFY(note->isHidden());
 }
 
 }  // namespace attnscope::test

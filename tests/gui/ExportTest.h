@@ -51,6 +51,7 @@ class ExportTest : public QObject {
   // CliExportTests.cpp
   void cli_export_writes_stamped_figures_headless();
   void cli_export_includes_sidecar_annotations();
+  void clip_is_the_same_in_controls_findings_heatmaps_and_cli();
   void cli_export_rejects_bad_input_with_exit_2();
   void cli_export_killed_mid_write_keeps_a_complete_file();
   void bad_dumps_show_error_dialog_not_crash();

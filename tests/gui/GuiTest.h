@@ -77,6 +77,7 @@ class GuiTest : public QObject {
   void mask_fill_safe_zeroes_fully_masked_rows();
   void backend_picker_runs_registry_variant();
   void clip_norm_scales_gradients_and_reports();
+  void scale_slider_says_when_no_scale_can_help();
 
   // AnalysisViewTests.cpp
   void findings_click_selects_head_and_location();

@@ -17,31 +17,12 @@
 #include "core/view/head_compute.h"
 #include "kernels/reference/reference_attention.h"
 #include "tests/view/head_result_checks.h"
+#include "tests/view/smooth_case.h"
 
 namespace attnscope::test {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Sq = 40 queries, Sk = 56 keys, D = Dv = 16, B = 1 and `heads` = H = Hk heads (each its own
-// values); smooth values of either sign.
-CaseData smoothCase(int64_t heads = 1) {
-  const int64_t sq = 40, sk = 56, d = 16;
-  CaseData c;
-  c.info.path = "/smooth";
-  c.info.dims = {1, heads, heads, sq, sk, d, d};
-  c.info.config.dtype = "float32";
-  const auto fill = [heads](int64_t n, float f) {
-    std::vector<float> x(static_cast<size_t>(heads * n));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = 2.0f * std::sin(f * static_cast<float>(i) + f);
-    return x;
-  };
-  c.tensors["q"] = HostTensor::from_float(DType::f32, {1, heads, sq, d}, fill(sq * d, 0.37f));
-  c.tensors["k"] = HostTensor::from_float(DType::f32, {1, heads, sk, d}, fill(sk * d, 0.53f));
-  c.tensors["v"] = HostTensor::from_float(DType::f32, {1, heads, sk, d}, fill(sk * d, 0.71f));
-  c.tensors["do"] = HostTensor::from_float(DType::f32, {1, heads, sq, d}, fill(sq * d, 0.29f));
-  return c;
-}
 
 double maxAbsOf(const std::vector<float>& x) {
   double m = 0;

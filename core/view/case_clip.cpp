@@ -1,0 +1,80 @@
+// The whole case's gradients computed like a head's, and the clip call covering that head (see
+// case_clip.h).
+#include "core/view/case_clip.h"
+
+#include "core/kernel_registry.h"
+#include "kernels/cpu/fused_attention.h"
+
+namespace attnscope {
+namespace {
+
+std::vector<float> to_floats(const std::vector<double>& x) {
+  return std::vector<float>(x.begin(), x.end());
+}
+
+}  // namespace
+
+Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mode mode,
+                                     const std::string& backend, int threads,
+                                     const std::function<bool()>& cancelled) {
+  AttnParams params = inputs.params;
+  params.scale = scale;
+  CaseGradients g;
+  g.batch = params.batch;
+  g.heads = params.heads;
+  g.kv_heads = params.kv_heads;
+  g.seqlen_q = params.seqlen_q;
+  g.seqlen_k = params.seqlen_k;
+  g.head_dim = params.head_dim;
+  g.head_dim_v = params.head_dim_v;
+  if (backend.empty()) {
+    CpuAttnOptions opt;
+    opt.mode = mode;
+    opt.threads = threads;
+    opt.cancelled = cancelled;
+    const std::vector<float> q = inputs.q_f32(), k = inputs.k_f32(), v = inputs.v_f32();
+    const std::vector<float> dout = inputs.has_dout ? inputs.dout_f32() : std::vector<float>();
+    CpuAttnResult r = cpu_attention(
+        params, opt, {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()});
+    g.dq = std::move(r.dq);
+    g.dk = std::move(r.dk);
+    g.dv = std::move(r.dv);
+    return g;
+  }
+  const KernelVariant* variant = find_variant(backend);
+  if (variant == nullptr) {
+    return make_error(ErrorCode::invalid_argument, "unknown backend '" + backend + "'",
+                      "pick one of the backend list (core/kernel_registry)");
+  }
+  RunConfig config;
+  config.precision =
+      variant->precisions.size() == 1 ? variant->precisions.front() : params.precision;
+  config.mode = variant->modes.empty() ? mode : variant->modes.front();
+  config.threads = threads;
+  params.precision = config.precision;
+  const VariantInputs in{inputs.q.data(), inputs.k.data(), inputs.v.data(),
+                         inputs.has_dout ? inputs.dout.data() : nullptr};
+  Result<VariantOutputs> run = run_variant(*variant, params, config, in);
+  if (!run) return run.error();
+  g.dq = to_floats(run->dq);
+  g.dk = to_floats(run->dk);
+  g.dv = to_floats(run->dv);
+  return g;
+}
+
+ClipResult covering_clip(const CaseGradients& grads, ClipScope scope, double max_norm,
+                         Precision precision, int64_t b, int64_t h) {
+  CaseGradients copy = grads;
+  const int64_t g = h / (grads.heads / grads.kv_heads);  // kv head read by query head h
+  return clip_gradients(clip_set(copy, scope, b, g), max_norm, precision);
+}
+
+void apply_clip(const ClipResult& clip, Precision precision, std::vector<float>& dq,
+                std::vector<float>& dk, std::vector<float>& dv) {
+  scale_gradients({{"dQ", dq.data(), static_cast<int64_t>(dq.size())},
+                   {"dK", dk.data(), static_cast<int64_t>(dk.size())},
+                   {"dV", dv.data(), static_cast<int64_t>(dv.size())}},
+                  clip.coef, precision);
+}
+
+}  // namespace attnscope
