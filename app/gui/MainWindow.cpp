@@ -17,6 +17,7 @@
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
@@ -28,6 +29,7 @@
 #include "app/export/CaseExport.h"
 #include "app/gui/AnalysisController.h"
 #include "app/gui/AnnotationController.h"
+#include "app/gui/CompareController.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
 #include "app/gui/FindingNavigator.h"
@@ -40,6 +42,7 @@
 #include "app/gui/ViewStateController.h"
 #include "app/gui/WindowShortcuts.h"
 #include "app/panels/AnnotationListPanel.h"
+#include "app/panels/ComparePanel.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/FindingsPanel.h"
@@ -104,12 +107,22 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   worker_ = new ComputeWorker(this);
   heatmaps_ = new HeatmapPanel(context_, this);
   whatIfBanner_ = new WhatIfBanner(context_, this);
+  compare_ = new CompareController(context_, this);
+  comparePanel_ = new ComparePanel(context_, compare_, this);
+  central_ = new QStackedWidget(this);
+  central_->addWidget(heatmaps_);
+  // Scrolled when the window is smaller than the two runs side by side need.
+  auto* compareScroll = new QScrollArea(central_);
+  compareScroll->setFrameShape(QFrame::NoFrame);
+  compareScroll->setWidgetResizable(true);
+  compareScroll->setWidget(comparePanel_);
+  central_->addWidget(compareScroll);
   auto* central = new QWidget(this);
   auto* centralLayout = new QVBoxLayout(central);
   centralLayout->setContentsMargins(0, 0, 0, 0);
   centralLayout->setSpacing(2);
   centralLayout->addWidget(whatIfBanner_);
-  centralLayout->addWidget(heatmaps_, 1);
+  centralLayout->addWidget(central_, 1);
   setCentralWidget(central);
 
   scans_ = new ScanController(context_, this);
@@ -222,6 +235,20 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  view->setObjectName(QStringLiteral("viewMenu"));
+  compareAction_ = view->addAction(tr("&Compare two runs"));
+  compareAction_->setObjectName(QStringLiteral("compareAction"));
+  compareAction_->setCheckable(true);
+  compareAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
+  compareAction_->setToolTip(
+      tr("A view of the head in two runs side by side (another mode, precision, backend or the "
+         "recorded outputs), zoomed together, and their difference"));
+  connect(compareAction_, &QAction::toggled, this,
+          [this](bool on) { central_->setCurrentIndex(on ? 1 : 0); });
+  connect(comparePanel_, &ComparePanel::closeRequested, compareAction_,
+          [this] { compareAction_->setChecked(false); });
 
   menuBar()->addMenu(annotations_->menu());
   menuBar()->addMenu(navigation_->menu());

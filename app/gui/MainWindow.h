@@ -9,8 +9,10 @@
 
 #include "app/gui/AppOptions.h"
 
+class QAction;
 class QDockWidget;
 class QLabel;
+class QStackedWidget;
 class QProgressBar;
 class QToolButton;
 
@@ -18,6 +20,8 @@ namespace attnscope {
 
 class AnalysisController;
 class AnnotationController;
+class CompareController;
+class ComparePanel;
 class AnnotationListPanel;
 class ComputeWorker;
 class ControlsPanel;
@@ -66,6 +70,10 @@ class MainWindow : public QMainWindow {
   FindingsPanel* findings() const { return findings_; }
   OverviewPanel* overview() const { return overview_; }
   SweepPanel* sweep() const { return sweep_; }
+  CompareController* compare() const { return compare_; }
+  ComparePanel* comparePanel() const { return comparePanel_; }
+  // View > Compare two runs (Ctrl+K): the compare view in place of the heatmap tabs.
+  QAction* compareAction() const { return compareAction_; }
   QList<QDockWidget*> docks() const;
 
   // Opens FILE in the background (DumpOpener: requests run in order, the status bar shows
@@ -144,6 +152,10 @@ class MainWindow : public QMainWindow {
   FindingsPanel* findings_ = nullptr;
   OverviewPanel* overview_ = nullptr;
   SweepPanel* sweep_ = nullptr;
+  CompareController* compare_ = nullptr;
+  ComparePanel* comparePanel_ = nullptr;
+  QStackedWidget* central_ = nullptr;  // the heatmap tabs or the compare view
+  QAction* compareAction_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray defaultState_;
   QProgressBar* busy_ = nullptr;

@@ -99,6 +99,9 @@ class GuiTest : public QObject {
   void opening_a_dump_leads_to_its_first_error_finding();
   void f8_walks_findings_through_the_case_and_across_cases();
 
+  // CompareTests.cpp
+  void compare_view_shows_two_runs_side_by_side_zoomed_together();
+
   // DebuggerConventionsTests.cpp
   void help_menu_lists_shortcuts_and_versions();
   void home_and_double_click_show_the_whole_matrix();
