@@ -19,7 +19,6 @@
 namespace attnscope::test {
 namespace {
 
-const QString kPaddingCase = QStringLiteral("/padding_mask_fp16");
 const QString kExplodingCase = QStringLiteral("/exploding_grad");
 
 double maxAbs(const std::vector<float>& x) {

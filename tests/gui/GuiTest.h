@@ -16,6 +16,8 @@ namespace attnscope::test {
 
 // The sample's case whose QK^T overflows fp16 in head 3.
 inline const QString kOverflowCase = QStringLiteral("/fp16_score_overflow");
+// The sample's padded fp16 case: batch 1's padded query rows turn NaN in the backward pass.
+inline const QString kPaddingCase = QStringLiteral("/padding_mask_fp16");
 
 // A shown MainWindow with errors collected instead of shown (unless keepDialogs).
 struct WindowFixture {
@@ -98,6 +100,7 @@ class GuiTest : public QObject {
   void browser_badges_show_each_cases_scan();
   void opening_a_dump_leads_to_its_first_error_finding();
   void f8_walks_findings_through_the_case_and_across_cases();
+  void article_workflow_on_a_laptop_screen();
 
   // CompareTests.cpp
   void compare_view_shows_two_runs_side_by_side_zoomed_together();

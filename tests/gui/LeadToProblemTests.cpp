@@ -1,18 +1,27 @@
-// Leading the user to the problem on the real window (issue 15 item 2): the background scan's
-// badge per case in the dump browser equals the case's scan verdict, opening the sample without
-// a case to restore lands on its first error finding (case, mode, head, tab, findings row), and
-// F8 / Shift+F8 walk the findings through the case and on to the neighbouring cases, whatever
-// widget has the keyboard focus.
+// Leading the user to the problem on the real window (issue 15 items 2 and 9): the background
+// scan's badge per case in the dump browser equals the case's scan verdict, opening the sample
+// without a case to restore lands on its first error finding (case, mode, head, tab, findings
+// row), F8 / Shift+F8 walk the findings through the case and on to the neighbouring cases,
+// whatever widget has the keyboard focus, and the article's whole workflow on a laptop screen.
+#include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
+#include <QTabWidget>
+#include <QTemporaryDir>
 #include <QTreeWidget>
 #include <QtTest>
 
+#include "app/gui/AnalysisController.h"
+#include "app/gui/CompareController.h"
 #include "app/gui/FindingNavigator.h"
 #include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
+#include "app/gui/StepperController.h"
+#include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/FindingsPanel.h"
 #include "app/panels/HeatmapPanel.h"
+#include "app/panels/StepperPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/GuiTest.h"
 #include "tests/gui/TestSupport.h"
@@ -47,6 +56,41 @@ bool ledToFirstError(MainWindow& w) {
 QString currentFindingTensor(MainWindow& w) {
   const QTreeWidgetItem* item = w.findings()->list()->currentItem();
   return item ? item->text(2) : QString();
+}
+
+// Whether the findings list shows exactly the current summary's findings, row by row (severity,
+// kind, tensor), under a header that counts the same errors: no row of an earlier list stays.
+bool findingsListIsCurrent(MainWindow& w, QString* why) {
+  const auto s = w.analysis()->summary();
+  const QTreeWidget* list = w.findings()->list();
+  if (!s || !w.analysis()->summaryCurrent()) {
+    *why = QStringLiteral("no current summary");
+    return false;
+  }
+  if (static_cast<size_t>(list->topLevelItemCount()) != s->findings.size()) {
+    *why = QStringLiteral("%1 rows for %2 findings")
+               .arg(list->topLevelItemCount())
+               .arg(s->findings.size());
+    return false;
+  }
+  for (size_t i = 0; i < s->findings.size(); ++i) {
+    const QTreeWidgetItem* row = list->topLevelItem(static_cast<int>(i));
+    const Finding& f = s->findings[i];
+    if (row->text(0) != QLatin1String(severity_name(f.severity)) ||
+        row->text(1) != QLatin1String(finding_kind_name(f.kind)) ||
+        row->text(2) != QString::fromStdString(f.tensor)) {
+      *why = QStringLiteral("row %1 reads %2 %3 %4")
+                 .arg(i)
+                 .arg(row->text(0), row->text(1), row->text(2));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool hasFinding(const CaseSummary& s, FindingKind kind, int64_t head) {
+  return std::any_of(s.findings.begin(), s.findings.end(),
+                     [&](const Finding& f) { return f.kind == kind && f.head == head; });
 }
 
 }  // namespace
@@ -140,6 +184,98 @@ void GuiTest::f8_walks_findings_through_the_case_and_across_cases() {
            f.window->findingNavigator()->current() == 2;
   }));
   QCOMPARE(currentFindingTensor(*f.window), QStringLiteral("dQ"));
+}
+
+void GuiTest::article_workflow_on_a_laptop_screen() {
+  WindowFixture f;
+  f.window->resize(1366, 740);
+  f.window->activateWindow();
+  QVERIFY(QTest::qWaitForWindowActive(f.window.get()));
+  QString why;
+  const auto findingsCurrent = [&] {
+    return waitUntil([&] { return findingsListIsCurrent(*f.window, &why); });
+  };
+
+  // 1. Find the problem: opening the dump is the one action that reaches its first error.
+  QVERIFY(f.window->openTarget({samplePath(), {}}));
+  QVERIFY(ledToFirstError(*f.window));
+  QVERIFY2(findingsCurrent(), qPrintable(why));
+  QVERIFY2(fitsLaptop(*f.window, &why), qPrintable(why));
+
+  // 2. The overflowing head in fp16 as an eager (unfused) attention runs it: S has +inf
+  // cells, the finding says why, and the scale slider says that no scale helps.
+  QVERIFY(f.context()->selectCase(0, kOverflowCase));
+  f.context()->setHead(3);
+  f.context()->setPrecision(Precision::f16);
+  f.context()->setMode(Mode::unfused);
+  f.context()->showView(HeadView::s);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return r.case_path == kOverflowCase.toStdString() && r.request.head == 3 &&
+           r.request.mode == Mode::unfused && r.precision == Precision::f16;
+  }));
+  QVERIFY(f.window->heatmaps()->view(HeadView::s)->overlayCounts().pos_inf > 0);
+  QVERIFY2(findingsCurrent(), qPrintable(why));
+  QVERIFY(hasFinding(*f.window->analysis()->summary(), FindingKind::score_overflow, 3));
+  QVERIFY(waitUntil([&] { return !f.window->controls()->scaleNote()->isHidden(); }));
+
+  // 3. Fused against unfused, side by side: only the unfused run (A) broke.
+  QTest::keyClick(f.window.get(), Qt::Key_K, Qt::ControlModifier);
+  QVERIFY(waitUntil([&] {
+    const auto c = f.window->compare()->comparison();
+    return c && !f.window->compare()->busy() && c->a && c->a->request.head == 3 &&
+           c->a->case_path == kOverflowCase.toStdString() && c->difference;
+  }));
+  const auto c = f.window->compare()->comparison();
+  QCOMPARE(c->b->request.mode, Mode::fused);
+  QVERIFY(c->difference->only_a > 0);
+  QCOMPARE(c->difference->only_b, int64_t{0});
+  QTest::keyClick(f.window.get(), Qt::Key_K, Qt::ControlModifier);
+  QVERIFY(f.window->heatmaps()->isVisible());
+
+  // 4. bf16 has fp32's range: S is finite, the overflow finding and the scale note go, and no
+  // row of the fp16 list stays.
+  f.context()->setPrecision(Precision::bf16);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return r.request.head == 3 && r.precision == Precision::bf16;
+  }));
+  QCOMPARE(f.window->heatmaps()->view(HeadView::s)->overlayCounts().nonfinite(), int64_t{0});
+  QVERIFY2(findingsCurrent(), qPrintable(why));
+  QVERIFY(!hasFinding(*f.window->analysis()->summary(), FindingKind::score_overflow, 3));
+  QVERIFY(f.window->controls()->scaleNote()->isHidden());
+
+  // 5. Back to what the padded case recorded (one action), then step its backward pass to
+  // where it turns NaN (F5).
+  QVERIFY(f.context()->selectCase(0, kPaddingCase));
+  auto* reset = f.window->findChild<QPushButton*>(QStringLiteral("resetToRecordedButton"));
+  QVERIFY(reset && reset->isVisible());  // the banner says bf16 is a what-if
+  reset->click();
+  QVERIFY(f.context()->whatIfs().isEmpty());
+  f.context()->setBatch(1);
+  QTest::keyClick(f.window.get(), Qt::Key_F5);
+  QVERIFY(waitUntil([&] {
+    const auto snap = f.window->stepper()->snapshot();
+    return snap && snap->case_path == kPaddingCase.toStdString() && snap->position > 0;
+  }));
+  const auto snap = f.window->stepper()->snapshot();
+  QVERIFY2(snap->found, qPrintable(QStringLiteral("batch %1 position %2 of %3 %4")
+                                       .arg(snap->batch)
+                                       .arg(snap->position)
+                                       .arg(snap->size)
+                                       .arg(f.window->stepperPanel()->summary())));
+  QVERIFY(f.window->stepperPanel()->summary().contains(QStringLiteral("stopped")));
+  QVERIFY2(findingsCurrent(), qPrintable(why));
+
+  // 6. Export the view for the bug report.
+  QTemporaryDir out;
+  const QString png = out.filePath(QStringLiteral("s.png"));
+  QString error;
+  QVERIFY2(f.window->exportCurrentView(png, &error), qPrintable(error));
+  QVERIFY(QImage(png).width() > 0);
+
+  // The window never grew beyond the screen on the way.
+  QVERIFY2(fitsLaptop(*f.window, &why), qPrintable(why));
+  QVERIFY2(f.window->width() <= 1366 && f.window->height() <= 740,
+           qPrintable(QStringLiteral("%1x%2").arg(f.window->width()).arg(f.window->height())));
 }
 
 }  // namespace attnscope::test

@@ -21,8 +21,6 @@
 namespace attnscope::test {
 namespace {
 
-const QString kPaddingCase = QStringLiteral("/padding_mask_fp16");
-
 // The reference walk: a BackwardStepper over the whole case at (b, h), as the CLI drives it.
 struct ReferenceWalk {
   CaseInputs inputs;

@@ -1,12 +1,56 @@
-// Waiting on the event loop and annotation building for the GUI tests (see TestSupport.h).
+// Waiting on the event loop, the laptop-screen check and annotation building for the GUI tests
+// (see TestSupport.h).
 #include "tests/gui/TestSupport.h"
 
 #include <QCoreApplication>
+#include <QDockWidget>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QMainWindow>
+#include <QStatusBar>
 #include <QtTest>
 
 namespace attnscope::test {
+namespace {
+
+// The largest minimum size a window may ask for: a 1366×768 screen less a taskbar and title.
+constexpr int kMaxMinWidth = 1024;
+constexpr int kMaxMinHeight = 700;
+
+// What the main window's layout adds up: each dock, the central widget, tool and status bars
+// and the largest child of each ("name w×h (largest child: name w×h)"), widest first.
+QString roomAskedFor(const QMainWindow& window) {
+  auto minOf = [](const QWidget* w) { return w->minimumSizeHint().expandedTo(w->minimumSize()); };
+  auto describe = [&minOf](const QWidget* w) {
+    const QSize s = minOf(w);
+    const QString name = w->objectName().isEmpty()
+                             ? QString::fromLatin1(w->metaObject()->className())
+                             : w->objectName();
+    return QStringLiteral("%1 %2x%3").arg(name).arg(s.width()).arg(s.height());
+  };
+  QList<QWidget*> parts;
+  for (QDockWidget* dock : window.findChildren<QDockWidget*>()) parts << dock;
+  for (QWidget* w :
+       {window.centralWidget(), window.menuWidget(), static_cast<QWidget*>(window.statusBar())}) {
+    if (w) parts << w;
+  }
+  QStringList lines;
+  for (const QWidget* part : parts) {
+    const QWidget* largest = nullptr;
+    for (const QWidget* child : part->findChildren<QWidget*>()) {
+      const QSize s = minOf(child);
+      if (!largest || s.width() * s.height() > minOf(largest).width() * minOf(largest).height()) {
+        largest = child;
+      }
+    }
+    lines << describe(part) + (largest
+                                   ? QStringLiteral(" (largest child: %1)").arg(describe(largest))
+                                   : QString());
+  }
+  return lines.join(QStringLiteral("; "));
+}
+
+}  // namespace
 
 QString samplePath() {
   static QTemporaryDir dir;
@@ -47,6 +91,16 @@ Annotation makeAnnotation(AnnotationKind kind, const QString& view, QPointF from
   a.to = to;
   a.text = text;
   return a;
+}
+
+bool fitsLaptop(const QMainWindow& window, QString* why) {
+  const QSize min = window.minimumSizeHint().expandedTo(window.minimumSize());
+  if (min.width() <= kMaxMinWidth && min.height() <= kMaxMinHeight) return true;
+  *why = QStringLiteral("minimum %1x%2; largest: %3")
+             .arg(min.width())
+             .arg(min.height())
+             .arg(roomAskedFor(window));
+  return false;
 }
 
 }  // namespace attnscope::test

@@ -1,5 +1,5 @@
 // Helpers shared by the GUI test suites: the bundled sample, waiting on the event loop for a
-// condition, and user annotations built from their parts.
+// condition, the laptop-screen check, and user annotations built from their parts.
 #pragma once
 
 #include <QPointF>
@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "app/plot/Annotation.h"
+
+class QMainWindow;
 
 namespace attnscope::test {
 
@@ -26,6 +28,10 @@ struct SampleCopy {
 // Runs the event loop (queued events first, then 10 ms waits) until `done` holds; true as soon
 // as it does, else its value after timeoutMs.
 bool waitUntil(const std::function<bool()>& done, int timeoutMs = 90000);
+
+// Whether the window's minimum size (default layout) fits a 1366x768 laptop screen less a
+// taskbar and title, at most 1024x700; else false with the widgets to blame in `why`.
+bool fitsLaptop(const QMainWindow& window, QString* why);
 
 // A user annotation of `view` at batch 0, head 3 (the head the sample's overflow case shows).
 Annotation makeAnnotation(AnnotationKind kind, const QString& view, QPointF from, QPointF to,
