@@ -26,10 +26,12 @@ import h5py
 import numpy as np
 
 CRASH = "one_crashing_case.h5"
-# How the probe's death is worded: a signal, or the exit status of a sanitizer that caught the
-# fault first (the ASan + UBSan build of scripts/sanitize.sh).
-CRASH_HOW = ["crashed (signal 11, Segmentation fault)",
-             "failed abnormally (probe exit status 86, e.g. a memory error caught by a sanitizer)"]
+# How the probe's death is worded: a signal, or the exit status of the sanitizer that caught the
+# fault first in the ASan + UBSan build of scripts/sanitize.sh (86 ASan, 87 UBSan: clang's
+# UBSan sees the bad read before ASan does).
+CRASH_HOW = ["crashed (signal 11, Segmentation fault)"] + [
+    f"failed abnormally (probe exit status {code}, e.g. a memory error caught by a sanitizer)"
+    for code in (86, 87)]
 
 
 def crash_problem(text):

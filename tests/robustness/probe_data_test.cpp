@@ -14,7 +14,13 @@ namespace {
 
 // How a probe killed inside libhdf5 is reported: by its signal, or, in the ASan build
 // (scripts/sanitize.sh), by the exit status of the sanitizer that caught the fault first.
-#if defined(__SANITIZE_ADDRESS__)
+// gcc says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNSCOPE_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(ATTNSCOPE_TEST_ASAN)
 const std::string kDied = "failed abnormally (probe exit status ";
 #else
 const std::string kDied = "crashed (signal ";
