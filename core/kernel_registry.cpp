@@ -212,6 +212,23 @@ Result<VariantOutputs> run_variant(const KernelVariant& variant, const AttnParam
   }
 }
 
+Result<VariantOutputs> run_backend_variant(const std::string& name, const AttnParams& params,
+                                           Mode mode, int threads, const VariantInputs& inputs) {
+  const KernelVariant* variant = find_variant(name);
+  if (variant == nullptr) {
+    return make_error(ErrorCode::invalid_argument, "unknown backend '" + name + "'",
+                      "pick one of the backend list (core/kernel_registry)");
+  }
+  RunConfig config;
+  config.precision =
+      variant->precisions.size() == 1 ? variant->precisions.front() : params.precision;
+  config.mode = variant->modes.empty() ? mode : variant->modes.front();
+  config.threads = threads;
+  AttnParams p = params;
+  p.precision = config.precision;
+  return run_variant(*variant, p, config, inputs);
+}
+
 KernelVariant make_variant(const VariantText& text, std::vector<Precision> precisions,
                            std::vector<Mode> modes,
                            std::function<Support(const AttnParams&)> check_params,

@@ -107,6 +107,11 @@ const KernelVariant* find_variant(const std::string& name);
 Result<VariantOutputs> run_variant(const KernelVariant& variant, const AttnParams& params,
                                    const RunConfig& config, const VariantInputs& inputs);
 
+// Variant `name` as a what-if backend runs: in its own precision and mode when it fixes them,
+// else params.precision and `mode`. Fails on an unknown name, then like run_variant.
+Result<VariantOutputs> run_backend_variant(const std::string& name, const AttnParams& params,
+                                           Mode mode, int threads, const VariantInputs& inputs);
+
 // Support checks the variants share; their reasons start with the variant's name (supports()
 // prefixes supported_dropout's).
 // Every variant: dropout_p in [0, 1), and dropout_p > 0 only with its keep-mask (without it the

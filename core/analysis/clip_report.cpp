@@ -36,14 +36,7 @@ GradientNorms gradient_norms(const CaseGradients& g) {
 }
 
 CaseGradients run_gradients(const AttnParams& p, const ModeRun& run) {
-  CaseGradients g;
-  g.batch = p.batch;
-  g.heads = p.heads;
-  g.kv_heads = p.kv_heads;
-  g.seqlen_q = p.seqlen_q;
-  g.seqlen_k = p.seqlen_k;
-  g.head_dim = p.head_dim;
-  g.head_dim_v = p.head_dim_v;
+  CaseGradients g = CaseGradients::shaped_like(p);
   g.dq = run.out.dq;
   g.dk = run.out.dk;
   g.dv = run.out.dv;

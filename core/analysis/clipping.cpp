@@ -44,6 +44,18 @@ std::vector<double> scale_gradients(const std::vector<GradientRef>& grads, doubl
   return norms;
 }
 
+CaseGradients CaseGradients::shaped_like(const AttnParams& p) {
+  CaseGradients g;
+  g.batch = p.batch;
+  g.heads = p.heads;
+  g.kv_heads = p.kv_heads;
+  g.seqlen_q = p.seqlen_q;
+  g.seqlen_k = p.seqlen_k;
+  g.head_dim = p.head_dim;
+  g.head_dim_v = p.head_dim_v;
+  return g;
+}
+
 const char* clip_scope_name(ClipScope scope) {
   return scope == ClipScope::whole_case ? "case" : "kv-head";
 }

@@ -57,6 +57,9 @@ struct CaseGradients {
   int64_t batch = 0, heads = 0, kv_heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0,
           head_dim_v = 0;
   std::vector<float> dq, dk, dv;
+
+  // The dimensions of a case's params, no gradients yet.
+  static CaseGradients shaped_like(const AttnParams& p);
 };
 
 // The gradients one clip call covers, in the order it sums them: whole_case dQ, dK, dV of the

@@ -19,14 +19,7 @@ Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mod
                                      const std::function<bool()>& cancelled) {
   AttnParams params = inputs.params;
   params.scale = scale;
-  CaseGradients g;
-  g.batch = params.batch;
-  g.heads = params.heads;
-  g.kv_heads = params.kv_heads;
-  g.seqlen_q = params.seqlen_q;
-  g.seqlen_k = params.seqlen_k;
-  g.head_dim = params.head_dim;
-  g.head_dim_v = params.head_dim_v;
+  CaseGradients g = CaseGradients::shaped_like(params);
   if (backend.empty()) {
     CpuAttnOptions opt;
     opt.mode = mode;
@@ -41,20 +34,9 @@ Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mod
     g.dv = std::move(r.dv);
     return g;
   }
-  const KernelVariant* variant = find_variant(backend);
-  if (variant == nullptr) {
-    return make_error(ErrorCode::invalid_argument, "unknown backend '" + backend + "'",
-                      "pick one of the backend list (core/kernel_registry)");
-  }
-  RunConfig config;
-  config.precision =
-      variant->precisions.size() == 1 ? variant->precisions.front() : params.precision;
-  config.mode = variant->modes.empty() ? mode : variant->modes.front();
-  config.threads = threads;
-  params.precision = config.precision;
   const VariantInputs in{inputs.q.data(), inputs.k.data(), inputs.v.data(),
                          inputs.has_dout ? inputs.dout.data() : nullptr};
-  Result<VariantOutputs> run = run_variant(*variant, params, config, in);
+  Result<VariantOutputs> run = run_backend_variant(backend, params, mode, threads, in);
   if (!run) return run.error();
   g.dq = to_floats(run->dq);
   g.dk = to_floats(run->dk);

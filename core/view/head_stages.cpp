@@ -93,22 +93,11 @@ void pooled_score_grids(PooledHeadMatrices pm, int64_t seqlen_q, int64_t seqlen_
 
 Result<HeadOutputs> run_backend(const HeadSlice& slice, const std::string& name, Mode mode,
                                 int threads) {
-  const KernelVariant* variant = find_variant(name);
-  if (variant == nullptr) {
-    return make_error(ErrorCode::invalid_argument, "unknown backend '" + name + "'",
-                      "pick one of the backend list (core/kernel_registry)");
-  }
-  RunConfig config;
-  config.precision =
-      variant->precisions.size() == 1 ? variant->precisions.front() : slice.params.precision;
-  config.mode = variant->modes.empty() ? mode : variant->modes.front();
-  config.threads = threads;
-  AttnParams params = slice.params;
-  params.precision = config.precision;
-  Result<VariantOutputs> run = run_variant(*variant, params, config, slice.variant_inputs());
+  Result<VariantOutputs> run =
+      run_backend_variant(name, slice.params, mode, threads, slice.variant_inputs());
   if (!run) return run.error();
   HeadOutputs out;
-  out.backend = variant->name;
+  out.backend = name;
   out.o = to_f32(run->o);
   out.lse = to_f32(run->lse);
   out.dq = to_f32(run->dq);
