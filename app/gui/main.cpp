@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "app/gui/AnalysisController.h"
 #include "app/gui/AppOptions.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/FindingNavigator.h"
 #include "app/gui/GuiBench.h"
 #include "app/gui/MainWindow.h"
 #include "app/gui/ScanController.h"
+#include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "core/io/dump_probe.h"
 
@@ -21,10 +23,20 @@ namespace {
 constexpr int kScreenshotDelayMs = 600;
 constexpr int kScreenshotTimeoutMs = 120000;
 
-// Saves the window as a PNG once the stepper, the case scan and the head compute are idle and
-// an opened dump has led to its first error, then quits (exit 1 on failure).
+// Whether the heatmaps show the selected case, batch and head (a selection change posts its
+// compute, so an idle worker alone does not say so).
+bool showsSelection(const attnscope::SessionContext& context) {
+  const auto r = context.result();
+  return r && r->case_path == context.casePath().toStdString() &&
+         r->request.batch == context.batch() && r->request.head == context.head();
+}
+
+// Saves the window as a PNG once the stepper, the case scan and the head compute are idle, the
+// heatmaps show the selection, the findings of the current settings are listed and an opened
+// dump has led to its first error, then quits (exit 1 on failure).
 void grabWhenIdle(attnscope::MainWindow& window, const QString& path) {
   if (window.stepper()->busy() || window.scans()->busy() || window.worker()->busy() ||
+      !showsSelection(*window.context()) || !window.analysis()->summaryCurrent() ||
       window.findingNavigator()->leading()) {
     QTimer::singleShot(kScreenshotDelayMs, &window,
                        [&window, path] { grabWhenIdle(window, path); });
