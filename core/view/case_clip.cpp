@@ -44,11 +44,16 @@ Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mod
   return g;
 }
 
-ClipResult covering_clip(const CaseGradients& grads, ClipScope scope, double max_norm,
-                         Precision precision, int64_t b, int64_t h) {
+std::vector<ClipResult> case_clips(const CaseGradients& grads, ClipScope scope, double max_norm,
+                                   Precision precision) {
   CaseGradients copy = grads;
+  return clip_case_gradients(copy, scope, max_norm, precision);
+}
+
+size_t covering_clip(const CaseGradients& grads, ClipScope scope, int64_t b, int64_t h) {
+  if (scope == ClipScope::whole_case) return 0;
   const int64_t g = h / (grads.heads / grads.kv_heads);  // kv head read by query head h
-  return clip_gradients(clip_set(copy, scope, b, g), max_norm, precision);
+  return static_cast<size_t>(b * grads.kv_heads + g);    // clip_case_gradients' (b, g) order
 }
 
 void apply_clip(const ClipResult& clip, Precision precision, std::vector<float>& dq,

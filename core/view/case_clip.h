@@ -24,10 +24,13 @@ Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mod
                                      const std::string& backend, int threads,
                                      const std::function<bool()>& cancelled);
 
-// The clip call of clip_case_gradients(grads, scope, ...) that covers query head h of batch b,
-// computed on a copy (grads is not modified): the same total norm, coefficient and norms.
-ClipResult covering_clip(const CaseGradients& grads, ClipScope scope, double max_norm,
-                         Precision precision, int64_t b, int64_t h);
+// Every clip call of clip_case_gradients(grads, scope, max_norm, precision), computed on a copy
+// (grads is not modified): the same total norms, coefficients and norms.
+std::vector<ClipResult> case_clips(const CaseGradients& grads, ClipScope scope, double max_norm,
+                                   Precision precision);
+
+// Index into case_clips(grads, scope, ...) of the call covering query head h of batch b.
+size_t covering_clip(const CaseGradients& grads, ClipScope scope, int64_t b, int64_t h);
 
 // Scales one head's gradients (dq [Sq x D], dk [Sk x D], dv [Sk x Dv]) by the clip's coefficient
 // in place, rounded to `precision`.

@@ -215,6 +215,16 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     c.case_grads_key_ = case_grads_key;
     clock.lap("case gradients");
   }
+  const std::string case_clips_key =
+      case_grads_key + "/" + (request.clip_norm ? exact(*request.clip_norm) : std::string()) + "/" +
+      clip_scope_name(request.clip_scope);
+  if (request.clip_norm && case_clips_key != c.case_clips_key_) {
+    clock.skip();
+    c.case_clips_ =
+        case_clips(c.case_grads_, request.clip_scope, *request.clip_norm, slice.params.precision);
+    c.case_clips_key_ = case_clips_key;
+    clock.lap("case clip");
+  }
 
   clock.skip();
   out.request = request;
@@ -234,8 +244,8 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   }
   HeadOutputs r = c.backend_;  // a copy: clipping scales it in place
   if (request.clip_norm) {
-    out.clip = covering_clip(c.case_grads_, request.clip_scope, *request.clip_norm, out.precision,
-                             request.batch, request.head);
+    out.clip = c.case_clips_[covering_clip(c.case_grads_, request.clip_scope, request.batch,
+                                           request.head)];
     apply_clip(*out.clip, out.precision, r.dq, r.dk, r.dv);
   }
   if (request.reference) {

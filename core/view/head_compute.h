@@ -96,16 +96,18 @@ struct HeadResult {
 // outputs (+ backend); the fp64 reference depends on the slice and the scale. When the kernel
 // stage runs and the grids are pooled, its backward pools the requested ones on the way; a later
 // window change or request of another matrix recomputes the grids alone. With a clip, the whole
-// case's gradients (+ inputs, scale, mode, backend; not the head) are kept too. Applying the
-// clip and the error grids are cheap post-processes, always rerun. Valid for one CaseData:
-// clear() it when the case changes.
+// case's gradients (+ inputs, scale, mode, backend; not the head) and their clip calls (+ max_norm,
+// scope) are kept too, so another head of the case only picks its clip. Applying the clip and
+// the error grids are cheap post-processes, always rerun. Valid for one CaseData: clear() it when
+// the case changes.
 class HeadCache {
  public:
   void clear() { *this = HeadCache{}; }
 
  private:
   friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, head_key_, kernel_key_, backend_key_, reference_key_, case_grads_key_;
+  std::string inputs_key_, head_key_, kernel_key_, backend_key_, reference_key_, case_grads_key_,
+      case_clips_key_;
   std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
   std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
   HeadSlice slice_;
@@ -113,7 +115,8 @@ class HeadCache {
   ScoreGrids grids_ = {empty_grid(), empty_grid(), empty_grid(), empty_grid()};  // S, P, dP, dS
   HeadOutputs backend_;
   HeadReference reference_;
-  CaseGradients case_grads_;  // of the whole case, for the clip (case_clip.h)
+  CaseGradients case_grads_;            // of the whole case, for the clip (case_clip.h)
+  std::vector<ClipResult> case_clips_;  // its clip calls at the request's max_norm and scope
 };
 
 // Recomputes one head of a loaded case, reusing `cache` (may be null) where the request allows.

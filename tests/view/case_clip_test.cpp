@@ -65,6 +65,14 @@ TEST(CaseClip, a_head_is_clipped_with_the_whole_cases_coefficient) {
   EXPECT_FALSE(hasPhase(*again, "case gradients"));
   EXPECT_TRUE(hasPhase(*r, "case gradients"));
   EXPECT_EQ(again->clip->coef, caseClips(c, ClipScope::whole_case, 0.25).front().coef);
+  // Another head at the same clip: neither the gradients nor the clip is computed again.
+  req.head = 2;
+  const Result<HeadResult> other = compute_head(c, req, &cache);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(hasPhase(*again, "case clip"));
+  EXPECT_FALSE(hasPhase(*other, "case gradients"));
+  EXPECT_FALSE(hasPhase(*other, "case clip"));
+  EXPECT_EQ(other->clip->coef, again->clip->coef);
 }
 
 TEST(CaseClip, per_kv_head_clips_the_group_of_the_head) {
