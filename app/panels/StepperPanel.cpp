@@ -166,6 +166,7 @@ void StepperPanel::showSnapshot() {
     text += tr("\nnon-finite in its output: %1 (%2 new)")
                 .arg(countText(s.nonfinite))
                 .arg(s.new_nonfinite);
+    if (s.new_nonfinite > 0) text += tr(" · tab %1").arg(QLatin1String(stageView(s.stage)));
   }
   text += tr("\n%1 · b%2 h%3 · %4 · tiles %5x%6 of %7x%8 · kv tiles done %9")
               .arg(QString::fromStdString(snap->case_path))
@@ -177,10 +178,7 @@ void StepperPanel::showSnapshot() {
               .arg(snap->tile_rows)
               .arg(snap->tile_cols)
               .arg(snap->kv_tiles_done);
-  if (snap->found) {
-    text += tr("\nstopped: this step made a value non-finite (tab %1)")
-                .arg(QLatin1String(stageView(s.stage)));
-  }
+  if (snap->found) text += tr("\nstopped: this step made a value non-finite");
   summary_->setText(text);
   {
     const QSignalBlocker block(slider_);
@@ -198,8 +196,11 @@ void StepperPanel::showSnapshot() {
                     .arg(snap->position)
                     .arg(QString::fromLatin1(step_stage_name(s.stage))));
   }
-  // Run to non-finite: bring the tab forward where the stage's new non-finite values are.
-  if (snap->found) tabs_->setCurrentWidget(view(QString::fromLatin1(stageView(s.stage))));
+  // A step that made values non-finite (stepped to, or where run to non-finite stopped) brings
+  // forward the tab that shows them.
+  if (s.index >= 0 && s.new_nonfinite > 0) {
+    tabs_->setCurrentWidget(view(QString::fromLatin1(stageView(s.stage))));
+  }
 }
 
 }  // namespace attnscope

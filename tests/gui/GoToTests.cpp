@@ -6,6 +6,7 @@
 #include <QMenu>
 #include <QPointer>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTreeWidget>
 #include <QtTest>
 #include <cmath>
@@ -228,6 +229,10 @@ void InteractionTest::stepper_option_shows_a_backward_tile() {
   QCOMPARE(tile.window.row_begin, int64_t{64});
   QCOMPARE(stepper->snapshot()->batch, int64_t{1});
   QVERIFY(w.window->stepperPanel()->isVisible());  // its dock was raised
+  // The step turned the padded rows NaN: the panel shows the tile P it computed.
+  QVERIFY(stepper->snapshot()->step.new_nonfinite > 0);
+  const auto* tabs = w.window->stepperPanel()->findChild<QTabWidget*>();
+  QCOMPARE(tabs->tabText(tabs->currentIndex()), QStringLiteral("tile P"));
 }
 
 }  // namespace attnscope::test
