@@ -20,6 +20,8 @@ const char* layout_name(Layout layout) {
       return "HSD";
     case Layout::sd:
       return "SD";
+    case Layout::thd:
+      return "THD";
   }
   return "BHSD";
 }
@@ -27,7 +29,7 @@ const char* layout_name(Layout layout) {
 std::optional<Layout> parse_layout(const std::string& text) {
   std::string upper;
   for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (Layout l : {Layout::bhsd, Layout::bshd, Layout::hsd, Layout::sd}) {
+  for (Layout l : {Layout::bhsd, Layout::bshd, Layout::hsd, Layout::sd, Layout::thd}) {
     if (upper == layout_name(l)) return l;
   }
   return std::nullopt;
@@ -36,6 +38,7 @@ std::optional<Layout> parse_layout(const std::string& text) {
 const char* canonical_tensor_name(const std::string& dataset) {
   if (dataset == "dout" || dataset == "grad_out") return "do";
   if (dataset == "attn_bias") return "bias";
+  if (dataset == "cu_seqlens") return "cu_seqlens_q";
   for (const char* name : kTensorNames) {
     if (dataset == name) return name;
   }
@@ -53,6 +56,16 @@ bool is_score_tensor(const std::string& name) {
 
 bool is_bool_tensor(const std::string& name) {
   return name == "mask" || name == "dropout_mask";
+}
+
+bool is_index_tensor(const std::string& name) {
+  return name == "cu_seqlens_q" || name == "cu_seqlens_k";
+}
+
+bool PackedSequence::operator==(const PackedSequence& o) const {
+  return group == o.group && index == o.index && count == o.count && q_begin == o.q_begin &&
+         q_end == o.q_end && k_begin == o.k_begin && k_end == o.k_end && total_q == o.total_q &&
+         total_k == o.total_k;
 }
 
 double CaseConfig::effective_scale(int64_t head_dim) const {
@@ -73,9 +86,19 @@ const HostTensor* CaseData::find(const std::string& name) const {
 }
 
 Layout layout_for_rank(size_t rank, Layout declared) {
-  if (rank == 3) return Layout::hsd;
+  if (rank == 3) return declared == Layout::thd ? Layout::thd : Layout::hsd;
   if (rank == 2) return Layout::sd;
   return declared == Layout::bshd ? Layout::bshd : Layout::bhsd;
+}
+
+Layout case_layout(const std::vector<TensorInfo>& tensors, Layout declared) {
+  size_t rank = 4;
+  bool packed = false;
+  for (const TensorInfo& t : tensors) {
+    if (t.name == "q") rank = t.shape.size();
+    packed = packed || is_index_tensor(t.name);
+  }
+  return layout_for_rank(rank, packed && rank == 3 ? Layout::thd : declared);
 }
 
 namespace {
@@ -101,6 +124,8 @@ Bhsd bhsd_of(const std::vector<int64_t>& s, Layout layout) {
       return {1, s[0], s[1], s[2]};
     case Layout::sd:
       return {1, 1, s[0], s[1]};
+    case Layout::thd:
+      return {1, s[1], s[0], s[2]};
   }
   return {};
 }
@@ -116,12 +141,14 @@ std::vector<int64_t> stored_shape(Bhsd x, Layout layout) {
       return {x.h, x.s, x.d};
     case Layout::sd:
       return {x.s, x.d};
+    case Layout::thd:
+      return {x.s, x.h, x.d};
   }
   return {};
 }
 
 size_t layout_rank(Layout layout) {
-  return layout == Layout::sd ? 2 : layout == Layout::hsd ? 3 : 4;
+  return layout == Layout::sd ? 2 : layout == Layout::hsd || layout == Layout::thd ? 3 : 4;
 }
 
 Error shape_error(const std::string& where, const TensorInfo& t, const std::string& problem) {
@@ -131,8 +158,16 @@ Error shape_error(const std::string& where, const TensorInfo& t, const std::stri
 }
 
 std::optional<Error> check_dtype(const TensorInfo& t, const std::string& where) {
+  if (is_index_tensor(t.name)) {
+    if (t.dtype == DType::i32 || t.dtype == DType::i64) return std::nullopt;
+    return make_error(ErrorCode::format,
+                      where + "/" + t.dataset + ": " + t.name + " has element type " +
+                          dtype_name(t.dtype) + ", expected int32 or int64",
+                      "store the sequence starts as FlashAttention takes them (torch.int32)");
+  }
   const bool is_mask = is_bool_tensor(t.name);
-  if (is_mask == (t.dtype == DType::u8 || t.dtype == DType::boolean)) return std::nullopt;
+  const bool boolean = t.dtype == DType::u8 || t.dtype == DType::boolean;
+  if (is_mask ? boolean : dtype_is_float(t.dtype)) return std::nullopt;
   if (is_mask) {
     return make_error(ErrorCode::format,
                       where + "/" + t.dataset + ": " + t.name + " has element type " +
@@ -196,7 +231,7 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
                        "rank " + std::to_string(q->shape.size()) + " " + shape_text(q->shape) +
                            ", expected 4-D [B,H,S,D] / [B,S,H,D], 3-D [H,S,D] or 2-D [S,D]");
   }
-  layout = layout_for_rank(q->shape.size(), layout);
+  layout = case_layout(tensors, layout);
   const size_t rank = layout_rank(layout);
   for (const TensorInfo& t : tensors) {
     if (!is_sequence_tensor(t.name) || t.shape.size() == rank) continue;
@@ -248,6 +283,16 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
       e = expect_shape(t, lse_shape, "[B,H,Sq] (or [B,Sq,H])", where);
     }
     if (is_score_tensor(t.name)) e = expect_broadcastable(t, scores, where);
+    if (is_index_tensor(t.name) && (t.shape.size() != 1 || t.shape[0] < 2)) {
+      e = shape_error(where, t,
+                      "shape " + shape_text(t.shape) + " is not [N+1] sequence starts (N >= 1)");
+    }
+    if (is_index_tensor(t.name) && layout != Layout::thd) {
+      e = shape_error(where, t,
+                      "sequence starts need packed tensors: q [T,H,D] with attribute layout "
+                      "\"THD\", not " +
+                          std::string(layout_name(layout)) + " " + shape_text(q->shape));
+    }
     if (e) return *e;
   }
   return dims;
@@ -310,6 +355,8 @@ HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layou
   if (name == "lse") return pad_leading(stored, 3);
   if (!is_sequence_tensor(name)) return stored;
   if (layout == Layout::bshd && stored.shape.size() == 4) return swap_dims_12(stored);
+  if (layout == Layout::thd && stored.shape.size() == 3)
+    return swap_dims_12(pad_leading(stored, 4));
   return pad_leading(stored, 4);
 }
 
@@ -319,6 +366,9 @@ HostTensor from_canonical(const std::string& name, const HostTensor& canonical, 
   if (name == "lse") return drop_leading(canonical, rank - 1);
   if (!is_sequence_tensor(name)) return canonical;
   if (layout == Layout::bshd && canonical.shape.size() == 4) return swap_dims_12(canonical);
+  if (layout == Layout::thd && canonical.shape.size() == 4) {
+    return drop_leading(swap_dims_12(canonical), rank);
+  }
   return drop_leading(canonical, rank);
 }
 

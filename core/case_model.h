@@ -16,18 +16,23 @@ namespace attnscope {
 
 // How q/k/v/o/dO/dq/dk/dv are laid out in the file. Canonical (in memory) is always BHSD.
 //   bhsd: [B, H, S, D]   bshd: [B, S, H, D] (FlashAttention)   hsd: [H, S, D]   sd: [S, D]
-enum class Layout : uint8_t { bhsd, bshd, hsd, sd };
+//   thd: [T, H, D], the packed sequences of FlashAttention's varlen API (B = 1, S = T tokens;
+//   lse [H, T]); cu_seqlens_q / cu_seqlens_k split the tokens into sequences.
+enum class Layout : uint8_t { bhsd, bshd, hsd, sd, thd };
 
-const char* layout_name(Layout layout);  // "BHSD", "BSHD", "HSD", "SD"
+const char* layout_name(Layout layout);  // "BHSD", "BSHD", "HSD", "SD", "THD"
 std::optional<Layout> parse_layout(const std::string& text);
 
 // Canonical tensor names of schema 1.1 (aliases are resolved by the readers). dropout_mask is
 // the run's attention-dropout keep-mask (bool, 1 = kept, broadcastable to [B, H, Sq, Sk]).
+// cu_seqlens_q / cu_seqlens_k (int32 / int64, [N+1]: 0, ..., T) are the sequence starts of a
+// packed group; discovery reads them and lists each sequence as a case (packed_sequences.h).
 inline constexpr const char* kTensorNames[] = {
-    "q", "k", "v", "do", "mask", "bias", "dropout_mask", "o", "lse", "dq", "dk", "dv"};
+    "q", "k",   "v",  "do", "mask", "bias",         "dropout_mask",
+    "o", "lse", "dq", "dk", "dv",   "cu_seqlens_q", "cu_seqlens_k"};
 
 // Canonical name of a dataset name ("dout" / "grad_out" -> "do", "attn_bias" -> "bias",
-// "q" -> "q"); nullptr for names that are not schema-1 tensors.
+// "cu_seqlens" -> "cu_seqlens_q", "q" -> "q"); nullptr for names that are not schema-1 tensors.
 const char* canonical_tensor_name(const std::string& dataset);
 
 // True for tensors laid out like q/k/v (q, k, v, do, o, dq, dk, dv); false for mask, bias, lse.
@@ -36,9 +41,11 @@ bool is_sequence_tensor(const std::string& name);
 bool is_score_tensor(const std::string& name);
 // True for the boolean tensors (bool / uint8 elements): mask, dropout_mask.
 bool is_bool_tensor(const std::string& name);
+// True for the integer tensors (int32 / int64 elements): cu_seqlens_q, cu_seqlens_k.
+bool is_index_tensor(const std::string& name);
 
-// The layout tensors of rank `rank` are in: 3 -> hsd, 2 -> sd whatever was declared; 4 -> the
-// declared bhsd / bshd (bhsd when the declaration names a 3-D / 2-D layout).
+// The layout tensors of rank `rank` are in: 3 -> hsd (thd when declared), 2 -> sd whatever was
+// declared; 4 -> the declared bhsd / bshd (bhsd when the declaration names a 3-D / 2-D layout).
 Layout layout_for_rank(size_t rank, Layout declared);
 
 // What the recorder knew about the run that produced a case (schema 1.1 run semantics, DESIGN
@@ -55,6 +62,11 @@ struct RunRecord {
   // TransformerEngine; readers invert it), "additive" (float bias); "" unknown.
   std::string mask_convention;
   std::optional<int64_t> micro_batch;  // gradient-accumulation index within the step
+  std::string library_version;  // version of the library whose kernel ran ("2.7.4" flash_attn)
+  // FlexAttention's score_mod: its source text and how replay reproduces it ("bias",
+  // "softcap", "softcap+bias": materialised into those; "none"; "unavailable": it cannot be
+  // replayed, score_mod_note says why, and the recorded outputs are not compared).
+  std::string score_mod, score_mod_replay, score_mod_note;
 };
 
 // Group attributes of a case; all optional in the file.
@@ -88,15 +100,37 @@ struct TensorInfo {
   std::vector<int64_t> shape;  // as stored (file layout)
 };
 
+// The layout of a case's stored tensors: layout_for_rank of q's rank, thd for a 3-D q with
+// cu_seqlens whatever was declared.
+Layout case_layout(const std::vector<TensorInfo>& tensors, Layout declared);
+
+// One sequence of a packed group (layout thd): the case is the group's query tokens
+// [q_begin, q_end) against its key tokens [k_begin, k_end) (from cu_seqlens_q / _k).
+struct PackedSequence {
+  std::string group;  // path of the group holding the packed tensors ("/layer_03")
+  int64_t index = 0;  // sequence index, 0-based
+  int64_t count = 0;  // sequences in the group (N)
+  int64_t q_begin = 0, q_end = 0, k_begin = 0, k_end = 0;
+  int64_t total_q = 0, total_k = 0;  // tokens T of the group's q and k
+
+  bool operator==(const PackedSequence& o) const;
+};
+
 // What discovery learns about a case without reading any tensor data.
 struct CaseInfo {
-  std::string path;  // HDF5 group path, "/step_000120/layer_07"
+  std::string path;  // HDF5 group path, "/step_000120/layer_07"; a packed sequence "/layer/seq_2"
   CaseConfig config;
+  // A case's sizes. For a packed sequence: B = 1, Sq / Sk = its own token counts.
   CaseDims dims;
-  std::vector<TensorInfo> tensors;  // present tensors, in kTensorNames order
+  // Present tensors, in kTensorNames order, with their stored shapes (a packed sequence lists
+  // the whole group's tensors, without cu_seqlens).
+  std::vector<TensorInfo> tensors;
+  std::optional<PackedSequence> packed;  // set for one sequence of a packed group
 
   const TensorInfo* find(const std::string& name) const;
   bool has(const std::string& name) const { return find(name) != nullptr; }
+  // Where the tensors are stored: the packed group's path, else `path`.
+  const std::string& stored_path() const { return packed ? packed->group : path; }
 };
 
 // A loaded case. Tensors are canonical: q [B,H,Sq,D], k [B,Hk,Sk,D], v [B,Hk,Sk,Dv],
@@ -105,6 +139,17 @@ struct CaseInfo {
 struct CaseData {
   CaseInfo info;
   std::map<std::string, HostTensor> tensors;
+  // For a packed sequence whose group has a mask / bias: the keys of other sequences its
+  // queries attend (load counts them over the group's whole score tensor, which the sliced
+  // case no longer holds); empty when nothing leaks.
+  struct CrossSequenceLeak {
+    std::string tensor;      // "mask" or "bias"
+    int64_t rows = 0;        // query rows (over the stored batch / head slices) that leak
+    int64_t entries = 0;     // (row, key) pairs attended outside the sequence's keys
+    int64_t first_row = -1;  // first leaking pair: row within the sequence,
+    int64_t first_key = -1;  // and key token of the packed group
+  };
+  std::optional<CrossSequenceLeak> leak;
 
   const HostTensor* find(const std::string& name) const;
   const HostTensor& q() const { return tensors.at("q"); }

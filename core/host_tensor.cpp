@@ -22,6 +22,10 @@ const char* dtype_name(DType t) {
       return "uint8";
     case DType::boolean:
       return "bool";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
   }
   return "unknown";
 }
@@ -32,8 +36,10 @@ size_t dtype_size(DType t) {
     case DType::bf16:
       return 2;
     case DType::f32:
+    case DType::i32:
       return 4;
     case DType::f64:
+    case DType::i64:
       return 8;
     case DType::u8:
     case DType::boolean:
@@ -86,6 +92,16 @@ double HostTensor::at(int64_t i) const {
     case DType::u8:
     case DType::boolean:
       return *p;
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::i64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
   }
   return 0;
 }
@@ -142,6 +158,16 @@ HostTensor convert(DType dtype, std::vector<int64_t> shape, const std::vector<So
       case DType::boolean:
         out[i] = x != 0 ? 1 : 0;
         break;
+      case DType::i32: {
+        const auto v = static_cast<int32_t>(x);
+        std::memcpy(out + 4 * i, &v, 4);
+        break;
+      }
+      case DType::i64: {
+        const auto v = static_cast<int64_t>(x);
+        std::memcpy(out + 8 * i, &v, 8);
+        break;
+      }
     }
   }
   return t;

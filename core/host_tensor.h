@@ -8,9 +8,11 @@
 
 namespace attnscope {
 
-enum class DType : uint8_t { f16, bf16, f32, f64, u8, boolean };
+// i32 / i64 hold only index tensors (cu_seqlens of packed sequences).
+enum class DType : uint8_t { f16, bf16, f32, f64, u8, boolean, i32, i64 };
 
-const char* dtype_name(DType t);  // "float16", "bfloat16", "float32", "float64", "uint8", "bool"
+// "float16", "bfloat16", "float32", "float64", "uint8", "bool", "int32", "int64"
+const char* dtype_name(DType t);
 size_t dtype_size(DType t);
 bool dtype_is_float(DType t);
 
@@ -22,7 +24,7 @@ struct HostTensor {
   int64_t numel() const;
   std::string shape_string() const;  // "[2, 8, 1024, 64]"
 
-  double at(int64_t flat_index) const;  // element as fp64 (exact for every dtype)
+  double at(int64_t flat_index) const;  // element as fp64 (exact; int64 up to 2^53)
   std::vector<double> to_double() const;
   std::vector<float> to_float() const;
   std::vector<uint8_t> to_mask() const;  // nonzero -> 1

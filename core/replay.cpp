@@ -68,6 +68,7 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
               : keep_mask        ? DropoutReplay::mask
                                  : DropoutReplay::unavailable;
   r.invert_mask = run.mask_convention == "masked_out";
+  r.score_mod_unavailable = run.score_mod_replay == "unavailable";
 
   const std::string backend = run.backend.empty() ? "backend not recorded" : run.backend;
   const std::string framework =
@@ -80,6 +81,7 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
     r.text += std::string(", dropout p = ") + p +
               (r.dropout == DropoutReplay::mask ? " (keep-mask recorded)" : " (no keep-mask)");
   }
+  if (r.score_mod_unavailable) r.text += ", score_mod not replayed";
   return r;
 }
 

@@ -37,6 +37,11 @@ struct Replay {
   DropoutReplay dropout = DropoutReplay::none;
   // mask_convention = masked_out: the stored bool mask says True = masked out.
   bool invert_mask = false;
+  // A FlexAttention score_mod the kernels cannot replay (score_mod_replay = "unavailable"):
+  // no recorded output can be compared.
+  bool score_mod_unavailable = false;
+  // Every recorded output can be compared element-wise.
+  bool exact() const { return dropout != DropoutReplay::unavailable && !score_mod_unavailable; }
   // One line for reports: "sdpa_flash, torch 2.11.0+cu130, fp16: fully masked rows give 0".
   std::string text;
 };

@@ -24,15 +24,21 @@ inline void check_case(const CaseInfo& info) {
           d.head_dim > 0 && d.head_dim_v > 0);
   require(d.heads % d.kv_heads == 0);
   require(info.has("q") && info.has("k") && info.has("v"));
+  if (const auto& p = info.packed) {  // a sequence of a packed group lies inside its tokens
+    require(0 <= p->index && p->index < p->count && 0 <= p->q_begin && p->q_begin < p->q_end &&
+            p->q_end <= p->total_q && 0 <= p->k_begin && p->k_begin < p->k_end &&
+            p->k_end <= p->total_k && d.seqlen_q == p->q_end - p->q_begin &&
+            d.seqlen_k == p->k_end - p->k_begin && !info.has("cu_seqlens_q"));
+  }
 }
 
 inline void check_loaded(const CaseData& data) {
   for (const auto& [name, t] : data.tensors) {
     require(t.bytes.size() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype));
   }
-  require(data.q().shape ==
-          std::vector<int64_t>({data.info.dims.batch, data.info.dims.heads, data.info.dims.seqlen_q,
-                                data.info.dims.head_dim}));
+  const CaseDims& d = data.info.dims;
+  require(data.q().shape == std::vector<int64_t>({d.batch, d.heads, d.seqlen_q, d.head_dim}));
+  require(data.k().shape == std::vector<int64_t>({d.batch, d.kv_heads, d.seqlen_k, d.head_dim}));
 }
 
 // Decodes what encode_listing wrote; aborts when it does not decode.

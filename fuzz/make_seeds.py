@@ -4,12 +4,13 @@
     make_seeds.py SAMPLE BAD_DIR OUT_DIR
 
     dump_reader_fuzz   the hostile corpus's .h5 files plus the six sample cases taking the least
-                       space in the file (copied with their attributes and stored types)
+                       space in the file (copied with their attributes and stored types), and
+                       the packed-sequence sample next to it
     zip_dump_fuzz      the hostile .pt / .npz files plus small valid ones written by torch.save
                        and numpy.savez / savez_compressed (a dict, a list, nested layers, bf16
-                       views, a Fortran-order array)
+                       views, a Fortran-order array, packed THD with cu_seqlens)
     pickle_fuzz        the data.pkl of every .pt above
-    safetensors_fuzz   the hostile .safetensors files plus one written by safetensors
+    safetensors_fuzz   the hostile .safetensors files plus two written by safetensors (one packed)
 
 The fuzz_*.h5 reproducers (HDF5 library faults) are left out: they would only re-report.
 """
@@ -63,6 +64,11 @@ def zip_seeds(bad, out):
     np.savez(os.path.join(out, "plain.npz"), **arrays)
     np.savez_compressed(os.path.join(out, "compressed.npz"),
                         **{"layer_0/" + k: v for k, v in arrays.items()})
+    packed = {"q": t(7, 2, 4), "k": t(9, 1, 4), "v": t(9, 1, 4), "is_causal": True,
+              "cu_seqlens_q": torch.tensor([0, 3, 7], dtype=torch.int32),
+              "cu_seqlens_k": torch.tensor([0, 4, 9], dtype=torch.int32)}
+    torch.save(packed, os.path.join(out, "packed.pt"))
+    np.savez(os.path.join(out, "packed.npz"), **{k: np.asarray(v) for k, v in packed.items()})
 
 
 def pickle_seeds(zips, out):
@@ -88,6 +94,9 @@ def safetensors_seeds(bad, out):
     save_file({"q": t(1, 2, 3, 4), "k": t(1, 2, 3, 4), "v": t(1, 2, 3, 4),
                "layer_1.q": t(2, 4), "layer_1.k": t(3, 4), "layer_1.v": t(3, 4)},
               os.path.join(out, "valid.safetensors"), metadata={"scale": "0.5"})
+    save_file({"q": t(7, 2, 4), "k": t(7, 2, 4), "v": t(7, 2, 4),
+               "cu_seqlens": torch.tensor([0, 2, 7], dtype=torch.int64)},
+              os.path.join(out, "packed.safetensors"), metadata={"layout": "THD"})
 
 
 def main():
@@ -97,6 +106,8 @@ def main():
     for folder in folders.values():
         os.makedirs(folder, exist_ok=True)
     hdf5_seeds(sample, bad, folders["dump_reader_fuzz"])
+    packed = os.path.join(os.path.dirname(sample), "packed_sequences.h5")
+    shutil.copy(packed, os.path.join(folders["dump_reader_fuzz"], "sample_packed_sequences.h5"))
     zip_seeds(bad, folders["zip_dump_fuzz"])
     pickle_seeds(folders["zip_dump_fuzz"], folders["pickle_fuzz"])
     safetensors_seeds(bad, folders["safetensors_fuzz"])

@@ -68,6 +68,20 @@ void write_case_config_fields(JsonWriter& json, const CaseInfo& c) {
     json.value(*run.micro_batch);
   else
     json.null();
+  json.field("library_version", run.library_version).field("score_mod", run.score_mod);
+  json.field("score_mod_replay", run.score_mod_replay);
+  json.field("score_mod_note", run.score_mod_note);
+  json.end_object();
+  // A sequence of a packed group: its place in the group (token ranges [begin, end)).
+  if (!c.packed) {
+    json.key("packed").null();
+    return;
+  }
+  const PackedSequence& p = *c.packed;
+  json.key("packed").begin_object();
+  json.field("group", p.group).field("index", p.index).field("count", p.count);
+  json.key("q_tokens").begin_array().value(p.q_begin).value(p.q_end).end_array();
+  json.key("k_tokens").begin_array().value(p.k_begin).value(p.k_end).end_array();
   json.end_object();
 }
 

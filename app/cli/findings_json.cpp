@@ -72,7 +72,7 @@ void write_replay(JsonWriter& json, const CaseInfo& info, const Replay& r) {
   json.field("dropout", r.dropout == DropoutReplay::none   ? "none"
                         : r.dropout == DropoutReplay::mask ? "mask"
                                                            : "unavailable");
-  json.field("exact", r.dropout != DropoutReplay::unavailable);
+  json.field("exact", r.exact());
   json.field("text", r.text);
   json.end_object();
 }

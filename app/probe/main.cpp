@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -69,14 +70,24 @@ int main(int argc, char** argv) {
   // the parent fills in their error.
   DumpListing listing = dump->listing();
   std::vector<CaseInfo> readable;
+  // The sequences of a packed group read the same datasets: the group is checked once.
+  std::map<std::string, Status> checked;  // stored path -> result
   for (CaseInfo& info : listing.cases) {
-    if (skip.count(info.path)) {
+    if (skip.count(info.stored_path())) {
       listing.broken.push_back({std::move(info), Error{}});
       continue;
     }
-    say(kProbeCheckingLine, info.path);
-    const Status data = dump->check_case(
-        info, sample_bytes, [](const std::string& dataset) { say(kProbeReadingLine, dataset); });
+    auto known = checked.find(info.stored_path());
+    if (known == checked.end()) {
+      say(kProbeCheckingLine, info.stored_path());
+      known = checked
+                  .emplace(info.stored_path(), dump->check_case(info, sample_bytes,
+                                                                [](const std::string& dataset) {
+                                                                  say(kProbeReadingLine, dataset);
+                                                                }))
+                  .first;
+    }
+    const Status& data = known->second;
     if (data) {
       readable.push_back(std::move(info));
       continue;

@@ -2,6 +2,7 @@
 // rounded once to the dtype the case is stored in.
 #include "sample_cases.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -248,6 +249,103 @@ std::vector<SampleCase> make_training_series() {
     }
   }
   return series;
+}
+
+}  // namespace attnscope
+
+namespace attnscope {
+
+namespace {
+
+// Rows [begin, begin + length) of every head of a canonical [1, H, T, D] buffer, as [1, H,
+// length, D]; and back.
+std::vector<double> cut_rows(const std::vector<double>& x, int64_t heads, int64_t tokens,
+                             int64_t dim, int64_t begin, int64_t length) {
+  std::vector<double> out;
+  for (int64_t h = 0; h < heads; ++h) {
+    const auto first = x.begin() + (h * tokens + begin) * dim;
+    out.insert(out.end(), first, first + length * dim);
+  }
+  return out;
+}
+
+void paste_rows(std::vector<double>& x, const std::vector<double>& rows, int64_t heads,
+                int64_t tokens, int64_t dim, int64_t begin, int64_t length) {
+  for (int64_t h = 0; h < heads; ++h) {
+    std::copy(rows.begin() + h * length * dim, rows.begin() + (h + 1) * length * dim,
+              x.begin() + (h * tokens + begin) * dim);
+  }
+}
+
+}  // namespace
+
+std::vector<SampleCase> make_packed_sequences() {
+  const std::vector<int64_t> lengths = {32, 20, 48, 12};
+  const int64_t T = 112, H = 4, Hk = 2, D = 32;
+  std::vector<double> starts = {0};
+  for (int64_t n : lengths) starts.push_back(starts.back() + static_cast<double>(n));
+  SampleRandom rng(707);
+  auto packed_case = [&](const std::string& name, const std::string& description) {
+    CaseData c = new_case(name, description, "float16");
+    c.info.config.layout = Layout::thd;
+    put(c, "q", DType::f16, {1, H, T, D}, rng.normals(H * T * D, 1.0));
+    put(c, "k", DType::f16, {1, Hk, T, D}, rng.normals(Hk * T * D, 1.0));
+    put(c, "v", DType::f16, {1, Hk, T, D}, rng.normals(Hk * T * D, 1.0));
+    put(c, "do", DType::f16, {1, H, T, D}, rng.normals(H * T * D, 0.01));
+    c.tensors["cu_seqlens_q"] =
+        HostTensor::from_double(DType::i32, {static_cast<int64_t>(starts.size())}, starts);
+    return c;
+  };
+
+  // flash_attn_varlen_func over 4 documents; a NaN in k at token 60 (document 2, row 8).
+  CaseData varlen = packed_case(
+      "varlen fp16, NaN in one document's k",
+      "4 documents (32, 20, 48, 12 tokens) packed as flash_attn_varlen_func takes them (THD, "
+      "cu_seqlens), causal per document; one NaN in k at token 60 poisons only document 2");
+  varlen.info.config.causal = true;
+  varlen.info.config.causal_align = CausalAlign::bottom_right;
+  varlen.info.config.run.backend = "flash_attn";
+  std::vector<double> k = varlen.k().to_double();
+  k[(1 * T + 60) * D + 5] = std::nan("");
+  put(varlen, "k", DType::f16, {1, Hk, T, D}, k);
+  const std::vector<double> q = varlen.q().to_double(), v = varlen.v().to_double();
+  std::vector<double> o(static_cast<size_t>(H * T * D)), lse(static_cast<size_t>(H * T));
+  for (size_t s = 0; s + 1 < starts.size(); ++s) {
+    const auto begin = static_cast<int64_t>(starts[s]), length = lengths[s];
+    AttnParams p;
+    p.batch = 1;
+    p.heads = H;
+    p.kv_heads = Hk;
+    p.seqlen_q = p.seqlen_k = length;
+    p.head_dim = p.head_dim_v = D;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(D));
+    p.causal = true;
+    p.causal_align = CausalAlign::bottom_right;
+    const std::vector<double> qs = cut_rows(q, H, T, D, begin, length),
+                              ks = cut_rows(k, Hk, T, D, begin, length),
+                              vs = cut_rows(v, Hk, T, D, begin, length);
+    const ReferenceTrace trace = reference_attention(p, qs.data(), ks.data(), vs.data(), nullptr);
+    paste_rows(o, trace.o, H, T, D, begin, length);
+    paste_rows(lse, trace.lse, H, T, 1, begin, length);
+  }
+  put(varlen, "o", DType::f16, {1, H, T, D}, o);
+  put(varlen, "lse", DType::f32, {1, H, T}, lse);
+
+  // The same documents packed for SDPA with a plain causal [T, T] mask: documents see the
+  // ones before them (the mask was not reset at document boundaries).
+  CaseData leaky =
+      packed_case("SDPA packing, causal mask not reset per document",
+                  "4 documents packed into one row for SDPA with a causal [T, T] mask that is not "
+                  "block-diagonal: every document after the first attends the documents before it");
+  std::vector<double> mask(static_cast<size_t>(T * T));
+  for (int64_t i = 0; i < T; ++i) {
+    for (int64_t j = 0; j <= i; ++j) mask[static_cast<size_t>(i * T + j)] = 1;
+  }
+  put(leaky, "mask", DType::boolean, {1, 1, T, T}, mask);
+  std::vector<SampleCase> out;
+  out.push_back({"/packed_varlen_nan_k", std::move(varlen)});
+  out.push_back({"/packed_sdpa_causal_mask", std::move(leaky)});
+  return out;
 }
 
 }  // namespace attnscope

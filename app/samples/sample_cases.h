@@ -1,5 +1,6 @@
 // The bundled sample cases (resources/samples/seed_cases.h5): each reproduces one failure
-// users hit in fused attention, plus a healthy case and a multi-step series.
+// users hit in fused attention, plus a healthy case and a multi-step series; and the packed
+// sample (resources/samples/packed_sequences.h5).
 #pragma once
 
 #include <string>
@@ -26,5 +27,8 @@ SampleCase make_healthy();
 SampleCase make_recorded_mismatch();
 // (e) 8 steps x 4 layers whose activations grow until the last steps overflow in fp16.
 std::vector<SampleCase> make_training_series();
+// (g) 4 documents packed in THD with cu_seqlens (fp16): varlen with a NaN in one document's k,
+// and SDPA packing whose causal mask is not reset per document (cross_sequence_attention).
+std::vector<SampleCase> make_packed_sequences();
 
 }  // namespace attnscope

@@ -9,6 +9,7 @@
 #include "core/analysis/analysis_context.h"
 #include "core/analysis/analysis_memory.h"
 #include "core/analysis/clip_report.h"
+#include "core/analysis/packed_findings.h"
 #include "core/analysis/recorded_conventions.h"
 #include "core/analysis/reference64.h"
 #include "core/memory_budget.h"
@@ -168,6 +169,7 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
     const HostTensor* t = data.find(name);
     const std::vector<double>* reference = recorded_output(*r.reference, name);
     if (t == nullptr || reference == nullptr) continue;
+    if (replay.score_mod_unavailable) continue;
     if (replay.dropout == DropoutReplay::unavailable && std::string(name) != "lse") continue;
     const std::vector<double> rec = t->to_double();
     const std::vector<double> same = to_double(run_output(*r.run, name));
@@ -377,7 +379,9 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   for (Finding& f : a.findings) f.what_if = a.what_if;
   add_recorded_findings(cx, a.findings);  // judged against the replay of the recorded run
   a.findings.insert(a.findings.end(), conventions.begin(), conventions.end());
+  add_packed_findings(data, a.findings);
   group_findings(a.findings);
+  name_packed_sequence(data.info, a.findings);
 
   for (const ModeRun& r : a.runs) a.stats.runs.push_back(run_stats(p, r));
   a.stats.fully_masked_rows = masks.fully_masked_rows;

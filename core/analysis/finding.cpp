@@ -38,6 +38,8 @@ const char* finding_kind_name(FindingKind kind) {
       return "replay_inexact";
     case FindingKind::recorded_convention:
       return "recorded_convention";
+    case FindingKind::cross_sequence_attention:
+      return "cross_sequence_attention";
   }
   return "unknown";
 }

@@ -32,17 +32,19 @@ enum class FindingKind : uint8_t {
   // A recorded tensor follows another convention than schema 1 expects (LSE in base 2 or in
   // another layout, a mask of the opposite polarity) and matches once read that way.
   recorded_convention,
+  // A packed sequence's queries attend keys of other sequences (the block-diagonal mask leaks).
+  cross_sequence_attention,
 };
 
 inline constexpr FindingKind kAllFindingKinds[] = {
-    FindingKind::nonfinite_input,    FindingKind::score_overflow,
-    FindingKind::mask_fill_overflow, FindingKind::fully_masked_row,
-    FindingKind::masked_nan_leak,    FindingKind::exp_overflow,
-    FindingKind::nonfinite_output,   FindingKind::nonfinite_gradient,
-    FindingKind::gradient_explosion, FindingKind::clip_spreads_nan,
-    FindingKind::recorded_mismatch,  FindingKind::precision_loss,
-    FindingKind::silent_zero_row,    FindingKind::replay_inexact,
-    FindingKind::recorded_convention};
+    FindingKind::nonfinite_input,     FindingKind::score_overflow,
+    FindingKind::mask_fill_overflow,  FindingKind::fully_masked_row,
+    FindingKind::masked_nan_leak,     FindingKind::exp_overflow,
+    FindingKind::nonfinite_output,    FindingKind::nonfinite_gradient,
+    FindingKind::gradient_explosion,  FindingKind::clip_spreads_nan,
+    FindingKind::recorded_mismatch,   FindingKind::precision_loss,
+    FindingKind::silent_zero_row,     FindingKind::replay_inexact,
+    FindingKind::recorded_convention, FindingKind::cross_sequence_attention};
 
 const char* finding_kind_name(FindingKind kind);
 const char* severity_name(Severity severity);

@@ -119,8 +119,7 @@ void recorded_mismatch(const AnalysisContext& cx, std::vector<Finding>& out) {
 // Rows of the recorded o that are exactly zero where the fp64 output is not.
 void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   const HostTensor* o = cx.data.find("o");
-  if (o == nullptr || cx.recorded_reference == nullptr ||
-      cx.replay.dropout == DropoutReplay::unavailable) {
+  if (o == nullptr || cx.recorded_reference == nullptr || !cx.replay.exact()) {
     return;
   }
   const std::vector<double> rec = o->to_double();
@@ -155,7 +154,7 @@ void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
 // The recorded LSE below a row's max score in the replay by more than log(FLT_MAX).
 void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   const HostTensor* lse = cx.data.find("lse");
-  if (lse == nullptr || cx.recorded_run == nullptr) return;
+  if (lse == nullptr || cx.recorded_run == nullptr || cx.replay.score_mod_unavailable) return;
   const std::vector<double> rec = lse->to_double();
   const AttnParams& p = cx.in.params;
   double worst = 0;
@@ -182,24 +181,38 @@ void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out)
   }
 }
 
-// Dropout without its keep-mask: the comparisons the replay cannot make.
+// The comparisons the replay cannot make: dropout without its keep-mask, a score_mod the
+// kernels cannot replay.
 void replay_inexact(const AnalysisContext& cx, std::vector<Finding>& out) {
-  if (cx.replay.dropout != DropoutReplay::unavailable) return;
-  Finding f;
-  f.kind = FindingKind::replay_inexact;
-  f.severity = Severity::info;
-  f.tensor = "o";
-  f.message = "the run used attention dropout (p = " + num(cx.data.info.config.run.dropout_p) +
-              ") but the dump holds no keep-mask" +
-              (cx.data.info.config.run.dropout_note.empty()
-                   ? std::string()
-                   : " (" + cx.data.info.config.run.dropout_note + ")") +
-              ": the recorded o, dq, dk, dv are not compared element-wise and the "
-              "recomputation runs without dropout; lse and the inputs are still checked";
-  f.remedy =
-      "record the step with attnscope_record (it stores the keep-mask where it can "
-      "reproduce it), or record it in eval mode / with dropout_p = 0";
-  out.push_back(f);
+  const RunRecord& run = cx.data.info.config.run;
+  auto note = [](const std::string& text) { return text.empty() ? text : " (" + text + ")"; };
+  if (cx.replay.dropout == DropoutReplay::unavailable) {
+    Finding f;
+    f.kind = FindingKind::replay_inexact;
+    f.severity = Severity::info;
+    f.tensor = "o";
+    f.message = "the run used attention dropout (p = " + num(run.dropout_p) +
+                ") but the dump holds no keep-mask" + note(run.dropout_note) +
+                ": the recorded o, dq, dk, dv are not compared element-wise and the "
+                "recomputation runs without dropout; lse and the inputs are still checked";
+    f.remedy =
+        "record the step with attnscope_record (it stores the keep-mask where it can "
+        "reproduce it), or record it in eval mode / with dropout_p = 0";
+    out.push_back(f);
+  }
+  if (cx.replay.score_mod_unavailable) {
+    Finding f;
+    f.kind = FindingKind::replay_inexact;
+    f.severity = Severity::info;
+    f.tensor = "S";
+    f.message = "the run's FlexAttention score_mod cannot be replayed" + note(run.score_mod_note) +
+                ": the recomputation runs without it and the recorded o, lse, dq, dk, dv are "
+                "not compared; the inputs are still checked";
+    f.remedy =
+        "express the score_mod as a softcap, an additive bias (ALiBi, relative positions) or a "
+        "mask_mod, which attnscope_record materialises and attnscope replays";
+    out.push_back(f);
+  }
 }
 
 // Precision loss is judged by e = max |x - fp64| / (max |fp64| + floor) per head: warning

@@ -40,13 +40,20 @@ constexpr Alias kTensorAliases[] = {
     {"dq", "dq"},
     {"grad_q", "dq"},
     {"q_grad", "dq"},
+    {"grad_query", "dq"},
     {"dk", "dk"},
     {"grad_k", "dk"},
     {"k_grad", "dk"},
+    {"grad_key", "dk"},
     {"dv", "dv"},
     {"grad_v", "dv"},
     {"v_grad", "dv"},
+    {"grad_value", "dv"},
     {"dropout_mask", "dropout_mask"},
+    {"cu_seqlens", "cu_seqlens_q"},
+    {"cu_seqlens_q", "cu_seqlens_q"},
+    {"cu_seqlens_k", "cu_seqlens_k"},
+    {"cu_seqlens_kv", "cu_seqlens_k"},
 };
 
 const char* const kTypeHint =
@@ -116,7 +123,7 @@ Result<CaseInfo> build_case(const FoundGroup& group, const std::vector<const Fou
   auto dims = infer_case_dims(info.tensors, info.config.layout, where);
   if (!dims) return dims.error();
   info.dims = *dims;
-  info.config.layout = layout_for_rank(info.tensors.front().shape.size(), info.config.layout);
+  info.config.layout = case_layout(info.tensors, info.config.layout);
   for (const TensorInfo& t : info.tensors) {
     locations[location_key(info.path, t.dataset)] = found.at(t.name);
   }

@@ -104,7 +104,8 @@ Status set_text(CaseConfig& config, const std::string& name, const std::string& 
     }
   } else if (name == "layout") {
     auto layout = parse_layout(text);
-    if (!layout) return field_error(where, kind, name, "= '" + text + "' is not BHSD or BSHD");
+    if (!layout)
+      return field_error(where, kind, name, "= '" + text + "' is not BHSD, BSHD, HSD, SD or THD");
     config.layout = *layout;
   }
   return Ok{};
@@ -120,6 +121,10 @@ std::string* run_text_field(RunRecord& run, const std::string& name) {
   if (name == "dropout_replay") return &run.dropout_replay;
   if (name == "dropout_note") return &run.dropout_note;
   if (name == "mask_convention") return &run.mask_convention;
+  if (name == "library_version") return &run.library_version;
+  if (name == "score_mod") return &run.score_mod;
+  if (name == "score_mod_replay") return &run.score_mod_replay;
+  if (name == "score_mod_note") return &run.score_mod_note;
   return nullptr;
 }
 

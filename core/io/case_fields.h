@@ -28,6 +28,12 @@ bool is_text_field(const std::string& name);
 Status set_case_field(CaseConfig& config, const std::string& name, const FieldValue& value,
                       const std::string& where, const char* kind);
 
+// The names of the run record's text fields, as attributes / keys.
+inline constexpr const char* kRunTextFields[] = {
+    "torch_version",  "backend",          "device",          "autocast_dtype",
+    "dropout_replay", "dropout_note",     "mask_convention", "library_version",
+    "score_mod",      "score_mod_replay", "score_mod_note"};
+
 // The text field of the run record named `name` ("backend" -> &run.backend); nullptr for the
 // other fields.
 std::string* run_text_field(RunRecord& run, const std::string& name);

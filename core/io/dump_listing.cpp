@@ -151,8 +151,10 @@ void put_case(Writer& w, const CaseInfo& c) {
   w.text(cfg.name);
   w.text(cfg.description);
   const RunRecord& run = cfg.run;
-  for (const std::string* t : {&run.torch_version, &run.backend, &run.device, &run.autocast_dtype,
-                               &run.dropout_replay, &run.dropout_note, &run.mask_convention}) {
+  for (const std::string* t :
+       {&run.torch_version, &run.backend, &run.device, &run.autocast_dtype, &run.dropout_replay,
+        &run.dropout_note, &run.mask_convention, &run.library_version, &run.score_mod,
+        &run.score_mod_replay, &run.score_mod_note}) {
     w.text(*t);
   }
   w.real(run.dropout_p);
@@ -170,6 +172,15 @@ void put_case(Writer& w, const CaseInfo& c) {
     w.number(static_cast<int64_t>(t.shape.size()));
     for (int64_t v : t.shape) w.number(v);
   }
+  w.number(c.packed ? 1 : 0);
+  if (c.packed) {
+    const PackedSequence& p = *c.packed;
+    w.text(p.group);
+    for (int64_t v :
+         {p.index, p.count, p.q_begin, p.q_end, p.k_begin, p.k_end, p.total_q, p.total_k}) {
+      w.number(v);
+    }
+  }
 }
 
 CaseInfo get_case(Reader& r) {
@@ -180,15 +191,17 @@ CaseInfo get_case(Reader& r) {
   cfg.causal = r.choice(2) == 1;
   cfg.causal_align = static_cast<CausalAlign>(r.choice(2));
   cfg.dtype = r.text();
-  cfg.layout = static_cast<Layout>(r.choice(4));
+  cfg.layout = static_cast<Layout>(r.choice(static_cast<int64_t>(Layout::thd) + 1));
   cfg.softcap = r.real();
   cfg.step = r.optional_number();
   cfg.layer = r.optional_number();
   cfg.name = r.text();
   cfg.description = r.text();
   RunRecord& run = cfg.run;
-  for (std::string* t : {&run.torch_version, &run.backend, &run.device, &run.autocast_dtype,
-                         &run.dropout_replay, &run.dropout_note, &run.mask_convention}) {
+  for (std::string* t :
+       {&run.torch_version, &run.backend, &run.device, &run.autocast_dtype, &run.dropout_replay,
+        &run.dropout_note, &run.mask_convention, &run.library_version, &run.score_mod,
+        &run.score_mod_replay, &run.score_mod_note}) {
     *t = r.text();
   }
   run.dropout_p = r.real();
@@ -203,10 +216,19 @@ CaseInfo get_case(Reader& r) {
     TensorInfo t;
     t.name = r.text();
     t.dataset = r.text();
-    t.dtype = static_cast<DType>(r.choice(static_cast<int64_t>(DType::boolean) + 1));
+    t.dtype = static_cast<DType>(r.choice(static_cast<int64_t>(DType::i64) + 1));
     const size_t rank = r.count(2);
     for (size_t k = 0; k < rank && !r.failed(); ++k) t.shape.push_back(r.number());
     c.tensors.push_back(std::move(t));
+  }
+  if (r.choice(2) == 1) {
+    PackedSequence p;
+    p.group = r.text();
+    for (int64_t* v :
+         {&p.index, &p.count, &p.q_begin, &p.q_end, &p.k_begin, &p.k_end, &p.total_q, &p.total_k}) {
+      *v = r.number();
+    }
+    c.packed = std::move(p);
   }
   return c;
 }

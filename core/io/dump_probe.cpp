@@ -256,7 +256,7 @@ Result<DumpListing> take_listing(const std::string& path, const ProbeChannel& re
       decode_listing(*report.listing_header, report.listing_payload, path);
   if (!listing) return listing;
   for (BrokenCase& b : listing->broken) {
-    if (auto it = skipped.find(b.info.path); it != skipped.end()) b.error = it->second;
+    if (auto it = skipped.find(b.info.stored_path()); it != skipped.end()) b.error = it->second;
   }
   return listing;
 }

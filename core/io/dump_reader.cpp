@@ -5,6 +5,7 @@
 
 #include "core/io/dump_format.h"
 #include "core/io/dump_source.h"
+#include "core/io/packed_sequences.h"
 #include "core/memory_budget.h"
 
 namespace attnscope {
@@ -70,6 +71,8 @@ DumpReader::~DumpReader() = default;
 
 Result<DumpReader> DumpReader::adopt(Result<OpenedSource> opened, const std::string& path) {
   if (!opened) return opened.error();
+  if (opened->listing.cases.empty()) return no_case_error(path, opened->listing);
+  expand_packed_cases(*opened->source, path, opened->listing);
   if (opened->listing.cases.empty()) return no_case_error(path, opened->listing);
   auto state = std::make_unique<State>();
   state->path = path;
@@ -175,11 +178,13 @@ Result<CaseData> DumpReader::load(const std::string& case_path) const {
   if (!fits) return fits.error();
   CaseData data;
   data.info = *info;
+  const CaseDims stored_as = stored_dims(*info);
   for (const TensorInfo& t : info->tensors) {
     auto stored = state_->source->read_tensor(*info, t);
     if (!stored) return stored.error();
-    data.tensors[t.name] = to_canonical(t.name, *stored, info->config.layout, info->dims);
+    data.tensors[t.name] = to_canonical(t.name, *stored, info->config.layout, stored_as);
   }
+  if (info->packed) cut_packed_sequence(data);
   return data;
 }
 

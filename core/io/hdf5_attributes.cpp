@@ -181,8 +181,7 @@ Status write_case_config(hid_t group, const CaseConfig& c) {
     done.push_back(write_string_attribute(group, "description", c.description));
   }
   RunRecord run = c.run;
-  for (const char* name : {"torch_version", "backend", "device", "autocast_dtype", "dropout_replay",
-                           "dropout_note", "mask_convention"}) {
+  for (const char* name : kRunTextFields) {
     const std::string& text = *run_text_field(run, name);
     if (!text.empty()) done.push_back(write_string_attribute(group, name, text));
   }

@@ -170,7 +170,7 @@ class Walker {
     auto dims = infer_case_dims(info.tensors, info.config.layout, where);
     if (!dims) return dims.error();
     info.dims = *dims;
-    info.config.layout = layout_for_rank(info.tensors.front().shape.size(), info.config.layout);
+    info.config.layout = case_layout(info.tensors, info.config.layout);
     return info;
   }
 

@@ -113,7 +113,7 @@ int read_schema_version(hid_t file, const std::string& name) {
 // Reads one stored tensor (file layout) after re-checking its metadata against discovery.
 Result<HostTensor> read_tensor(hid_t file, const std::string& path, const CaseInfo& info,
                                const TensorInfo& t, const OpenOptions& options) {
-  const std::string object = h5::join_path(info.path, t.dataset);
+  const std::string object = h5::join_path(info.stored_path(), t.dataset);
   Handle dataset = h5::open_case_dataset(file, object, options);
   if (!dataset) {
     return h5::dataset_error(ErrorCode::io, path, object, "cannot open the dataset",

@@ -80,7 +80,7 @@ const char* const kCorruptDataHint =
 
 Status sample_tensor(hid_t file, const std::string& name, const CaseInfo& info, const TensorInfo& t,
                      const OpenOptions& options, int64_t sample_bytes) {
-  const std::string object = join_path(info.path, t.dataset);
+  const std::string object = join_path(info.stored_path(), t.dataset);
   Handle dataset = open_case_dataset(file, object, options);
   if (!dataset) {
     return dataset_error(ErrorCode::io, name, object, "cannot open the dataset",
@@ -139,7 +139,7 @@ Status sample_case_data(hid_t file, const std::string& name, const CaseInfo& inf
                         const OpenOptions& options, int64_t sample_bytes,
                         const std::function<void(const std::string&)>& on_dataset) {
   for (const TensorInfo& t : info.tensors) {
-    if (on_dataset) on_dataset(join_path(info.path, t.dataset));
+    if (on_dataset) on_dataset(join_path(info.stored_path(), t.dataset));
     Status read = sample_tensor(file, name, info, t, options, sample_bytes);
     if (!read) return read;
   }

@@ -150,6 +150,10 @@ Result<ElementMapping> map_element_type(hid_t file_type, const std::string& name
                         "float32 or float64",
                     float_hint);
     case H5T_INTEGER:
+      if (is_index_tensor(name) && (size == 4 || size == 8)) {
+        return size == 4 ? native(DType::i32, H5T_NATIVE_INT32)
+                         : native(DType::i64, H5T_NATIVE_INT64);
+      }
       if (is_mask && size == 1 && H5Tget_sign(file_type) == H5T_SGN_NONE) {
         return native(DType::u8, H5T_NATIVE_UINT8);
       }
@@ -222,6 +226,10 @@ Handle file_type_for(DType dtype, Bf16Storage bf16) {
       return type_handle(H5Tcopy(H5T_STD_U8LE));
     case DType::boolean:
       return bool_enum_type();
+    case DType::i32:
+      return type_handle(H5Tcopy(H5T_STD_I32LE));
+    case DType::i64:
+      return type_handle(H5Tcopy(H5T_STD_I64LE));
   }
   return {};
 }

@@ -119,9 +119,10 @@ Status write_dataset(hid_t group, const std::string& file_name, const std::strin
   return Ok{};
 }
 
-// The case's tensors in file layout, checked like a reader would check them.
+// The case's tensors in file layout, checked like a reader would check them; `layout` is set
+// to the layout they are stored in.
 Result<std::map<std::string, HostTensor>> stored_tensors(const CaseData& data,
-                                                         const std::string& where) {
+                                                         const std::string& where, Layout& layout) {
   std::map<std::string, HostTensor> stored;
   std::vector<TensorInfo> infos;
   for (const auto& [name, t] : data.tensors) {
@@ -146,6 +147,7 @@ Result<std::map<std::string, HostTensor>> stored_tensors(const CaseData& data,
     e.code = ErrorCode::invalid_argument;
     return e;
   }
+  layout = case_layout(infos, data.info.config.layout);
   return stored;
 }
 
@@ -196,7 +198,8 @@ Status DumpWriter::write_case(const std::string& group_path, const CaseData& dat
   if (!state_ || !state_->file) return closed_error("write_case");
   const std::string& file = state_->path;
   const std::string path = absolute(group_path);
-  auto stored = stored_tensors(data, file + ": " + path);
+  CaseConfig config = data.info.config;
+  auto stored = stored_tensors(data, file + ": " + path, config.layout);
   if (!stored) return stored.error();
   auto group = make_groups(state_->file.get(), file, path);
   if (!group) return group.error();
@@ -207,8 +210,6 @@ Status DumpWriter::write_case(const std::string& group_path, const CaseData& dat
                              state_->options);
     if (!s) return s;
   }
-  CaseConfig config = data.info.config;
-  config.layout = layout_for_rank(stored->at("q").shape.size(), config.layout);
   Status s = h5::write_case_config(group->get(), config);
   if (!s) return make_error(s.error().code, file + ": " + path + ": " + s.error().message);
   return s;

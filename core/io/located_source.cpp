@@ -22,13 +22,14 @@ class LocatedSource : public DumpSource {
   Result<HostTensor> read_tensor(const CaseInfo& info, const TensorInfo& t) const override {
     auto span = locate(info, t);
     if (!span) return span.error();
-    const TensorLocation& at = where_.at(location_key(info.path, t.dataset));
+    const TensorLocation& at = where_.at(location_key(info.stored_path(), t.dataset));
     // The span read and the dense tensor gathered from it are held at once.
     int64_t dense = static_cast<int64_t>(dtype_size(t.dtype)), need = 0;
     for (int64_t d : t.shape) dense = saturating_product({dense, d});
     if (__builtin_add_overflow(span->bytes, dense, &need)) need = INT64_MAX;
     Status fits = check_memory(
-        store_->name() + ": " + location_key(info.path, t.dataset) + ": reading its data", need);
+        store_->name() + ": " + location_key(info.stored_path(), t.dataset) + ": reading its data",
+        need);
     if (!fits) return fits.error();
     Result<std::vector<uint8_t>> bytes = store_->read(at.entry, span->first, span->bytes);
     if (!bytes) return bytes.error();
@@ -38,10 +39,10 @@ class LocatedSource : public DumpSource {
   Status check_case(const CaseInfo& info, int64_t sample_bytes,
                     const DatasetCallback& on_dataset) const override {
     for (const TensorInfo& t : info.tensors) {
-      if (on_dataset) on_dataset(location_key(info.path, t.dataset));
+      if (on_dataset) on_dataset(location_key(info.stored_path(), t.dataset));
       auto span = locate(info, t);
       if (!span) return span.error();
-      const std::string& entry = where_.at(location_key(info.path, t.dataset)).entry;
+      const std::string& entry = where_.at(location_key(info.stored_path(), t.dataset)).entry;
       const StoreEntry* e = store_->find(entry);
       if (span->bytes <= sample_bytes || e == nullptr || e->compressed) {
         // A deflated member is inflated to its end whatever is read (its CRC is checked).
@@ -61,7 +62,7 @@ class LocatedSource : public DumpSource {
  private:
   // The span of a listed tensor's elements, checked against the store.
   Result<ByteSpan> locate(const CaseInfo& info, const TensorInfo& t) const {
-    const std::string key = location_key(info.path, t.dataset);
+    const std::string key = location_key(info.stored_path(), t.dataset);
     auto it = where_.find(key);
     std::optional<ByteSpan> span;
     if (it != where_.end()) span = element_span(t.shape, it->second, dtype_size(t.dtype));

@@ -167,6 +167,8 @@ std::optional<DType> descr_dtype(const std::string& descr, bool& big_endian) {
   if (kind == "f8") return DType::f64;
   if (kind == "b1") return DType::boolean;
   if (kind == "u1") return DType::u8;
+  if (kind == "i4") return DType::i32;
+  if (kind == "i8") return DType::i64;
   return std::nullopt;
 }
 

@@ -49,8 +49,8 @@ constexpr StorageType kStorageTypes[] = {
     {"UntypedStorage", DType::u8, true, 1, "uint8 (untyped storage)"},
     {"CharStorage", DType::u8, false, 1, "int8"},
     {"ShortStorage", DType::u8, false, 2, "int16"},
-    {"IntStorage", DType::u8, false, 4, "int32"},
-    {"LongStorage", DType::u8, false, 8, "int64"},
+    {"IntStorage", DType::i32, true, 4, "int32"},
+    {"LongStorage", DType::i64, true, 8, "int64"},
     {"ComplexFloatStorage", DType::u8, false, 8, "complex64"},
     {"ComplexDoubleStorage", DType::u8, false, 16, "complex128"},
 };

@@ -39,8 +39,8 @@ constexpr Dtype kDtypes[] = {{"F16", 2, true, DType::f16},      {"BF16", 2, true
                              {"F32", 4, true, DType::f32},      {"F64", 8, true, DType::f64},
                              {"BOOL", 1, true, DType::boolean}, {"U8", 1, true, DType::u8},
                              {"I8", 1, false, DType::u8},       {"I16", 2, false, DType::u8},
-                             {"U16", 2, false, DType::u8},      {"I32", 4, false, DType::u8},
-                             {"U32", 4, false, DType::u8},      {"I64", 8, false, DType::u8},
+                             {"U16", 2, false, DType::u8},      {"I32", 4, true, DType::i32},
+                             {"U32", 4, false, DType::u8},      {"I64", 8, true, DType::i64},
                              {"U64", 8, false, DType::u8},      {"F8_E4M3", 1, false, DType::u8},
                              {"F8_E5M2", 1, false, DType::u8}};
 

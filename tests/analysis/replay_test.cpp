@@ -1,7 +1,7 @@
 // Replay as recorded (core/replay.h, analyze_case): the run record decides mode, fill, P
 // source and dropout; defaults judge the recording as it ran, what-ifs never make the
-// recorded-output check blame the recording; dropout without a keep-mask is named, not
-// reported as a mismatch.
+// recorded-output check blame the recording; dropout without a keep-mask and a score_mod that
+// cannot be replayed are named, not reported as a mismatch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -182,6 +182,37 @@ TEST(ReplayAnalysis, dropout_is_replayed_from_the_keep_mask) {
   ASSERT_EQ(of_kind(blind, FindingKind::replay_inexact).size(), 1u) << summary(blind);
   EXPECT_EQ(of_kind(blind, FindingKind::replay_inexact)[0]->severity, Severity::info);
   EXPECT_TRUE(blind.recorded.empty());
+}
+
+TEST(ReplayAnalysis, score_mod_that_cannot_be_replayed_is_named_not_blamed) {
+  CaseData c = make_case(spec(2, 1, "float32"));
+  c.info.config.run = sdpa("flex");
+  record_outputs(c);
+  // What a score_mod the kernels cannot express (score * 2) would have recorded: every
+  // recorded output differs from the replay without it.
+  for (const char* name : {"o", "dq", "dk", "dv"}) {
+    std::vector<double> x = values(c, name);
+    for (double& e : x) e = 2 * e + 1;
+    put(c, name, c.tensors.at(name).dtype, c.tensors.at(name).shape, x);
+  }
+  ASSERT_TRUE(has_kind(analyze(c), FindingKind::recorded_mismatch));
+  c.info.config.run.score_mod = "def double(score, b, h, q, kv):\n    return score * 2\n";
+  c.info.config.run.score_mod_replay = "unavailable";
+  c.info.config.run.score_mod_note = "not a softcap or an additive bias";
+  const CaseAnalysis a = analyze(c);
+  EXPECT_TRUE(a.replay.score_mod_unavailable);
+  EXPECT_FALSE(a.replay.exact());
+  EXPECT_NE(a.replay.text.find("score_mod not replayed"), std::string::npos) << a.replay.text;
+  EXPECT_FALSE(has_kind(a, FindingKind::recorded_mismatch)) << summary(a);
+  EXPECT_FALSE(has_kind(a, FindingKind::exp_overflow)) << summary(a);
+  EXPECT_TRUE(a.recorded.empty());
+  const auto inexact = of_kind(a, FindingKind::replay_inexact);
+  ASSERT_EQ(inexact.size(), 1u) << summary(a);
+  EXPECT_EQ(inexact[0]->severity, Severity::info);
+  EXPECT_NE(inexact[0]->message.find("score_mod cannot be replayed (not a softcap or an "
+                                     "additive bias)"),
+            std::string::npos)
+      << inexact[0]->message;
 }
 
 TEST(ReplayAnalysis, masked_nan_leak_is_found_from_the_forward_when_do_is_nan_too) {

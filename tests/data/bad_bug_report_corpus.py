@@ -213,7 +213,7 @@ def safetensors_files(out, expect):
     ints = "{" + ", ".join(entry(n, 256 * i, 256 * (i + 1), "I32" if n == "q" else "F32")
                            for i, n in enumerate("qkv")) + "}"
     safetensors(out, "st_int32_q.safetensors", ints, q * 3)
-    expect("st_int32_q.safetensors", "/case/q", "element type I32")
+    expect("st_int32_q.safetensors", "/case/q", "element type int32 where floats are expected")
 
 
 def bug_report_corpus(out, expect):

@@ -30,6 +30,11 @@ CaseInfo sample_case(const std::string& path) {
   c.tensors.push_back({"q", "q", DType::bf16, {2, 97, 8, 59}});
   c.tensors.push_back({"do", "grad_out", DType::f16, {2, 97, 8, 111}});
   c.tensors.push_back({"mask", "mask", DType::boolean, {}});
+  c.config.run.library_version = "2.7.4";
+  c.config.run.score_mod = "def soft(score, b, h, q, kv):\n    return score * 2\n";
+  c.config.run.score_mod_replay = "unavailable";
+  c.config.run.score_mod_note = "not a softcap or an additive bias";
+  c.packed = PackedSequence{"/step 1", 2, 4, 52, 100, 50, 97, 112, 113};
   return c;
 }
 
@@ -96,6 +101,12 @@ TEST(Listing, round_trip_keeps_every_field) {
   EXPECT_EQ(c.tensors[1].dtype, DType::f16);
   EXPECT_EQ(c.tensors[1].shape, (std::vector<int64_t>{2, 97, 8, 111}));
   EXPECT_TRUE(c.tensors[2].shape.empty());
+  EXPECT_EQ(c.config.run.library_version, "2.7.4");
+  EXPECT_EQ(c.config.run.score_mod, "def soft(score, b, h, q, kv):\n    return score * 2\n");
+  EXPECT_EQ(c.config.run.score_mod_replay, "unavailable");
+  EXPECT_EQ(c.config.run.score_mod_note, "not a softcap or an additive bias");
+  EXPECT_EQ(c.packed, (PackedSequence{"/step 1", 2, 4, 52, 100, 50, 97, 112, 113}));
+  EXPECT_FALSE(out->cases[1].packed);
   EXPECT_FALSE(out->cases[1].config.scale);
   ASSERT_EQ(out->rejected.size(), 1u);
   EXPECT_EQ(out->rejected[0].code, ErrorCode::unsupported);
@@ -111,11 +122,14 @@ TEST(Listing, header_version_size_and_checksum_are_checked) {
   const auto [fields, payload] = split(encode_listing(sample_listing()));
   const std::string size = std::to_string(payload.size());
   const std::string sum = fields.substr(fields.rfind(' ') + 1);
-  const Result<DumpListing> version = decode("3 " + size + " " + sum, payload);
+  const std::string next = std::to_string(kListingVersion + 1);
+  const Result<DumpListing> version = decode(next + " " + size + " " + sum, payload);
   ASSERT_FALSE(version.ok());
-  EXPECT_NE(version.error().message.find("f.h5: attnscope's probe process gave a malformed case "
-                                         "listing (version 3, expected 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      version.error().message.find("f.h5: attnscope's probe process gave a malformed case "
+                                   "listing (version " +
+                                   next + ", expected " + std::to_string(kListingVersion) + ")"),
+      std::string::npos)
       << version.error().message;
   const Result<DumpListing> cut = decode(fields, payload.substr(0, payload.size() - 1));
   ASSERT_FALSE(cut.ok());
