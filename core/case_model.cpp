@@ -287,10 +287,10 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
       e = shape_error(where, t,
                       "shape " + shape_text(t.shape) + " is not [N+1] sequence starts (N >= 1)");
     }
-    if (is_index_tensor(t.name) && layout != Layout::thd) {
+    if (is_index_tensor(t.name) && layout != Layout::thd && (rank != 4 || qd.b != 1)) {
       e = shape_error(where, t,
-                      "sequence starts need packed tensors: q [T,H,D] with attribute layout "
-                      "\"THD\", not " +
+                      "sequence starts need packed tensors: q [T,H,D] (layout THD) or one "
+                      "batch row [1,H,T,D] / [1,T,H,D], not " +
                           std::string(layout_name(layout)) + " " + shape_text(q->shape));
     }
     if (e) return *e;

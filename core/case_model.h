@@ -26,7 +26,8 @@ std::optional<Layout> parse_layout(const std::string& text);
 // Canonical tensor names of schema 1.1 (aliases are resolved by the readers). dropout_mask is
 // the run's attention-dropout keep-mask (bool, 1 = kept, broadcastable to [B, H, Sq, Sk]).
 // cu_seqlens_q / cu_seqlens_k (int32 / int64, [N+1]: 0, ..., T) are the sequence starts of a
-// packed group; discovery reads them and lists each sequence as a case (packed_sequences.h).
+// packed group (q [T, H, D] in layout thd, or one batch row [1, H, T, D] as SDPA packing has
+// it); discovery reads them and lists each sequence as a case (packed_sequences.h).
 inline constexpr const char* kTensorNames[] = {
     "q", "k",   "v",  "do", "mask", "bias",         "dropout_mask",
     "o", "lse", "dq", "dk", "dv",   "cu_seqlens_q", "cu_seqlens_k"};

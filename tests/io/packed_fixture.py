@@ -12,9 +12,11 @@ packed.npz (numpy.savez, float32, int64 starts), packed.safetensors (float16) an
 (h5py, float32). packed_*.ref.h5 hold each sequence as its own BHSD case /layer_0/seq_I,
 cut by h5py from the same tensors: the C++ tests require bit-identical cases.
 
-Also: packed_leaky_mask.h5 (self-attention over 3 documents with a [T, T] block-diagonal
-causal mask in which one query of sequence 1 sees a key of sequence 0), and invalid starts:
-packed_bad_decreasing.h5, packed_bad_beyond.h5, packed_bad_no_keys.h5, packed_bad_no_k_starts.h5.
+Also: packed_leaky_mask.h5 (SDPA packing: self-attention over 3 documents in one batch row
+[1, H, T, D] with a [T, T] block-diagonal causal mask in which one query of sequence 1 sees a
+key of sequence 0), and invalid ones: packed_bad_decreasing.h5, packed_bad_beyond.h5,
+packed_bad_no_keys.h5, packed_bad_no_k_starts.h5, packed_bad_two_rows.h5 (starts over a batch
+of 2).
 """
 import math
 import os
@@ -148,8 +150,13 @@ def leaky_and_invalid():
         mask[a:b, a:b] = torch.ones(b - a, b - a).tril().bool()
     mask[4 + 2, 1] = True  # row 2 of sequence 1 sees key token 1 of sequence 0
     qkv = {n: torch.randn(t, H, D, generator=gen) for n in ("q", "k", "v")}
+    # SDPA packing: one batch row [1, H, T, D] (BHSD) with the [T, T] mask.
     write_h5(os.path.join(OUT, "packed_leaky_mask.h5"),
-             dict(qkv, mask=mask, cu_seqlens_q=cu), {"layout": "THD"})
+             dict({n: x.transpose(0, 1)[None] for n, x in qkv.items()}, mask=mask,
+                  cu_seqlens_q=cu), {})
+    write_h5(os.path.join(OUT, "packed_bad_two_rows.h5"),
+             dict({n: x.transpose(0, 1)[None].repeat(2, 1, 1, 1) for n, x in qkv.items()},
+                  cu_seqlens_q=cu), {})
     bad = {"decreasing": torch.tensor([0, 9, 4, 15], dtype=torch.int32),
            "beyond": torch.tensor([0, 4, 10, 16], dtype=torch.int32)}
     for name, cu_bad in bad.items():
