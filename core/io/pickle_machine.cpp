@@ -215,6 +215,14 @@ class Machine {
   // ---- globals, calls, persistent ids ----
   void global(const std::string& module, const std::string& name) {
     if (error_) return;
+    if (module == "torch._utils" && name == "_rebuild_tensor_v3") {
+      refuse(
+          "holds a tensor of an element type torch saves with _rebuild_tensor_v3 (uint16, "
+          "uint32, uint64: no float or mask type attnscope reads)",
+          "save q, k, v and the outputs as float16 / bfloat16 / float32 / float64 and masks "
+          "as bool / uint8 (tensor.to(torch.float32)); the file itself is harmless");
+      return;
+    }
     if (!allowed_global(module, name)) {
       refuse("refuses the global '" + module + "." + name +
              "': attnscope never imports or calls anything named in a file; a .pt may name "

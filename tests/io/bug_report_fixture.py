@@ -10,7 +10,8 @@ flash-attention users' bf16 views of a packed qkv, nested per-layer dicts, a lis
 OUTDIR/NAME.ref.h5 holds the same cases written by h5py: contiguous arrays under the canonical
 names, bfloat16 as uint16 + dtype attribute, the scalars as attributes. The C++ tests read both
 with DumpReader and require bit-identical tensors. Also writes nan_in_q.pt (one NaN in q, for
-the scan findings) and armed_os_system.pt / armed_stack_global.pt (pickles that would run
+the scan findings), uint16_q.pt (a dtype torch saves with _rebuild_tensor_v3) and
+armed_os_system.pt / armed_stack_global.pt (pickles that would run
 `touch OUTDIR/pwned_*` when torch.load-ed: the refusal tests prove they never run).
 """
 import os
@@ -152,6 +153,12 @@ def safetensors_file():
                           for layer in (0, 1)})
 
 
+def uint16_file():
+    tensors = sdpa_case(1, 2, 4, 8)
+    tensors["q"] = tensors["q"].half().view(torch.uint16)  # saved by _rebuild_tensor_v3
+    torch.save(tensors, os.path.join(OUT, "uint16_q.pt"))
+
+
 def nan_file():
     tensors = sdpa_case(2, 4, 12, 8)
     tensors["q"][0, 1, 5, 3] = float("nan")
@@ -179,6 +186,6 @@ def armed_files():
 
 
 for make in (flat_fp32, bf16_views, query_key_value_mask, nested_and_list, npz_files,
-             safetensors_file, nan_file, armed_files):
+             safetensors_file, nan_file, uint16_file, armed_files):
     make()
 print("wrote", len(os.listdir(OUT)), "files to", OUT)

@@ -124,6 +124,16 @@ TEST(BugReport, probe_listing_carries_tensor_locations) {
                            "bf16_views.ref.h5", "pt");
 }
 
+TEST(BugReport, uint16_tensor_of_rebuild_tensor_v3_is_refused_as_a_type_not_as_code) {
+  Result<DumpReader> dump = DumpReader::open(fixture("uint16_q.pt"));
+  ASSERT_FALSE(dump.ok());
+  EXPECT_NE(dump.error().message.find("element type torch saves with _rebuild_tensor_v3"),
+            std::string::npos)
+      << dump.error().message;
+  EXPECT_EQ(dump.error().hint.find("do not torch.load"), std::string::npos) << dump.error().hint;
+  EXPECT_NE(dump.error().hint.find("the file itself is harmless"), std::string::npos);
+}
+
 TEST(BugReport, armed_pickles_are_refused_naming_the_global_and_never_run) {
   for (const char* name : {"armed_os_system", "armed_stack_global"}) {
     SCOPED_TRACE(name);
