@@ -1,5 +1,6 @@
 """How the recorder reads an attention call's arguments: SDPA's signature (the builtin has none
-to inspect) and the parameter names a registered attention function may use for each.
+to inspect), binding a call to a signature, and the parameter names each SDPA-like argument may
+have (a registered attention function's own names; the libraries' q, k, v names too).
 """
 import inspect
 
@@ -7,7 +8,7 @@ import torch
 
 from .writer import RecordingError
 
-# SDPA's signature; registered functions use their own (inspect.signature).
+# SDPA's signature; registered functions and library functions use their own (inspect.signature).
 SDPA_SIGNATURE = inspect.Signature([
     inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
     for n, d in (("query", inspect.Parameter.empty), ("key", inspect.Parameter.empty),
@@ -25,14 +26,24 @@ ALIASES = {
 }
 
 
-def bind(signature, function_name, args, kwargs):
-    """(bound arguments, parameter name per ALIASES key or None, value per key)."""
+def bind(signature, args, kwargs):
+    """(bound arguments with defaults, parameter name per ALIASES key or None, value per key)."""
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     found = {key: next((n for n in names if n in bound.arguments), None)
              for key, names in ALIASES.items()}
     value = {key: (bound.arguments[n] if n else None) for key, n in found.items()}
-    q, k, v = value["q"], value["k"], value["v"]
-    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)) or not 2 <= q.dim() <= 4:
-        raise RecordingError(f"{function_name} got q, k, v that are not 2-D to 4-D tensors")
+    return bound, found, value
+
+
+def has_qkv(value) -> bool:
+    """Whether bind's `value` holds tensors q, k, v."""
+    return all(isinstance(value[key], torch.Tensor) for key in ("q", "k", "v"))
+
+
+def bind_recorded(signature, function_name, args, kwargs):
+    """bind() of a call the recorder reads; RecordingError unless q, k, v are tensors."""
+    bound, found, value = bind(signature, args, kwargs)
+    if not has_qkv(value):
+        raise RecordingError(f"{function_name} got q, k, v that are not tensors")
     return bound, found, value

@@ -4,68 +4,73 @@ the upstream gradient dO and the gradients dQ, dK, dV of exactly this call.
 Tensors stay where they live (CPU or GPU) and are only referenced until the step ends; the
 writer copies the ones it keeps. In-place changes after the call are detected through the
 tensors' version counters, so a modified tensor is never written as if it were the original.
+Calls made by compiled code hold copies instead (compiled.py), which nothing else writes to.
 """
-import math
 import warnings
 
 import torch
 
 from .selection import CallInfo
-from .semantics import call_attributes
+from .spec import CallSpec
 
 # Schema-1 names of the gradients caught by the hooks, per SDPA input.
 GRAD_NAMES = {"q": "dq", "k": "dk", "v": "dv"}
+# Datasets with one row per token: [1, T, ...] in a packed call, stored as [T, ...].
+TOKEN_TENSORS = ("q", "k", "v", "o", "do", "dq", "dk", "dv")
 
 
 class PendingCall:
-    """Tensors of one call, keyed by schema-1 dataset name (q, k, v, mask|bias, o, do, dq, dk,
-    dv), plus the group attributes. Shapes are SDPA's: q [..., H, Sq, D], k [..., Hk, Sk, D],
-    v [..., Hk, Sk, Dv], o [..., H, Sq, Dv].
+    """Tensors of one call, keyed by schema-1 dataset name (q, k, v, mask|bias, cu_seqlens_q|k,
+    o, lse, do, dq, dk, dv), plus the group attributes, from its CallSpec (spec.py). Gradients
+    have the shapes of q, k, v and o as passed (SDPA: q [..., H, Sq, D], FlashAttention:
+    [B, Sq, H, D], varlen [Tq, H, D]).
 
-    backend: semantics.sdpa_backend's name or "custom". sdpa_args: (dropout_p, is_causal,
-    scale as passed, enable_gqa). on_gradient: called whenever a hook of this call fires.
-    rng_state: the device's RNG state just before the call, kept for dropout replay."""
+    backend: the spec's. sdpa_args: (dropout_p, is_causal, scale as passed, enable_gqa).
+    on_gradient: called whenever a gradient of this call arrives. rng_state: the device's RNG
+    state just before the call, kept for dropout replay. compiled: made by compiled code
+    (compiled.py), whose tensors are copies."""
 
-    def __init__(self, info: CallInfo, q, k, v, attn_mask, dropout_p, is_causal, scale,
-                 enable_gqa, backend, on_gradient):
+    def __init__(self, info: CallInfo, spec: CallSpec, on_gradient, compiled=False):
         self.info = info
         self.tensors = {}
         self._versions = {}
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            self._keep(name, t)
-        self.attn_mask = None
-        if attn_mask is not None:
-            self._keep("mask" if attn_mask.dtype == torch.bool else "bias", attn_mask)
-            self.attn_mask = attn_mask.detach()
-        self.sdpa_args = (float(dropout_p or 0.0), bool(is_causal), scale, bool(enable_gqa))
-        self.backend = backend
+        for name, t in spec.tensors.items():
+            self.keep(name, t)
+        self.attn_mask = spec.attn_mask
+        self.sdpa_args = spec.sdpa_args
+        self.backend = spec.attrs["backend"]
+        self._outputs = spec.outputs
+        self._squeeze_batch = spec.squeeze_batch
+        self.compiled = compiled
         self.rng_state = None
         self._on_gradient = on_gradient
         self.recomputed = 0
-        head_dim = q.shape[-1]
         self.attrs = {
-            "layout": "BHSD",
             "step": info.step,
             "layer": info.layer,
             "micro_batch": info.micro_batch,
             "call_index": info.call_index,
             "name": info.name,
             "function": info.function,
-            "scale": float(scale) if scale is not None else 1.0 / math.sqrt(head_dim),
-            "causal": bool(is_causal),
-            "enable_gqa": bool(enable_gqa),
-            "device": str(q.device),
+            "device": str(spec.tensors["q"].device),
+            **spec.attrs,
         }
-        self.attrs.update(call_attributes(q, attn_mask, backend))
-        if is_causal:
-            self.attrs["causal_align"] = "top_left"
-        if dropout_p:
-            self.attrs["dropout_p"] = float(dropout_p)
+        if "mask" in self.tensors:
+            self.attrs["mask_convention"] = "attend"
+        elif "bias" in self.tensors:
+            self.attrs["mask_convention"] = "additive"
+        if compiled:
+            self.attrs["compiled"] = True
         self.expects_backward = False
 
-    def _keep(self, name, tensor):
+    def keep(self, name, tensor):
         self.tensors[name] = tensor.detach()
         self._versions[name] = tensor._version
+
+    def stored(self, name):
+        """The tensor as written: packed calls passed as [1, T, ...] lose the batch dim."""
+        t = self.tensors[name]
+        return t[0] if self._squeeze_batch and name in TOKEN_TENSORS else t
 
     def hooked_inputs(self, q, k, v):
         """Aliases of q, k, v whose hooks see only this call's gradients (a hook on q itself
@@ -79,12 +84,15 @@ class PendingCall:
             out.append(t)
         return out
 
-    def watch_output(self, o):
-        self._keep("o", o)
-        self.watch_recomputed_output(o)
+    def watch_output(self, out):
+        """Keeps the outputs of return value `out` and catches dO."""
+        for name, t in self._outputs(out).items():
+            self.keep(name, t)
+        self.watch_recomputed_output(out)
 
-    def watch_recomputed_output(self, o):
-        """Catch dO from `o`, the output of this call or of its recomputation."""
+    def watch_recomputed_output(self, out):
+        """Catch dO from `out`, the return value of this call or of its recomputation."""
+        o = self._outputs(out)["o"]
         if o.requires_grad:
             self.expects_backward = True
             o.register_hook(self._grad_hook("do"))
@@ -104,14 +112,14 @@ class PendingCall:
         """The output needed a gradient but backward has not reached this call yet."""
         return self.expects_backward and "do" not in self.tensors
 
-    def _grad_hook(self, name):
-        def hook(grad):
-            # Backward may run twice through a retained graph: keep the latest gradient.
-            self.tensors[name] = grad.detach()
-            self._versions[name] = grad._version
-            self._on_gradient()
+    def receive(self, name, grad):
+        """Gradient `name` (do, dq, dk, dv) of this call. Backward may run twice through a
+        retained graph: the latest is kept."""
+        self.keep(name, grad)
+        self._on_gradient()
 
-        return hook
+    def _grad_hook(self, name):
+        return lambda grad: self.receive(name, grad)
 
     def modified_in_place(self):
         """Names of tensors changed in place since they were captured."""

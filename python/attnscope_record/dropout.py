@@ -5,8 +5,9 @@ The MATH backend applies at::dropout to the attention probabilities attn [..., H
 which on CPU is `empty_like(attn).bernoulli_(1 - p)` on a float32 attn (the math path upcasts
 fp16/bf16), so replaying that draw from the saved state gives the same mask. On CUDA the same
 draw is tried and kept only if it verifies (untested here: no GPU). Other backends draw inside
-their kernels (CUDA flash: Philox); those and custom functions are "unavailable". The user's
-RNG state is put back after the draw: training randomness is untouched.
+their kernels (CUDA flash: Philox; xformers, flash_attn too), and so do compiled graphs; those
+and custom functions are "unavailable". The user's RNG state is put back after the draw:
+training randomness is untouched.
 """
 import contextlib
 
@@ -51,8 +52,10 @@ def keep_mask_shape(q, k, enable_gqa):
                                                                           k.shape[-2])
 
 
-def unavailable_reason(backend, state, tensors):
+def unavailable_reason(backend, state, tensors, compiled=False):
     """Why this call's keep-mask cannot be regenerated, or None when it can be tried."""
+    if compiled:
+        return "the call ran in a torch.compile graph, which draws its dropout mask its own way"
     if backend == CUSTOM_BACKEND:
         return "custom attention function: its dropout draws are not known to the recorder"
     if backend == UNKNOWN_BACKEND:

@@ -11,11 +11,11 @@ from .writer import host_array
 def case_contents(call, where, writer):
     """(arrays: name -> (ndarray, dataset attrs), group attrs) of `call` written at `where`;
     raises the writer's RecordingError when the case with its mask would cross the budget."""
-    arrays = {n: host_array(t) for n, t in call.tensors.items()}
+    arrays = {n: host_array(call.stored(n), n) for n in call.tensors}
     attrs = dict(call.attrs)
     if call.sdpa_args[0] <= 0:
         return arrays, attrs
-    reason = dropout.unavailable_reason(call.backend, call.rng_state, call.tensors)
+    reason = dropout.unavailable_reason(call.backend, call.rng_state, call.tensors, call.compiled)
     keep = None
     if reason is None:
         shape = dropout.keep_mask_shape(call.tensors["q"], call.tensors["k"], call.sdpa_args[3])

@@ -1,5 +1,6 @@
-"""Recorder: patches torch.nn.functional.scaled_dot_product_attention (and wraps functions
-decorated with @attention) while active, and writes the selected calls of each step.
+"""Recorder: while active, patches the hooked attention functions (hooks.py: SDPA, FlexAttention,
+xformers and FlashAttention when loaded; functions decorated with @attention are wrapped for
+good) and writes the selected calls of each step.
 
 Usage forms: `with rec.step(n): ...` (one training step), `@rec` on a step function (each call
 is a step), `with rec: ... rec.next_step()`. A step's calls are written when the step ends,
@@ -9,26 +10,30 @@ Nothing the recorder does may break the user's step: its own failures warn and s
 Within a step: a call made while autograd's backward runs is a gradient-checkpointing
 recomputation; it is matched to its original call, which gets its gradients, and is never a
 case of its own. A forward call after backward has delivered gradients for calls of the step
-starts the next micro-batch (gradient accumulation).
+starts the next micro-batch (gradient accumulation). Calls made by torch.compile'd code reach
+the recorder through compiled.py's custom ops (_compiled_call).
 """
 import contextlib
 import functools
 import inspect
-import sys
 
 import torch
-import torch.nn.functional as F
 
-from . import dropout
-from .arguments import SDPA_SIGNATURE, bind
+from . import compiled, dropout, hooks
+from .arguments import SDPA_SIGNATURE, bind_recorded
 from .capture import PendingCall, warn
 from .finish import case_contents
+from .hooks_flash_attn import FLASH_ATTN_HOOKS
+from .hooks_flex import FLEX_HOOK
+from .hooks_xformers import XFORMERS_HOOK
 from .selection import CallInfo, Selection
-from .semantics import CUSTOM_BACKEND, sdpa_backend
+from .spec import Unrecordable, read_custom, read_sdpa
 from .writer import DumpWriter, RecordingError, group_path
 
-_active = None  # the Recorder whose calls are being recorded, if any
-_sdpa_original = None
+SDPA_HOOK = hooks.Hook("scaled_dot_product_attention",
+                       (("torch.nn.functional", "scaled_dot_product_attention"),), read_sdpa,
+                       compiled.taps, SDPA_SIGNATURE)
+HOOKS = (SDPA_HOOK, FLEX_HOOK, XFORMERS_HOOK, *FLASH_ATTN_HOOKS)
 
 
 def _in_backward() -> bool:
@@ -36,24 +41,13 @@ def _in_backward() -> bool:
     return torch._C._current_graph_task_id() != -1
 
 
-def _make_wrapper(original, signature, function_name):
-    @functools.wraps(original)
-    def wrapper(*args, **kwargs):
-        rec = _active
-        if rec is None or not rec._live:
-            return original(*args, **kwargs)
-        return rec._record_call(original, signature, function_name, args, kwargs,
-                                sys._getframe(1))
-
-    wrapper.__attnscope_original__ = original
-    return wrapper
-
-
 def attention(fn):
     """Decorator for a user attention function with an SDPA-like signature (q, k, v, attn_mask,
     is_causal, scale, ... under the names in arguments.ALIASES). Inert unless a Recorder is
     active."""
-    return _make_wrapper(fn, inspect.signature(fn), getattr(fn, "__qualname__", fn.__name__))
+    hook = hooks.Hook(getattr(fn, "__qualname__", fn.__name__), (), read_custom, compiled.taps,
+                      inspect.signature(fn))
+    return hooks.make_wrapper(hook, fn)
 
 
 class Recorder:
@@ -84,8 +78,7 @@ class Recorder:
         self._depth = 0
         self._live = False
         self._inside = False
-        self._warned_backward = False
-        self._warned_no_call = False
+        self._warned = set()  # keys given to _warn_once: (kind, ...)
         self._generation = 0  # changes with every step; hooks of older steps are ignored
         self._reset_counters(begun=False)
 
@@ -145,27 +138,21 @@ class Recorder:
         self._update_live()
 
     def _activate(self):
-        global _active, _sdpa_original
-        if _active is not None and _active is not self:
-            warn(f"another Recorder ({_active.path}) is active; {self.path} records nothing "
-                 "inside it")
+        if hooks.active is not None and hooks.active is not self:
+            warn(f"another Recorder ({hooks.active.path}) is active; {self.path} records "
+                 "nothing inside it")
             return
         if self._depth == 0:
-            _active = self
-            _sdpa_original = F.scaled_dot_product_attention
-            F.scaled_dot_product_attention = _make_wrapper(
-                _sdpa_original, SDPA_SIGNATURE, "scaled_dot_product_attention")
+            hooks.install(self, HOOKS)
         self._depth += 1
         self._update_live()
 
     def _deactivate(self):
-        global _active, _sdpa_original
-        if _active is not self or self._depth == 0:
+        if hooks.active is not self or self._depth == 0:
             return
         self._depth -= 1
         if self._depth == 0:
-            F.scaled_dot_product_attention = _sdpa_original
-            _active, _sdpa_original = None, None
+            hooks.uninstall()
         self._update_live()
 
     def _update_live(self):
@@ -179,6 +166,11 @@ class Recorder:
         self._pending.clear()
         self._update_live()
 
+    def _warn_once(self, key, message):
+        if key not in self._warned:
+            self._warned.add(key)
+            warn(message)
+
     def _gradient_callback(self):
         """Marks that backward reached this step's calls (ignored once the step is over)."""
         generation = self._generation
@@ -190,91 +182,121 @@ class Recorder:
         return seen
 
     # --- one call ---------------------------------------------------------------------------
-    def _record_call(self, original, signature, function_name, args, kwargs, caller):
+    def _record_call(self, fn, args, kwargs, caller):
+        """A call of hooked function `fn` (hooks.Function) made from frame `caller`."""
         if self._inside:  # SDPA inside a registered attention function is part of that call
-            return original(*args, **kwargs)
+            return fn.original(*args, **kwargs)
         self._inside = True
         try:
             if _in_backward():
-                return self._recomputed_call(original, signature, function_name, args, kwargs,
-                                             caller)
-            return self._forward_call(original, signature, function_name, args, kwargs,
-                                      caller)
+                return self._recomputed_call(fn, args, kwargs, caller)
+            return self._forward_call(fn, args, kwargs, caller)
         finally:
             self._inside = False
 
-    def _forward_call(self, original, signature, function_name, args, kwargs, caller):
+    def _forward_call(self, fn, args, kwargs, caller):
+        name = fn.hook.name
+        try:
+            pending, args, kwargs = self._prepare(fn, args, kwargs, caller)
+        except Unrecordable as reason:
+            self._warn_once(("unrecordable", name, reason.key),
+                            f"a call of {name} is not recorded: {reason}")
+            pending = None
+        except Exception as error:  # the recorder's own failure must not break the step
+            self._stop(f"cannot record a call of {name}: {error!r}")
+            pending = None
+        out = fn.original(*args, **kwargs)
+        try:
+            if pending is None:
+                o = out if isinstance(out, torch.Tensor) else out[0]
+                if o.requires_grad:
+                    o.register_hook(self._gradient_callback())
+            else:
+                pending.watch_output(out)
+                self._pending.append(pending)
+        except Exception as error:
+            self._stop(f"cannot record the output of {name}: {error!r}")
+        return out
+
+    def _new_call(self, function_name, caller):
+        """CallInfo of a forward call when it is selected, else None; counts the call (a call
+        after backward delivered gradients starts the next micro-batch)."""
         if self._backward_seen:  # gradient accumulation: the next micro-batch begins
             self._micro += 1
             self._layer = 0
             self._backward_seen = False
-        try:
-            pending, args, kwargs = self._prepare(signature, function_name, args, kwargs, caller)
-        except Exception as error:  # the recorder's own failure must not break the step
-            self._stop(f"cannot record a call of {function_name}: {error!r}")
-            pending = None
-        out = original(*args, **kwargs)
-        try:
-            o = out if isinstance(out, torch.Tensor) else out[0]
-            if pending is None:
-                if o.requires_grad:
-                    o.register_hook(self._gradient_callback())
-            else:
-                pending.watch_output(o)
-                self._pending.append(pending)
-        except Exception as error:
-            self._stop(f"cannot record the output of {function_name}: {error!r}")
-        return out
-
-    def _prepare(self, signature, function_name, args, kwargs, caller):
-        """(PendingCall or None when not selected, args, kwargs to call the original with)."""
         info = CallInfo(self._step, self._layer, self._call_name(function_name, caller),
                         function_name, self._micro, self._calls)
         self._calls += 1
         self._layer += 1
-        if not self.selection.selects_call(info):
+        return info if self.selection.selects_call(info) else None
+
+    def _prepare(self, fn, args, kwargs, caller):
+        """(PendingCall or None when not selected, args, kwargs to call the original with)."""
+        info = self._new_call(fn.hook.name, caller)
+        if info is None:
             return None, args, kwargs
-        bound, found, value = bind(signature, function_name, args, kwargs)
-        q, k, v = value["q"], value["k"], value["v"]
-        is_sdpa = signature is SDPA_SIGNATURE
-        call_args = (value["attn_mask"], value["dropout_p"] or 0.0, value["is_causal"],
-                     value["scale"], value["enable_gqa"])
-        backend = sdpa_backend(q, k, v, *call_args) if is_sdpa else CUSTOM_BACKEND
-        pending = PendingCall(info, q, k, v, *call_args, backend, self._gradient_callback())
-        for key, t in zip(("q", "k", "v"), pending.hooked_inputs(q, k, v)):
+        bound, found, value = bind_recorded(fn.signature, fn.hook.name, args, kwargs)
+        spec = fn.hook.read(value, bound.arguments)
+        if spec.warning is not None:
+            self._warn_once(*spec.warning)
+        pending = PendingCall(info, spec, self._gradient_callback())
+        for key, t in zip(("q", "k", "v"), pending.hooked_inputs(value["q"], value["k"],
+                                                                    value["v"])):
             bound.arguments[found[key]] = t
-        if pending.sdpa_args[0] > 0 and backend == "sdpa_math":
-            pending.rng_state = dropout.rng_state(q.device)  # nothing draws before the call
+        if pending.sdpa_args[0] > 0 and pending.backend == "sdpa_math":
+            pending.rng_state = dropout.rng_state(value["q"].device)  # nothing draws before
         return pending, bound.args, bound.kwargs
 
-    def _recomputed_call(self, original, signature, function_name, args, kwargs, caller):
+    def _compiled_call(self, function_name, read):
+        """A call made by compiled code (compiled.py): its PendingCall, made of the CallSpec
+        read() gives (copies of the tensors), when the call is selected; else None. Calls made
+        during backward (checkpoint recomputations) are not recorded."""
+        if not self._live or self._inside or _in_backward():
+            return None
+        try:
+            info = self._new_call(function_name, None)
+            if info is None:
+                return None
+            call = PendingCall(info, read(), self._gradient_callback(), compiled=True)
+        except Unrecordable as reason:
+            self._warn_once(("unrecordable", function_name, reason.key),
+                            f"a call of {function_name} is not recorded: {reason}")
+            return None
+        except Exception as error:
+            self._stop(f"cannot record a compiled call of {function_name}: {error!r}")
+            return None
+        self._pending.append(call)
+        return call
+
+    def _recomputed_call(self, fn, args, kwargs, caller):
         """A call made during backward: gradient checkpointing recomputing a forward call.
         With use_reentrant=True the gradients flow through this recomputation (the original
         ran under no_grad), with use_reentrant=False through the original graph; either way
         they reach the original call. Unmatched recomputations (calls not selected) pass."""
         self._backward_seen = True
+        name = fn.hook.name
         call = None
         try:
             if self._pending:
-                bound, found, value = bind(signature, function_name, args, kwargs)
-                name = self._call_name(function_name, caller)
-                call = self._original_of(function_name, name, value["q"], value["k"],
-                                         value["v"])
+                bound, found, value = bind_recorded(fn.signature, name, args, kwargs)
+                call = self._original_of(name, self._call_name(name, caller), value["q"],
+                                         value["k"], value["v"])
         except (RecordingError, TypeError):  # arguments no selected call could have had
             call = None
         except Exception as error:
-            self._stop(f"cannot match a recomputed call of {function_name}: {error!r}")
+            self._stop(f"cannot match a recomputed call of {name}: {error!r}")
             call = None
         if call is None:
-            return original(*args, **kwargs)
+            return fn.original(*args, **kwargs)
         for key, t in zip(("q", "k", "v"), call.hooked_inputs(value["q"], value["k"],
                                                                  value["v"])):
             bound.arguments[found[key]] = t
-        out = original(*bound.args, **bound.kwargs)
+        out = fn.original(*bound.args, **bound.kwargs)
         try:
-            call.watch_recomputed_output(out if isinstance(out, torch.Tensor) else out[0])
+            call.watch_recomputed_output(out)
         except Exception as error:
-            self._stop(f"cannot record the recomputed output of {function_name}: {error!r}")
+            self._stop(f"cannot record the recomputed output of {name}: {error!r}")
         return out
 
     def _original_of(self, function_name, name, q, k, v):
@@ -302,18 +324,18 @@ class Recorder:
     def _end_step(self):
         pending, self._pending = self._pending, []
         several = self._micro > 0
-        if self._begun and self._live and self._calls == 0 and not self._warned_no_call:
-            self._warned_no_call = True
-            warn(f"step {self._step} made no attention call the recorder sees: the model "
-                 "probably uses eager attention (matmul + softmax); hint: load it with "
-                 "attn_implementation=\"sdpa\" or decorate its attention function with "
-                 "@attnscope_record.attention")
+        # Compiled calls that warned they are not recorded explain a step without calls.
+        uncaptured = any(kind == "uncaptured" for kind, *_ in self._warned)
+        if self._begun and self._live and self._calls == 0 and not uncaptured:
+            self._warn_once(("no_call",), f"step {self._step} made no attention call the "
+                            "recorder sees: the model probably uses eager attention (matmul + "
+                            "softmax); hint: load it with attn_implementation=\"sdpa\" or "
+                            "decorate its attention function with @attnscope_record.attention")
         self._begun = False
-        if any(call.missed_backward() for call in pending) and not self._warned_backward:
-            self._warned_backward = True
-            warn(f"step {pending[0].info.step} ended before backward reached its attention "
-                 "calls: their do, dq, dk, dv are not recorded; hint: run loss.backward() "
-                 "inside `with rec.step(...)`")
+        if any(call.missed_backward() for call in pending):
+            self._warn_once(("backward",), f"step {pending[0].info.step} ended before backward "
+                            "reached its attention calls: their do, dq, dk, dv are not "
+                            "recorded; hint: run loss.backward() inside `with rec.step(...)`")
         for call in pending:
             if self.stopped is not None:
                 break

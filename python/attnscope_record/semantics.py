@@ -1,6 +1,6 @@
 """Run semantics of one attention call, decided when the call is made: which kernel ran
-(`backend`), in which precision (`dtype`, `autocast_dtype`) and how its mask reads
-(`mask_convention`). These are the schema-1.1 attributes replay relies on.
+(`backend`), in which precision (`dtype`, `autocast_dtype`). These are the schema-1.1
+attributes replay relies on (`mask_convention` follows the datasets: capture.py).
 """
 import torch
 
@@ -54,14 +54,13 @@ def sdpa_backend(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) ->
     return SDPA_BACKENDS.get(int(choice), UNKNOWN_BACKEND)
 
 
-def call_attributes(q, attn_mask, backend: str) -> dict:
-    """torch_version, backend, dtype (precision the kernel ran in), autocast_dtype (only under
-    autocast) and mask_convention (only with a mask)."""
-    target = autocast_dtype(q)
+def call_attributes(q, backend: str, follows_autocast: bool = True) -> dict:
+    """torch_version, backend, dtype (precision the kernel ran in) and autocast_dtype (only
+    under autocast, for kernels autocast casts the inputs of: SDPA, flex; xformers and
+    flash_attn run in q's dtype)."""
+    target = autocast_dtype(q) if follows_autocast else None
     attrs = {"torch_version": str(torch.__version__), "backend": backend,
              "dtype": dtype_name(target or q.dtype)}
     if target is not None:
         attrs["autocast_dtype"] = dtype_name(target)
-    if attn_mask is not None:
-        attrs["mask_convention"] = "attend" if attn_mask.dtype == torch.bool else "additive"
     return attrs

@@ -7,7 +7,8 @@ The file is created (truncated) at the first write and reopened in append mode f
 later flush, so it is a complete, readable dump between steps even if the run dies. A size
 budget bounds it: a case that would cross the budget is not written and recording stops.
 Element types keep the run's precision exactly: float16/32/64 as themselves, bfloat16 as
-uint16 bit patterns with dataset attribute dtype="bfloat16", masks as numpy bool.
+uint16 bit patterns with dataset attribute dtype="bfloat16", masks as numpy bool, the packed
+sequences' starts (cu_seqlens_q / cu_seqlens_k) as int32 / int64.
 """
 import os
 
@@ -22,20 +23,25 @@ WRITER = f"attnscope_record {__version__}"
 # Upper bound on HDF5 metadata per dataset / group (headers, attributes, B-tree nodes).
 DATASET_OVERHEAD = 4096
 GROUP_OVERHEAD = 4096
+# Integer datasets of a packed (THD) case: the sequences' starts.
+INDEX_DATASETS = ("cu_seqlens_q", "cu_seqlens_k")
 
 
 class RecordingError(Exception):
     """A problem that stops recording; its message names the file and gives a hint."""
 
 
-def host_array(t: torch.Tensor):
-    """(numpy array, dataset attributes) holding exactly the tensor's values on the host."""
+def host_array(t: torch.Tensor, name: str = ""):
+    """(numpy array, dataset attributes) holding exactly the tensor's values on the host; only
+    the INDEX_DATASETS may be int32 / int64."""
     t = t.detach().to("cpu").contiguous()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16), {"dtype": "bfloat16"}
     if t.dtype in (torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8):
         return t.numpy(), {}
-    raise RecordingError(f"unsupported element type {t.dtype}")
+    if name in INDEX_DATASETS and t.dtype in (torch.int32, torch.int64):
+        return t.numpy(), {}
+    raise RecordingError(f"unsupported element type {t.dtype}" + (f" of {name}" if name else ""))
 
 
 def to_4d(name: str, a: np.ndarray, rank: int) -> np.ndarray:

@@ -27,6 +27,13 @@ def cli_json(*args, expect=None):
     return json.loads(cli(*args, "--json", expect=expect)[1])
 
 
+def scan_errors(path):
+    """(case path, finding kind) of every error-severity finding of `attnscope-cli scan`."""
+    doc = cli_json("scan", path, "--threads", "2")
+    return [(c["path"], f["kind"]) for c in doc["cases"] for f in c["findings"]
+            if f["severity"] == "error"]
+
+
 def read_tensor(dataset) -> torch.Tensor:
     """The dataset's exact values as a torch tensor of the stored precision."""
     a = dataset[()]
@@ -41,11 +48,13 @@ def read_case(path, group):
         return ({n: read_tensor(g[n]) for n in g}, dict(g.attrs))
 
 
-def attention_math(q, k, v, do, scale, mask=None, bias=None, dtype=torch.float64):
-    """Unfused attention and its gradients with every op in `dtype` (float64 = reference):
-    returns {o, dq, dk, dv}."""
+def attention_math(q, k, v, do, scale, mask=None, bias=None, dtype=torch.float64, softcap=0.0):
+    """Unfused attention and its gradients with every op in `dtype` (float64 = reference), in
+    attnscope's order (scale, softcap, + bias, mask): returns {o, dq, dk, dv}."""
     q, k, v = (t.to(dtype).detach().requires_grad_(True) for t in (q, k, v))
     s = (q @ k.transpose(-2, -1)) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
     if bias is not None:
         s = s + bias.to(dtype)
     if mask is not None:
