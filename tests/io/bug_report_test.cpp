@@ -15,15 +15,10 @@
 namespace attnscope {
 namespace {
 
+using test::open_ok;
+
 std::string fixture(const std::string& name) {
   return std::string(ATTNSCOPE_BUG_REPORTS) + "/" + name;
-}
-
-DumpReader open_ok(const std::string& path) {
-  Result<DumpReader> dump = DumpReader::open(path);
-  EXPECT_TRUE(dump.ok()) << (dump ? "" : dump.error().describe());
-  if (!dump) std::abort();
-  return std::move(dump).value();
 }
 
 // Every case of `file` equals the case of the same path in `reference` (an h5py file).

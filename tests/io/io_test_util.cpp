@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -74,6 +75,13 @@ CaseData make_case(const Sizes& in, DType dtype, Layout layout, bool all) {
   put("bias", {1, s.h, s.sq, s.sk}, 10);
   c.tensors["mask"] = mask_tensor(DType::boolean, {s.b, 1, s.sq, s.sk});
   return c;
+}
+
+DumpReader open_ok(const std::string& path) {
+  Result<DumpReader> dump = DumpReader::open(path);
+  EXPECT_TRUE(dump.ok()) << (dump ? "" : dump.error().describe());
+  if (!dump) std::abort();
+  return std::move(dump).value();
 }
 
 void expect_same_tensor(const HostTensor& expected, const HostTensor& actual,

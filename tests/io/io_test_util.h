@@ -39,6 +39,9 @@ CaseData make_case(const Sizes& s, DType dtype, Layout layout, bool all);
 void expect_same_tensor(const HostTensor& expected, const HostTensor& actual,
                         const std::string& what);
 
+// DumpReader::open(path), which must succeed (the test aborts with the error otherwise).
+DumpReader open_ok(const std::string& path);
+
 // Writes one case with DumpWriter and returns the file path.
 std::string write_one(const std::string& file, const std::string& group, const CaseData& data,
                       const WriteOptions& options = {});

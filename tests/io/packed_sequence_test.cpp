@@ -14,15 +14,10 @@
 namespace attnscope {
 namespace {
 
+using test::open_ok;
+
 std::string fixture(const std::string& name) {
   return std::string(ATTNSCOPE_PACKED) + "/" + name;
-}
-
-DumpReader open_ok(const std::string& path) {
-  Result<DumpReader> dump = DumpReader::open(path);
-  EXPECT_TRUE(dump.ok()) << (dump ? "" : dump.error().describe());
-  if (!dump) std::abort();
-  return std::move(dump).value();
 }
 
 // Each sequence case of `dump` equals the BHSD case of the same path in `reference`.
