@@ -5,6 +5,7 @@
 #include "core/io/dump_probe.h"
 
 #include "core/io/dump_format.h"
+#include "core/io/live_writer.h"
 #include "core/io/probe_channel.h"
 #include "core/memory_budget.h"
 
@@ -326,7 +327,18 @@ Result<ProbeOutcome> probe_dump(const std::string& path, const ProbeOptions& opt
 Result<DumpReader> open_untrusted_dump(const std::string& path, const ProbeOptions& probe,
                                        const OpenOptions& options) {
   Result<ProbeOutcome> probed = probe_dump(path, probe);
-  if (!probed) return probed.error();
+  if (!probed) {
+    // A probe that crashed on a file a training run is writing read a step half-written.
+    Error e = probed.error();
+    auto live = e.message.find("being written right now") == std::string::npos
+                    ? live_writer_note(path)
+                    : std::nullopt;
+    if (live) {
+      e.message += live->message;
+      e.hint = live->hint;
+    }
+    return e;
+  }
   if (!probed->listing) return DumpReader::open(path, options);
   return DumpReader::open_listed(path, std::move(*probed->listing), options);
 }

@@ -11,6 +11,7 @@
 #include "core/io/dump_format.h"
 #include "core/io/dump_source.h"
 #include "core/io/hdf5_common.h"
+#include "core/io/live_writer.h"
 
 namespace attnscope {
 
@@ -33,11 +34,13 @@ std::optional<Error> check_readable(const std::string& path) {
   return std::nullopt;
 }
 
-Handle file_access(bool file_locking) {
+// Read access without HDF5's file locks: a viewer holding a dump open must never stop a
+// training run from recording into it (issue 21); a failed read names the live writer instead.
+Handle file_access() {
   Handle fapl = h5::plist_handle(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
 #if H5_VERSION_GE(1, 10, 7)
-  if (file_locking) H5Pset_file_locking(fapl.get(), true, true);
+  H5Pset_file_locking(fapl.get(), false, true);
 #endif
   return fapl;
 }
@@ -55,11 +58,17 @@ Result<Handle> finish_open(hid_t id, const std::string& name) {
   Handle file(id, H5Fclose);
   if (!file) {
     const std::string detail = h5::error_detail();
-    return make_error(ErrorCode::format,
-                      name + ": not a readable HDF5 file (truncated or corrupt)" +
-                          (detail.empty() ? "" : " (HDF5: " + detail + ")"),
-                      "the file may have been cut short (incomplete copy or a crashed writer); "
-                      "re-export or re-copy it");
+    Error e = make_error(ErrorCode::format,
+                         name + ": not a readable HDF5 file (truncated or corrupt)" +
+                             (detail.empty() ? "" : " (HDF5: " + detail + ")"),
+                         "the file may have been cut short (incomplete copy or a crashed "
+                         "writer); re-export or re-copy it");
+    if (auto live = live_writer_note(name)) {
+      e.message = name + ": not readable at this instant" + live->message +
+                  (detail.empty() ? "" : " (HDF5: " + detail + ")");
+      e.hint = live->hint;
+    }
+    return e;
   }
   return Result<Handle>(std::move(file));
 }
@@ -70,7 +79,7 @@ Result<Handle> open_file(const std::string& path) {
     h5::error_detail();
     return not_hdf5_error(path);
   }
-  Handle fapl = file_access(true);
+  Handle fapl = file_access();
   return finish_open(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path);
 }
 
@@ -88,7 +97,7 @@ Result<Handle> open_image(const void* data, size_t size, const std::string& name
     return unknown_format_error(name, static_cast<const uint8_t*>(data),
                                 std::min<size_t>(size, 16));
   }
-  Handle fapl = file_access(false);
+  Handle fapl = file_access();
   H5Pset_fapl_core(fapl.get(), 64 << 10, false);
   if (H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0) {
     return make_error(ErrorCode::io, name + ": cannot copy the file image: " + h5::error_detail(),

@@ -13,6 +13,7 @@ case of its own. A forward call after backward has delivered gradients for calls
 starts the next micro-batch (gradient accumulation). Calls made by torch.compile'd code reach
 the recorder through compiled.py's custom ops (_compiled_call).
 """
+import atexit
 import contextlib
 import functools
 import inspect
@@ -65,7 +66,7 @@ class Recorder:
     def __init__(self, path, steps=None, layers=None, names=None, when=None, budget_mb=1024.0,
                  model=None):
         self.selection = Selection(steps, layers, names, when)
-        self._writer = DumpWriter(path, budget_mb * 2**20)
+        self._writer = DumpWriter(path, budget_mb * 2**20, on_queued=warn)
         self._module_names = {}
         if model is not None:
             self._module_names = {id(m): n for n, m in model.named_modules() if n}
@@ -81,6 +82,7 @@ class Recorder:
         self._warned = set()  # keys given to _warn_once: (kind, ...)
         self._generation = 0  # changes with every step; hooks of older steps are ignored
         self._reset_counters(begun=False)
+        atexit.register(self._close_writer)  # cases still queued are written at exit
 
     def _reset_counters(self, begun):
         self._begun = begun  # started by step() / next_step(), so a step without calls warns
@@ -126,9 +128,21 @@ class Recorder:
         self._begin_step(number)
 
     def close(self):
+        """Ends the step, deactivates, and writes the cases still waiting for the file."""
         self._end_step()
         while self._depth:
             self._deactivate()
+        self._close_writer()
+
+    def _close_writer(self):
+        try:
+            pending = self._writer.close()
+        except RecordingError as error:
+            self._stop(str(error))
+            return
+        if pending is not None:
+            warn(f"{self.path} stayed closed to writing (held open read-only by this process); "
+                 f"the cases that waited for it are in {pending}")
 
     def _begin_step(self, number):
         self._step = self._next_auto_step if number is None else int(number)

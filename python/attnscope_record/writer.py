@@ -6,11 +6,20 @@ writer) and writer.
 The file is created (truncated) at the first write and reopened in append mode for each
 later flush, so it is a complete, readable dump between steps even if the run dies. A size
 budget bounds it: a case that would cross the budget is not written and recording stops.
+
+A dump open elsewhere never stops recording (issue 21): the file is opened without HDF5's file
+lock (a viewer's shared lock, attnscope's GUI or h5py in a notebook, cannot refuse the write),
+and while a write runs DUMP.writing holds "pid host" so that readers failing on a step
+half-written say so instead of calling the file corrupt. When the file still cannot be opened
+for writing (this very process holds it open read-only through h5py), the case stays queued in
+memory (counted in the budget) and is written at the next write or at close; a queue left at
+close goes to DUMP.pending-PID.h5, named in a warning.
 Element types keep the run's precision exactly: float16/32/64 as themselves, bfloat16 as
 uint16 bit patterns with dataset attribute dtype="bfloat16", masks as numpy bool, the packed
 sequences' starts (cu_seqlens_q / cu_seqlens_k) as int32 / int64.
 """
 import os
+import socket
 
 import h5py
 import numpy as np
@@ -57,13 +66,24 @@ def group_path(step: int, layer: int, micro_batch=None) -> str:
     return f"/step_{step:06d}{micro}/layer_{layer:02d}"
 
 
+def _busy(error: OSError) -> bool:
+    """The file cannot be opened for writing now, but may be later (a handle of this process
+    holds it open read-only, or a lock of a writer that does take them)."""
+    text = str(error)
+    return "already open" in text or "lock" in text
+
+
 class DumpWriter:
-    def __init__(self, path, budget_bytes: int):
+    def __init__(self, path, budget_bytes: int, on_queued=None):
+        """on_queued(message): told once when cases start waiting for the file."""
         self.path = os.fspath(path)
         self.budget = int(budget_bytes)
         self.used = 0
         self.cases = 0
         self._created = False
+        self._queue = []  # (where, arrays, attrs) not written yet, in order
+        self._on_queued = on_queued
+        self._told = False
 
     def case_bytes(self, arrays, *more_datasets: int) -> int:
         """Bytes a case takes: arrays plus datasets of `more_datasets` bytes still to come."""
@@ -80,21 +100,64 @@ class DumpWriter:
                 "budget_mb or select fewer steps/layers")
 
     def write(self, where: str, arrays, attrs) -> str:
-        """arrays: name -> (ndarray, dataset attrs). Returns the group path written."""
+        """arrays: name -> (ndarray, dataset attrs). Returns the group path, written or queued
+        behind earlier cases the file could not take yet."""
         size = self.case_bytes(arrays)
         self.check_fits(where, size)
+        self._queue.append((where, arrays, attrs))
+        self.used += size
+        self.cases += 1
+        self.flush()
+        return where
+
+    def flush(self) -> bool:
+        """Writes the queued cases in order; False when the file cannot be opened for writing
+        now (they stay queued)."""
+        while self._queue:
+            where, arrays, attrs = self._queue[0]
+            try:
+                self._write_now(self.path, where, arrays, attrs)
+            except OSError as error:
+                if not self._told and self._on_queued is not None:
+                    self._on_queued(f"cannot open {self.path} for writing now ({error}); "
+                                    f"{where} and the next cases wait in memory and are "
+                                    "written as soon as it opens (at the latest at close)")
+                self._told = True
+                return False
+            self._queue.pop(0)
+        return True
+
+    def close(self):
+        """Writes what is queued; what the file still refuses goes to DUMP.pending-PID.h5.
+        Returns that file's path, or None."""
+        if self.flush():
+            return None
+        pending = f"{self.path}.pending-{os.getpid()}.h5"
+        fresh = True
+        for where, arrays, attrs in self._queue:
+            self._write_now(pending, where, arrays, attrs, create=fresh)
+            fresh = False
+        self._queue.clear()
+        return pending
+
+    def _write_now(self, path, where, arrays, attrs, create=None):
+        """Writes one case into `path` (created when `create`, default: at the first write of
+        the dump). OSError when the file cannot be opened for writing now (_busy)."""
+        create = not self._created if create is None else create
         try:
-            if not self._created:
-                parent = os.path.dirname(os.path.abspath(self.path))
+            if create:
+                parent = os.path.dirname(os.path.abspath(path))
                 if not os.path.isdir(parent):
                     raise OSError(f"directory {parent} does not exist")
-            with h5py.File(self.path, "a" if self._created else "w") as f:
-                if not self._created:
+            with _writing_marker(path), h5py.File(path, "w" if create else "a",
+                                                  locking=False) as f:
+                if create:
                     f.attrs["attnscope_schema"], f.attrs["attnscope_schema_minor"] = SCHEMA_VERSION
                     f.attrs["writer"] = WRITER
-                self._created = True
+                if path == self.path:
+                    self._created = True
                 if where in f:
-                    raise RecordingError(f"{self.path}: group {where} already exists (the same "
+                    raise RecordingError(f"{path}: group {where} already exists (the same "
                                          "step number was recorded twice); hint: pass distinct "
                                          "step numbers to Recorder.step()")
                 g = f.create_group(where)
@@ -107,10 +170,28 @@ class DumpWriter:
                         d.attrs[key] = value
         except RecordingError:
             raise
-        except (OSError, ValueError, TypeError) as error:
-            raise RecordingError(f"cannot write {where} to {self.path}: {error}; hint: check "
-                                 "that the directory exists and is writable and that no other "
-                                 "process holds the file open") from error
-        self.used += size
-        self.cases += 1
-        return where
+        except OSError as error:
+            if _busy(error):
+                raise
+            raise RecordingError(f"cannot write {where} to {path}: {error}; hint: check "
+                                 "that the directory exists and is writable") from error
+        except (ValueError, TypeError) as error:
+            raise RecordingError(f"cannot write {where} to {path}: {error}") from error
+
+
+class _writing_marker:
+    """DUMP.writing holds "pid host" while a write runs (see the module's docstring)."""
+
+    def __init__(self, path):
+        self.marker = path + ".writing"
+
+    def __enter__(self):
+        with open(self.marker, "w") as f:
+            f.write(f"{os.getpid()} {socket.gethostname()}\n")
+
+    def __exit__(self, *exc):
+        try:
+            os.remove(self.marker)
+        except OSError:
+            pass
+        return False
