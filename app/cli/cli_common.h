@@ -28,7 +28,7 @@ struct CommandArgs {
 
 // Parses --json / --allow-external, the valued options (--case, --precision, --mode, --clip,
 // --clip-scope, --mask-fill, --scale, --scales, --threads, --out, --batch, --head) and the flags
-// --forward-only and --help / -h; anything else
+// --forward-only, --no-markers, --follow and --help / -h; anything else
 // starting with '-' -> error text in `error`.
 CommandArgs parse_command_args(const std::vector<std::string>& args, std::string& error);
 

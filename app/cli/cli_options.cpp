@@ -78,9 +78,6 @@ std::optional<DumpReader> open_dump(const std::string& command, const std::strin
   return std::move(*dump);
 }
 
-namespace {
-
-// True when `pattern` (select_cases' --case: empty, a glob, or one path) names `path`.
 bool pattern_names(const std::string& pattern, const std::string& path) {
   if (pattern.empty()) return true;
   const std::string glob = pattern[0] == '/' ? pattern : "/" + pattern;
@@ -88,13 +85,13 @@ bool pattern_names(const std::string& pattern, const std::string& path) {
   return fnmatch(glob.c_str(), path.c_str(), 0) == 0;
 }
 
-}  // namespace
-
 std::vector<const BrokenCase*> report_broken(const std::string& command, const DumpReader& dump,
-                                             const std::string& pattern) {
+                                             const std::string& pattern,
+                                             std::set<std::string>* seen) {
   std::vector<const BrokenCase*> reported;
   for (const BrokenCase& b : dump.broken()) {
     if (!pattern_names(pattern, b.info.path)) continue;
+    if (seen != nullptr && !seen->insert(b.info.path).second) continue;
     fail(command, "skipped " + b.info.path + ", its data cannot be read: " + b.error.message,
          b.error.hint);
     reported.push_back(&b);

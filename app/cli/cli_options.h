@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,15 @@ bool reject(const std::string& command, const std::string& message, const std::s
 std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
                                     bool allow_external);
 
+// True when `pattern` (select_cases' --case: empty, a glob, or one path) names case `path`.
+bool pattern_names(const std::string& pattern, const std::string& path);
+
 // Prints each broken case (data unreadable, DumpReader::broken) that `pattern` names (as in
 // select_cases; every one when empty) as "skipped /case, its data cannot be read: ERROR" with
-// its hint; returns them.
+// its hint; returns them. With `seen`, only cases not in it, which are added to it.
 std::vector<const BrokenCase*> report_broken(const std::string& command, const DumpReader& dump,
-                                             const std::string& pattern);
+                                             const std::string& pattern,
+                                             std::set<std::string>* seen = nullptr);
 
 // The canonical path of a case of the dump ("x" -> "/x"); on failure prints the file, the case
 // and the available cases.

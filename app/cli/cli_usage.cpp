@@ -13,7 +13,7 @@ constexpr const char* kScan =
     "usage: attnscope-cli scan FILE[::CASE] [--json] [--case GLOB]\n"
     "         [--precision fp32|fp16|bf16|recorded] [--mode fused|unfused|both]\n"
     "         [--scale X] [--clip NORM] [--clip-scope case|kv-head]\n"
-    "         [--mask-fill inf|1e9|min|safe] [--threads N] [--allow-external]\n"
+    "         [--mask-fill inf|1e9|min|safe] [--threads N] [--allow-external] [--follow]\n"
     "  recompute every case (or those --case GLOB matches, fnmatch-style, e.g.\n"
     "  '/train/step_00[5-7]/*') with the instrumented CPU kernels and report findings.\n"
     "  --precision recorded (default) uses the case's dtype attribute; --mode both (default)\n"
@@ -21,7 +21,9 @@ constexpr const char* kScan =
     "  applies clip_grad_norm_(NORM) to the recomputed gradients; --threads N (default: all\n"
     "  cores) analyses several cases at once, printed in case order as they finish\n"
     "  exit 1 when some finding has error severity; Ctrl-C prints the finished cases and\n"
-    "  exits 130\n";
+    "  exits 130. --follow: then wait for the dump to grow (a training run still recording)\n"
+    "  and scan each batch of new cases as it lands (a table or JSON document per batch)\n"
+    "  until Ctrl-C, which ends it with the exit status of every batch\n";
 
 constexpr const char* kCompare =
     "usage: attnscope-cli compare FILE::CASE [--json] [--scale X] [--mask-fill F]\n"

@@ -19,7 +19,7 @@ const std::vector<std::string> kValued = {
     "case",  "precision", "mode",          "clip",         "clip-scope", "mask-fill",
     "scale", "scales",    "threads",       "out",          "batch",      "head",
     "view",  "format",    "memory-budget", "probe-timeout"};
-const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers"};
+const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers", "follow"};
 
 }  // namespace
 

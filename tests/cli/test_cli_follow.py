@@ -1,0 +1,90 @@
+"""`attnscope-cli scan --follow` on a dump a training run keeps recording into: attnscope_record
+writes steps 1-3 (one with a NaN in q) while scan follows; each lands as its own JSON document,
+in order, the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from cli_support import CLI, DATA, CliTestCase
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_PACKAGE = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
+RECORD = """
+import sys, time, torch, torch.nn.functional as F
+from attnscope_record import Recorder
+path, first, last, pause = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+rec = Recorder(path)
+for n in range(first, last):
+    torch.manual_seed(n)
+    q, k, v = (torch.randn(1, 2, 5, 8, requires_grad=True) for _ in range(3))
+    if n == 2:
+        with torch.no_grad():
+            q[0, 1, 3, 2] = float("nan")
+    with rec.step(n):
+        F.scaled_dot_product_attention(q, k, v).sum().backward()
+    time.sleep(pause)
+rec.close()
+"""
+
+
+def record(path, first, last, pause):
+    env = dict(os.environ, PYTHONPATH=PYTHON_PACKAGE, OMP_NUM_THREADS="1")
+    subprocess.run([sys.executable, "-c", RECORD, path, str(first), str(last), str(pause)],
+                   check=True, env=env, timeout=300)
+
+
+def documents(text):
+    """The JSON documents of a --follow --json output, in order (the last may be partial)."""
+    decoder, at, out = json.JSONDecoder(), 0, []
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        try:
+            doc, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return out
+        out.append(doc)
+
+
+class Follow(CliTestCase):
+    def test_cli_scan_follow_scans_steps_as_the_recorder_writes_them(self):
+        path = os.path.join(DATA, "follow", "run.h5")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        for stale in (path, path + ".writing"):
+            if os.path.exists(stale):
+                os.remove(stale)
+        record(path, 0, 1, 0)
+        out_path = path + ".out"
+        with open(out_path, "w") as out, open(path + ".err", "w") as err:
+            follower = subprocess.Popen([CLI, "scan", path, "--follow", "--json"], stdout=out,
+                                        stderr=err)
+        try:
+            time.sleep(1.0)  # the first scan done and the watch set
+            record(path, 1, 4, 0.5)
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                with open(out_path) as f:
+                    docs = documents(f.read())
+                if len(docs) == 4:
+                    break
+                time.sleep(0.2)
+            self.assertIsNone(follower.poll(), "still following")
+            follower.send_signal(signal.SIGINT)
+            code = follower.wait(timeout=30)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+        with open(path + ".err") as f:
+            err = f.read()
+        self.assertEqual(code, 1, err)  # step 2's NaN is an error finding
+        self.assertIn("following " + path, err)
+        with open(out_path) as f:
+            docs = documents(f.read())
+        self.assertEqual([[c["path"] for c in d["cases"]] for d in docs],
+                         [["/step_%06d/layer_00" % n] for n in range(4)])
+        for n, doc in enumerate(docs):
+            kinds = {f["kind"] for f in doc["cases"][0]["findings"]}
+            self.assertEqual("nonfinite_input" in kinds, n == 2, (n, kinds))
