@@ -179,10 +179,12 @@ Result<CaseData> DumpReader::load(const std::string& case_path) const {
   CaseData data;
   data.info = *info;
   const CaseDims stored_as = stored_dims(*info);
-  for (const TensorInfo& t : info->tensors) {
-    auto stored = state_->source->read_tensor(*info, t);
-    if (!stored) return stored.error();
-    data.tensors[t.name] = to_canonical(t.name, *stored, info->config.layout, stored_as);
+  Result<std::vector<HostTensor>> stored = state_->source->read_tensors(*info);
+  if (!stored) return stored.error();
+  for (size_t i = 0; i < info->tensors.size(); ++i) {
+    const std::string& name = info->tensors[i].name;
+    data.tensors[name] = to_canonical(name, (*stored)[i], info->config.layout, stored_as);
+    (*stored)[i] = HostTensor{};  // within load_bytes: the stored bytes plus the largest copy
   }
   if (info->packed) cut_packed_sequence(data);
   return data;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/case_model.h"
 #include "core/io/dump_listing.h"
@@ -25,6 +26,16 @@ class DumpSource {
   // Tensor `t` of listed case `info` as stored (file layout, the listed shape and dtype),
   // re-checked against the file. Thread-safe.
   virtual Result<HostTensor> read_tensor(const CaseInfo& info, const TensorInfo& t) const = 0;
+  // Every tensor of `info`, in its order (read_tensor of each; a source may share the work).
+  virtual Result<std::vector<HostTensor>> read_tensors(const CaseInfo& info) const {
+    std::vector<HostTensor> out;
+    for (const TensorInfo& t : info.tensors) {
+      Result<HostTensor> one = read_tensor(info, t);
+      if (!one) return one.error();
+      out.push_back(std::move(*one));
+    }
+    return out;
+  }
   // The probe's test reads of one case (DumpReader::check_case); `on_dataset` is called with
   // "/case/q" before each tensor's data is read.
   virtual Status check_case(const CaseInfo& info, int64_t sample_bytes,

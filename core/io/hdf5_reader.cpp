@@ -157,35 +157,64 @@ Result<HostTensor> read_tensor(hid_t file, const std::string& path, const CaseIn
   return out;
 }
 
+// A file on disk is opened for each read and closed after it: HDF5 shares one open file's
+// cached metadata with every later open of the same file in the process, so a handle kept
+// open would hide what a training run appended since (issue 21). Reads are serialised by the
+// library lock, so each sees the file as it is. An image keeps its one handle.
 class Hdf5Source : public DumpSource {
  public:
-  Hdf5Source(Handle file, std::string path, const OpenOptions& options)
-      : file_(std::move(file)), path_(std::move(path)), options_(options) {}
+  // `image`: the handle of an in-memory image, kept; null for a file on disk (`path`).
+  Hdf5Source(Handle image, std::string path, const OpenOptions& options)
+      : image_(std::move(image)), path_(std::move(path)), options_(options) {}
   ~Hdf5Source() override {
     auto lock = h5::lock_library();
-    file_.reset();
+    image_.reset();
   }
 
   Result<HostTensor> read_tensor(const CaseInfo& info, const TensorInfo& t) const override {
     auto lock = h5::lock_library();
-    return attnscope::read_tensor(file_.get(), path_, info, t, options_);
+    Result<Handle> file = reopen();
+    if (!file) return file.error();
+    return attnscope::read_tensor(file->get(), path_, info, t, options_);
+  }
+
+  // One open for the whole case.
+  Result<std::vector<HostTensor>> read_tensors(const CaseInfo& info) const override {
+    auto lock = h5::lock_library();
+    Result<Handle> file = reopen();
+    if (!file) return file.error();
+    std::vector<HostTensor> out;
+    for (const TensorInfo& t : info.tensors) {
+      Result<HostTensor> one = attnscope::read_tensor(file->get(), path_, info, t, options_);
+      if (!one) return one.error();
+      out.push_back(std::move(*one));
+    }
+    return out;
   }
 
   Status check_case(const CaseInfo& info, int64_t sample_bytes,
                     const DatasetCallback& on_dataset) const override {
     auto lock = h5::lock_library();
-    return h5::sample_case_data(file_.get(), path_, info, options_, sample_bytes, on_dataset);
+    Result<Handle> file = reopen();
+    if (!file) return file.error();
+    return h5::sample_case_data(file->get(), path_, info, options_, sample_bytes, on_dataset);
   }
 
  private:
-  Handle file_;
+  // The image's handle (not owned by the result), or the file opened anew.
+  Result<Handle> reopen() const {
+    if (image_) return Handle(image_.get(), nullptr);
+    return open_file(path_);
+  }
+
+  Handle image_;
   std::string path_;
   OpenOptions options_;
 };
 
 // Discovery on an open file (the library lock held).
 Result<OpenedSource> discover(Result<Handle> file, const std::string& path,
-                              const OpenOptions& options) {
+                              const OpenOptions& options, bool image) {
   if (!file) return file.error();
   OpenedSource out;
   out.listing.format = dump_format_name(DumpFormat::hdf5);
@@ -193,7 +222,7 @@ Result<OpenedSource> discover(Result<Handle> file, const std::string& path,
   h5::Discovery found = h5::discover_cases(file->get(), path, options);
   out.listing.cases = std::move(found.cases);
   out.listing.rejected = std::move(found.rejected);
-  out.source = std::make_unique<Hdf5Source>(std::move(*file), path, options);
+  out.source = std::make_unique<Hdf5Source>(image ? std::move(*file) : Handle(), path, options);
   return out;
 }
 
@@ -201,23 +230,23 @@ Result<OpenedSource> discover(Result<Handle> file, const std::string& path,
 
 Result<OpenedSource> open_hdf5_source(const std::string& path, const OpenOptions& options) {
   auto lock = h5::lock_library();
-  return discover(open_file(path), path, options);
+  return discover(open_file(path), path, options, false);
 }
 
 Result<OpenedSource> open_hdf5_image_source(const void* data, size_t size, const std::string& name,
                                             const OpenOptions& options) {
   auto lock = h5::lock_library();
-  return discover(attnscope::open_image(data, size, name), name, options);
+  return discover(attnscope::open_image(data, size, name), name, options, true);
 }
 
 Result<OpenedSource> listed_hdf5_source(const std::string& path, DumpListing listing,
                                         const OpenOptions& options) {
   auto lock = h5::lock_library();
-  Result<Handle> file = open_file(path);
+  Result<Handle> file = open_file(path);  // readable now; each read opens it anew
   if (!file) return file.error();
   OpenedSource out;
   out.listing = std::move(listing);
-  out.source = std::make_unique<Hdf5Source>(std::move(*file), path, options);
+  out.source = std::make_unique<Hdf5Source>(Handle(), path, options);
   return out;
 }
 
