@@ -32,6 +32,7 @@
 #include "app/gui/CompareController.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
+#include "app/gui/DumpWatcher.h"
 #include "app/gui/FindingNavigator.h"
 #include "app/gui/HelpMenu.h"
 #include "app/gui/NavigationController.h"
@@ -126,6 +127,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCentralWidget(central);
 
   scans_ = new ScanController(context_, this);
+  follower_ = new DumpWatcher(context_, this);
   browser_ = new DumpBrowserPanel(context_, scans_, this);
   analysis_ = new AnalysisController(context_, this);
   controls_ = new ControlsPanel(context_, analysis_, this);
@@ -294,6 +296,10 @@ void MainWindow::buildAnalysisDocks() {
   });
   connect(scans_->runner(), &TaskRunner::progress, this, [this](int done, int total) {
     statusText_->setText(tr("scanning cases: %1 / %2").arg(done).arg(total));
+  });
+  connect(follower_, &DumpWatcher::followed, this, [this](const QString& file, int added) {
+    statusText_->setText(
+        tr("%1: %n new case(s) recorded", nullptr, added).arg(QFileInfo(file).fileName()));
   });
   // The overview's Cancel and Rescan stop and resume the case scan with the series.
   connect(overview_->cancelButton(), &QToolButton::clicked, scans_, &ScanController::cancel);

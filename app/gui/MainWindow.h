@@ -38,6 +38,7 @@ class HeatmapPanel;
 class InspectorPanel;
 class NavigationController;
 class RowPlotPanel;
+class DumpWatcher;
 class ScanController;
 class WhatIfBanner;
 class SessionContext;
@@ -143,6 +144,7 @@ class MainWindow : public QMainWindow {
   NavigationController* navigation_ = nullptr;
   FindingNavigator* findingNavigator_ = nullptr;
   ScanController* scans_ = nullptr;
+  DumpWatcher* follower_ = nullptr;
   WhatIfBanner* whatIfBanner_ = nullptr;
   HelpMenu* help_ = nullptr;
   ViewStateController* viewState_ = nullptr;

@@ -44,6 +44,21 @@ ScanController::ScanController(SessionContext* context, QObject* parent)
   connect(context_, &SessionContext::filesChanged, this, [this] {
     if (running_.isEmpty()) startNext();
   });
+  connect(context_, &SessionContext::casesAdded, this, &ScanController::addCases);
+}
+
+void ScanController::addCases(const QString& file, const QStringList& paths) {
+  if (running_ == file) cancel();  // keeps the verdicts so far; resumed below with the rest
+  if (const auto known = scan(file)) {
+    DumpScan grown = *known;
+    for (const QString& p : paths) {
+      grown.cases.emplace_back();
+      grown.cases.back().path = p.toStdString();
+    }
+    scans_[file] = std::make_shared<const DumpScan>(std::move(grown));
+    emit scanChanged(file);
+  }
+  if (running_.isEmpty()) startNext();
 }
 
 std::shared_ptr<const DumpScan> ScanController::scan(const QString& file) const {

@@ -9,6 +9,7 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,6 +57,8 @@ class ScanController : public QObject {
 
   void cancel();
   void rescan();
+  // New cases of an open dump (SessionContext::casesAdded): scanned after those before them.
+  void addCases(const QString& file, const QStringList& paths);
 
  signals:
   // More verdicts of `file` are known (or its scan started, was cancelled or finished).

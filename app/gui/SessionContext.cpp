@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "app/export/SettingNames.h"
 #include "core/io/dump_probe.h"
@@ -67,6 +68,21 @@ int SessionContext::adoptFile(const QString& path, std::shared_ptr<const DumpRea
   rememberRecent(files_.back().path);
   emit filesChanged();
   return static_cast<int>(files_.size()) - 1;
+}
+
+void SessionContext::refreshFile(int index, std::shared_ptr<const DumpReader> reader) {
+  if (index < 0 || index >= fileCount()) return;
+  OpenDump& file = files_[static_cast<size_t>(index)];
+  std::set<std::string> known;
+  for (const CaseInfo& c : file.reader->cases()) known.insert(c.path);
+  QStringList added;
+  for (const CaseInfo& c : reader->cases()) {
+    if (!known.count(c.path)) added << QString::fromStdString(c.path);
+  }
+  file.cases = std::make_shared<CaseCache>(reader);
+  file.reader = std::move(reader);
+  emit filesChanged();
+  if (!added.isEmpty()) emit casesAdded(file.path, added);
 }
 
 QStringList SessionContext::recentFiles() const {

@@ -91,6 +91,10 @@ class SessionContext : public QObject {
   // Adds a dump already opened elsewhere (DumpOpener's background job) and returns its index
   // (the existing one when the path is already open).
   int adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader);
+  // Replaces the reader of open file `index` by `reader`, a later open of the same file that
+  // lists more cases (a training run still recording, DumpWatcher): a new case cache, the
+  // selection kept; emits filesChanged then casesAdded with the new case paths.
+  void refreshFile(int index, std::shared_ptr<const DumpReader> reader);
   int fileCount() const { return static_cast<int>(files_.size()); }
   const OpenDump& file(int index) const { return files_[static_cast<size_t>(index)]; }
   int indexOfFile(const QString& path) const;
@@ -200,6 +204,7 @@ class SessionContext : public QObject {
 
  signals:
   void filesChanged();
+  void casesAdded(const QString& file, const QStringList& paths);  // refreshFile
   void caseChanged();      // a new case is selected (batch, head and window reset)
   void headChanged();      // batch or head changed
   void settingsChanged();  // scale, precision, mode, mask fill, backend, clip or "kept" changed

@@ -59,9 +59,9 @@ std::optional<LiveWriterNote> live_writer_note(const std::string& dump) {
   return LiveWriterNote{
       "; it is being written right now by " + *writer +
           " - a training run still recording? What was read may be a step half-written",
-      "nothing is wrong with the file: open it again in a moment (between two steps), or "
-      "follow the run as it records (File > Follow dump in the GUI, attnscope-cli scan "
-      "--follow); attnscope never stops a recording"};
+      "nothing is wrong with the file: open it again in a moment (between two steps); an open "
+      "window adds the steps a run records by itself, attnscope-cli scan --follow scans them "
+      "as they land; attnscope never stops a recording"};
 }
 
 }  // namespace attnscope

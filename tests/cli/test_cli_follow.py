@@ -1,5 +1,5 @@
 """`attnscope-cli scan --follow` on a dump a training run keeps recording into: attnscope_record
-writes steps 1-3 (one with a NaN in q) while scan follows; each lands as its own JSON document,
+writes step 0, then steps 1-3 (one with a NaN in q) while scan follows; each lands as its own JSON document,
 in order, the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
 import json
 import os
@@ -12,12 +12,15 @@ from cli_support import CLI, DATA, CliTestCase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_PACKAGE = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
+# One recording run: step 0, then (after a line on stdin) steps 1-3, 0.5 s apart.
 RECORD = """
 import sys, time, torch, torch.nn.functional as F
 from attnscope_record import Recorder
-path, first, last, pause = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-rec = Recorder(path)
-for n in range(first, last):
+rec = Recorder(sys.argv[1])
+for n in range(4):
+    if n == 1:
+        print("step 0 written", flush=True)
+        sys.stdin.readline()
     torch.manual_seed(n)
     q, k, v = (torch.randn(1, 2, 5, 8, requires_grad=True) for _ in range(3))
     if n == 2:
@@ -25,15 +28,9 @@ for n in range(first, last):
             q[0, 1, 3, 2] = float("nan")
     with rec.step(n):
         F.scaled_dot_product_attention(q, k, v).sum().backward()
-    time.sleep(pause)
+    time.sleep(0.5)
 rec.close()
 """
-
-
-def record(path, first, last, pause):
-    env = dict(os.environ, PYTHONPATH=PYTHON_PACKAGE, OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, "-c", RECORD, path, str(first), str(last), str(pause)],
-                   check=True, env=env, timeout=300)
 
 
 def documents(text):
@@ -56,14 +53,18 @@ class Follow(CliTestCase):
         for stale in (path, path + ".writing"):
             if os.path.exists(stale):
                 os.remove(stale)
-        record(path, 0, 1, 0)
+        env = dict(os.environ, PYTHONPATH=PYTHON_PACKAGE, OMP_NUM_THREADS="1")
+        run = subprocess.Popen([sys.executable, "-c", RECORD, path], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env=env)
+        self.assertEqual(run.stdout.readline().strip(), "step 0 written")
         out_path = path + ".out"
         with open(out_path, "w") as out, open(path + ".err", "w") as err:
             follower = subprocess.Popen([CLI, "scan", path, "--follow", "--json"], stdout=out,
                                         stderr=err)
         try:
             time.sleep(1.0)  # the first scan done and the watch set
-            record(path, 1, 4, 0.5)
+            run.communicate("go\n", timeout=300)  # steps 1-3 while scan follows
+            self.assertEqual(run.returncode, 0)
             deadline = time.time() + 60
             while time.time() < deadline:
                 with open(out_path) as f:
@@ -88,3 +89,4 @@ class Follow(CliTestCase):
         for n, doc in enumerate(docs):
             kinds = {f["kind"] for f in doc["cases"][0]["findings"]}
             self.assertEqual("nonfinite_input" in kinds, n == 2, (n, kinds))
+        self.assertEqual(len(self.cli_json("info", path, "--json", exit=0)["cases"]), 4)

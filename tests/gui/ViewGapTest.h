@@ -2,7 +2,8 @@
 // offscreen, label gui): view state saved for dumps never annotated (beside the dump, or in the
 // per-user data folder when its folder is read-only), a zoom per heatmap tab, the gradient-norm
 // metrics of the overviews, failed cases of the (step x layer) overview, greyed backends,
-// annotations on the row plot, and .pt / .npz / .safetensors files opened in the window. Each slot
+// annotations on the row plot, .pt / .npz / .safetensors files opened in the window, and a dump
+// that grows while it is shown. Each slot
 // is one CTest test (gui.session.<slot>).
 #pragma once
 
@@ -43,6 +44,9 @@ class ViewGapTest : public QObject {
 
   // BugReportFileTests.cpp
   void bug_report_files_open_in_the_window();
+
+  // LiveDumpTests.cpp
+  void dump_recorded_while_open_fills_in();
 
  private:
   QTemporaryDir settingsDir_;
