@@ -136,7 +136,8 @@ SessionFile SessionFile::load(const QString& dump, bool repair) {
     return s;
   }
   QJsonParseError parseError;
-  const QJsonDocument doc = QJsonDocument::fromJson(file.readAll(), &parseError);
+  const QByteArray bytes = file.readAll();
+  const QJsonDocument doc = QJsonDocument::fromJson(bytes, &parseError);
   file.close();
   const QJsonObject root = doc.object();
   QString problem;
@@ -162,6 +163,8 @@ SessionFile SessionFile::load(const QString& dump, bool repair) {
     return s;
   }
   s.parse(root);
+  s.lastBytes_ = bytes;
+  s.rememberBaseline();
   return s;
 }
 
@@ -219,7 +222,64 @@ QJsonObject SessionFile::serialise() const {
   return root;
 }
 
+namespace {
+
+QByteArray compact(const QJsonObject& annotation) {
+  return QJsonDocument(annotation).toJson(QJsonDocument::Compact);
+}
+
+}  // namespace
+
+void SessionFile::rememberBaseline() {
+  baseline_.clear();
+  for (auto it = cases.begin(); it != cases.end(); ++it) {
+    for (const Annotation& a : it->annotations) {
+      if (!a.automatic) baseline_[it.key()].insert(compact(a.toJson()));
+    }
+  }
+}
+
+void SessionFile::mergeOtherWriter() {
+  merged_.clear();
+  // A session that had no file yet looks where it is about to write.
+  QString where = path_;
+  for (const QString& candidate : {besidePath(dump_), fallbackPath(dump_)}) {
+    if (where.isEmpty() && QFileInfo::exists(candidate)) where = candidate;
+  }
+  QFile file(where);
+  if (where.isEmpty() || !file.open(QIODevice::ReadOnly)) return;
+  const QByteArray bytes = file.readAll();
+  if (bytes == lastBytes_) return;
+  const QJsonObject root = QJsonDocument::fromJson(bytes).object();
+  const QJsonObject all = root.value(QStringLiteral("cases")).toObject();
+  int added = 0;
+  for (auto it = all.begin(); it != all.end(); ++it) {
+    CaseSession& mine = cases[it.key()];
+    QSet<QByteArray> have;
+    for (const Annotation& a : mine.annotations) have.insert(compact(a.toJson()));
+    const QSet<QByteArray>& seen = baseline_.value(it.key());
+    for (const QJsonValue& entry :
+         it.value().toObject().value(QStringLiteral("annotations")).toArray()) {
+      const QByteArray key = compact(entry.toObject());
+      if (seen.contains(key) || have.contains(key)) continue;  // known, or deleted here
+      const std::optional<Annotation> a = Annotation::fromJson(entry.toObject());
+      if (!a) continue;
+      mine.annotations << *a;
+      have.insert(key);
+      ++added;
+    }
+  }
+  if (added > 0) {
+    merged_ = QStringLiteral(
+                  "%1 was saved by another attnscope window on this dump: its %2 new "
+                  "annotation(s) are merged in (this window's view state and edits win)")
+                  .arg(where)
+                  .arg(added);
+  }
+}
+
 bool SessionFile::save(QString* error) {
+  mergeOtherWriter();
   // The file it came from, else beside the dump, else the per-user fallback; a file that can
   // no longer be written (the folder became read-only) moves to the next one.
   QStringList targets;
@@ -242,6 +302,8 @@ bool SessionFile::save(QString* error) {
     QSaveFile out(target);
     if (out.open(QIODevice::WriteOnly) && out.write(bytes) == bytes.size() && out.commit()) {
       path_ = target;
+      lastBytes_ = bytes;
+      rememberBaseline();
       return true;
     }
     problems += QStringLiteral("%1: %2; ").arg(target, out.errorString());

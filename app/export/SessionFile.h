@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QMap>
+#include <QSet>
 #include <QString>
 #include <QStringList>
 #include <optional>
@@ -53,8 +54,13 @@ class SessionFile {
 
   // Writes atomically to the file it was read from, else beside the dump, else the fallback.
   // A newer-version file is first copied to `<sidecar>.v<N>.bak`. False with a message naming
-  // the path on failure.
+  // the path on failure. When another writer (a second attnscope window on the same dump)
+  // saved the file since this session read or wrote it, its annotations added since are merged
+  // in first (a three-way merge against what this session last saw: none is ever lost, this
+  // session's edits and view state win) and merged() says so.
   bool save(QString* error);
+  // What the last save merged from another writer ("" when nothing): for the status bar.
+  const QString& merged() const { return merged_; }
 
   const QString& dump() const { return dump_; }
   // The file read or last written; empty when the session was never saved.
@@ -80,8 +86,16 @@ class SessionFile {
   QString path_;
   QStringList notes_;
   int readVersion_ = 0;
+  // Merges the annotations another writer added to the file at path_ since lastBytes_.
+  void mergeOtherWriter();
+  // The annotations of the file as this session last read or wrote it, per case (compact JSON).
+  void rememberBaseline();
+
   QJsonObject original_;  // the root as read: unknown top-level keys survive a save
   bool backedUpNewer_ = false;
+  QByteArray lastBytes_;  // the file's bytes as last read or written
+  QMap<QString, QSet<QByteArray>> baseline_;
+  QString merged_;
 };
 
 }  // namespace attnscope

@@ -255,6 +255,10 @@ bool AnnotationController::save(SessionFile& session, QString* error) {
     emit notice(problem);
     return false;
   }
+  if (!session.merged().isEmpty()) {  // another window's annotations joined this session
+    emit notice(session.merged());
+    refresh();
+  }
   if (session.inFallback() && !fallbackNoticed_.contains(session.dump())) {
     fallbackNoticed_.insert(session.dump());
     emit notice(tr("%1: its folder is not writable; the session is kept in %2")

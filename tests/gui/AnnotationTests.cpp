@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QSignalSpy>
 #include <QtTest>
 
 #include "app/gui/AnnotationController.h"
@@ -191,6 +192,42 @@ void ExportTest::annotations_survive_closing_and_reopening() {
   // The dump was never written: same bytes, same modification time.
   QCOMPARE(QCryptographicHash::hash(readAll(dump.path), QCryptographicHash::Sha256), hashBefore);
   QCOMPARE(QFileInfo(dump.path).lastModified(), mtimeBefore);
+}
+
+void ExportTest::two_windows_on_one_dump_keep_both_annotations() {
+  SampleCopy dump;
+  const Annotation first = makeAnnotation(AnnotationKind::arrow, QStringLiteral("S"),
+                                          QPointF(50, 5), QPointF(20, 12), QStringLiteral("A"));
+  const Annotation second = makeAnnotation(AnnotationKind::text, QStringLiteral("S"),
+                                           QPointF(8, 30), QPointF(8, 30), QStringLiteral("B"));
+  const Annotation third = makeAnnotation(AnnotationKind::box, QStringLiteral("S"), QPointF(1, 1),
+                                          QPointF(4, 4), QStringLiteral("A2"));
+  {
+    // Two windows (two attnscope instances) on the same dump, each with its session read
+    // before the other saved.
+    ExportWindow a, b;
+    QVERIFY(a.open(dump.path, kCase, 3, Mode::unfused));
+    QVERIFY(b.open(dump.path, kCase, 3, Mode::unfused));
+    QSignalSpy bNotices(b.window->annotations(), &AnnotationController::notice);
+    QVERIFY(a.window->annotations()->addAnnotation(first));
+    QVERIFY(b.window->annotations()->addAnnotation(second));  // merges A's first
+    QCOMPARE(bNotices.size(), 1);
+    QVERIFY2(bNotices[0][0].toString().contains(
+                 QStringLiteral("saved by another attnscope window on this dump: its 1 new")),
+             qPrintable(bNotices[0][0].toString()));
+    QCOMPARE(b.window->context()->annotations()->userAnnotations(QStringLiteral("S")),
+             (QList<Annotation>{second, first}));
+    // A removes its annotation (its save merges B's) and adds another: B's stays, A's
+    // removal holds.
+    QVERIFY(a.window->annotations()->removeLast());
+    QVERIFY(a.window->annotations()->addAnnotation(third));
+    QCOMPARE(a.window->context()->annotations()->userAnnotations(QStringLiteral("S")),
+             (QList<Annotation>{second, third}));
+    QVERIFY(a.errors.isEmpty() && b.errors.isEmpty());
+  }
+  const SessionFile saved = SessionFile::load(dump.path, false);
+  QVERIFY(saved.notes().isEmpty());
+  QCOMPARE(saved.cases.value(kCase).annotations, (QList<Annotation>{second, third}));
 }
 
 void ExportTest::corrupt_sidecar_is_kept_aside() {

@@ -45,6 +45,7 @@ class ExportTest : public QObject {
   void annotation_json_round_trip_rejects_garbage();
   void box_tool_places_annotation_with_the_mouse();
   void annotations_survive_closing_and_reopening();
+  void two_windows_on_one_dump_keep_both_annotations();
   void corrupt_sidecar_is_kept_aside();
   void newer_session_version_keeps_unknown_fields();
 
