@@ -12,25 +12,8 @@ from cli_support import CLI, DATA, CliTestCase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_PACKAGE = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
-# One recording run: step 0, then (after a line on stdin) steps 1-3, 0.5 s apart.
-RECORD = """
-import sys, time, torch, torch.nn.functional as F
-from attnscope_record import Recorder
-rec = Recorder(sys.argv[1])
-for n in range(4):
-    if n == 1:
-        print("step 0 written", flush=True)
-        sys.stdin.readline()
-    torch.manual_seed(n)
-    q, k, v = (torch.randn(1, 2, 5, 8, requires_grad=True) for _ in range(3))
-    if n == 2:
-        with torch.no_grad():
-            q[0, 1, 3, 2] = float("nan")
-    with rec.step(n):
-        F.scaled_dot_product_attention(q, k, v).sum().backward()
-    time.sleep(0.5)
-rec.close()
-"""
+# One recording run: step 0, then (after a line on stdin) steps 1-3, step 2 with a NaN.
+RECORD = os.path.normpath(os.path.join(HERE, "..", "data", "record_live_run.py"))
 
 
 def documents(text):
@@ -54,7 +37,7 @@ class Follow(CliTestCase):
             if os.path.exists(stale):
                 os.remove(stale)
         env = dict(os.environ, PYTHONPATH=PYTHON_PACKAGE, OMP_NUM_THREADS="1")
-        run = subprocess.Popen([sys.executable, "-c", RECORD, path], stdin=subprocess.PIPE,
+        run = subprocess.Popen([sys.executable, RECORD, path], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True, env=env)
         self.assertEqual(run.stdout.readline().strip(), "step 0 written")
         out_path = path + ".out"

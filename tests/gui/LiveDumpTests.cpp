@@ -14,26 +14,6 @@
 namespace attnscope::test {
 namespace {
 
-// One recording run: step 0, then (after a line on stdin) steps 1-3, 0.5 s apart.
-const char* const kRecord = R"(
-import sys, time, torch, torch.nn.functional as F
-from attnscope_record import Recorder
-rec = Recorder(sys.argv[1])
-for n in range(4):
-    if n == 1:
-        print("step 0 written", flush=True)
-        sys.stdin.readline()
-    torch.manual_seed(n)
-    q, k, v = (torch.randn(1, 2, 5, 8, requires_grad=True) for _ in range(3))
-    if n == 2:
-        with torch.no_grad():
-            q[0, 1, 3, 2] = float("nan")
-    with rec.step(n):
-        F.scaled_dot_product_attention(q, k, v).sum().backward()
-    time.sleep(0.5)
-rec.close()
-)";
-
 QString stepCase(int n) {
   return QStringLiteral("/step_%1/layer_00").arg(n, 6, 10, QLatin1Char('0'));
 }
@@ -49,8 +29,8 @@ void ViewGapTest::dump_recorded_while_open_fills_in() {
   env.insert(QStringLiteral("PYTHONPATH"), QStringLiteral(ATTNSCOPE_RECORDER));
   env.insert(QStringLiteral("OMP_NUM_THREADS"), QStringLiteral("1"));
   run.setProcessEnvironment(env);
-  run.start(QStringLiteral(ATTNSCOPE_PYTHON),
-            {QStringLiteral("-c"), QString::fromUtf8(kRecord), dump});
+  // One recording run: step 0, then (after a line on stdin) steps 1-3, step 2 with a NaN.
+  run.start(QStringLiteral(ATTNSCOPE_PYTHON), {QStringLiteral(ATTNSCOPE_RECORD_LIVE_RUN), dump});
   QVERIFY(run.waitForReadyRead(120000));
   QCOMPARE(run.readLine().trimmed(), QByteArray("step 0 written"));
 
