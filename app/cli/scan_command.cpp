@@ -2,6 +2,7 @@
 // kernels and prints the findings as a table or, with --json, as the DESIGN §4 document.
 // Cases are loaded lazily and analysed on --threads workers (a few at a time, so memory stays
 // that of a few cases) and printed as they finish, in case order; Ctrl-C stops it early.
+// --follow then scans the cases a training run adds to the dump (dump_follower.h).
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -38,10 +39,6 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
   }
   return true;
 }
-
-}  // namespace
-
-namespace {
 
 struct BatchOutcome {
   bool errors = false, unreadable = false, interrupted = false;

@@ -117,6 +117,9 @@ class DumpWriter:
             where, arrays, attrs = self._queue[0]
             try:
                 self._write_now(self.path, where, arrays, attrs)
+            except RecordingError:
+                self._queue.clear()  # recording stops: nothing is retried at close
+                raise
             except OSError as error:
                 if not self._told and self._on_queued is not None:
                     self._on_queued(f"cannot open {self.path} for writing now ({error}); "
