@@ -1,6 +1,7 @@
 """`attnscope-cli scan --follow` on a dump a training run keeps recording into: attnscope_record
-writes step 0, then steps 1-3 (one with a NaN in q) while scan follows; each lands as its own JSON document,
-in order, the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
+writes step 0, then steps 1-3 (one with a NaN in q) while scan follows; the steps land in later JSON
+documents, in order (steps written close together may share a document: how many depends on the
+machine's speed), the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
 import json
 import os
 import signal
@@ -52,7 +53,7 @@ class Follow(CliTestCase):
             while time.time() < deadline:
                 with open(out_path) as f:
                     docs = documents(f.read())
-                if len(docs) == 4:
+                if sum(len(d["cases"]) for d in docs) == 4:
                     break
                 time.sleep(0.2)
             self.assertIsNone(follower.poll(), "still following")
@@ -67,9 +68,12 @@ class Follow(CliTestCase):
         self.assertIn("following " + path, err)
         with open(out_path) as f:
             docs = documents(f.read())
-        self.assertEqual([[c["path"] for c in d["cases"]] for d in docs],
-                         [["/step_%06d/layer_00" % n] for n in range(4)])
-        for n, doc in enumerate(docs):
-            kinds = {f["kind"] for f in doc["cases"][0]["findings"]}
+        self.assertEqual([c["path"] for c in docs[0]["cases"]], ["/step_000000/layer_00"])
+        self.assertGreaterEqual(len(docs), 2, "steps 1-3 come after the first scan")
+        self.assertTrue(all(d["cases"] for d in docs), "no empty batch is printed")
+        cases = [c for d in docs for c in d["cases"]]
+        self.assertEqual([c["path"] for c in cases], ["/step_%06d/layer_00" % n for n in range(4)])
+        for n, case in enumerate(cases):
+            kinds = {f["kind"] for f in case["findings"]}
             self.assertEqual("nonfinite_input" in kinds, n == 2, (n, kinds))
         self.assertEqual(len(self.cli_json("info", path, "--json", exit=0)["cases"]), 4)
