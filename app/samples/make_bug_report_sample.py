@@ -11,12 +11,19 @@ see no key and softmax gives NaN there, in `out` and in every gradient. Saved wi
 torch.save as a flat dict under the keys bug reports use: query, key, value, attn_mask, out,
 out_grad, grad_query, grad_key, grad_value, is_causal, softmax_scale. Deterministic tensors
 (a fixed generator; the archive's serialization id and its folder name, taken from the file
-name, are the only bytes that differ between two runs).
+name, are the only bytes that differ between two runs). LibTorch runs its portable CPU kernels
+(ATEN_CPU_CAPABILITY=default, oneDNN off) on one thread: its AVX2, AVX-512 and AMX kernels
+round fp16 differently, and the file must come out the same on every x86-64 CPU.
 """
 import math
+import os
 import sys
 
-import torch
+os.environ["ATEN_CPU_CAPABILITY"] = "default"  # read at torch's first dispatched op
+import torch  # noqa: E402  (after the capability pin)
+
+torch.backends.mkldnn.enabled = False
+torch.set_num_threads(1)
 
 B, H, S, D, REAL = 2, 4, 64, 32, 40
 
