@@ -6,6 +6,9 @@
 # Environment: ATTNSCOPE_GPU_BUILD (build dir, default ./build-gpu), CUDA_ARCHS (default 90),
 # PYTHON (default python3), GTEST_SRC (a googletest source tree, used when CMake finds no
 # installed GTest; default /usr/src/googletest, then ./.gpu_deps/googletest).
+# Highway (the CPU kernels' vector code) comes from the system, else from ./.gpu_deps/hwy: a copy
+# of Debian's libhwy-dev / libhwy1 files that `scripts/gpu_check.sh --carry-hwy` makes on a
+# Debian machine, for the device tool's `carry` (the GPU machine has no Debian packages).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$ROOT/gpu-check-out}"
@@ -13,6 +16,16 @@ BUILD="${ATTNSCOPE_GPU_BUILD:-$ROOT/build-gpu}"
 PYTHON="${PYTHON:-python3}"
 ARCHS="${CUDA_ARCHS:-90}"
 JOBS="$(nproc)"
+if [[ "${1:-}" == "--carry-hwy" ]]; then
+  rm -rf "$ROOT/.gpu_deps/hwy"
+  dpkg -L libhwy-dev libhwy1 | while read -r f; do
+    [[ -f "$f" || -L "$f" ]] || continue
+    mkdir -p "$ROOT/.gpu_deps/hwy$(dirname "$f")"
+    cp -P "$f" "$ROOT/.gpu_deps/hwy$f"
+  done
+  echo "Highway copied to $ROOT/.gpu_deps/hwy (carry .gpu_deps/hwy to the device)" >&2
+  exit 0
+fi
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
@@ -56,6 +69,12 @@ if [[ "$have_gtest" == 0 ]]; then
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX='$BUILD/_gtest/install' -DBUILD_GMOCK=OFF \
     && ninja -C '$BUILD/_gtest' -j $JOBS install"
   PREFIX="$PREFIX;$BUILD/_gtest/install"
+fi
+
+if ! ls /usr/lib/*/cmake/hwy/hwy-config.cmake >/dev/null 2>&1; then
+  [[ -d "$ROOT/.gpu_deps/hwy/usr" ]] || { log "no Highway: carry .gpu_deps/hwy (--carry-hwy)"; exit 1; }
+  PREFIX="$PREFIX;$ROOT/.gpu_deps/hwy/usr"
+  export LD_LIBRARY_PATH="$ROOT/.gpu_deps/hwy/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
 step configure configure.log cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \

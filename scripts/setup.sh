@@ -19,6 +19,7 @@ log() { echo "[attnscope setup] $*" >&2; }
 install_debian_packages() {
   local wanted=(g++ cmake ninja-build pkg-config python3 python3-venv qt6-base-dev
     qt6-svg-dev libqcustomplot-dev libhdf5-dev libzip-dev nlohmann-json3-dev libgtest-dev
+    libhwy-dev  # Highway: the CPU kernels' per-instruction-set vector code
     xvfb xauth
     clang-14 libclang-rt-14-dev ccache  # clang: the libFuzzer build of scripts/fuzz.sh
     clang-format-14)  # the format_check test

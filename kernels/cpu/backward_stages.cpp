@@ -12,7 +12,8 @@ namespace attnscope::cpu {
 
 void backward_preprocess(int64_t rows, int64_t dim_v, const float* o, const float* dout, float* d) {
   ATTNSCOPE_DCHECK(rows > 0 && dim_v > 0 && o != nullptr && dout != nullptr && d != nullptr);
-  for (int64_t r = 0; r < rows; ++r) d[r] = dot_f32(dout + r * dim_v, o + r * dim_v, dim_v);
+  for (int64_t r = 0; r < rows; ++r)
+    d[r] = dot_f32_in_order(dout + r * dim_v, o + r * dim_v, dim_v);
 }
 
 void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,

@@ -1,6 +1,12 @@
-// Vectorised fp32 tile math on GCC / Clang vector extensions (8 lanes = one AVX2 register
-// when built with -mavx2 -mfma; plain SSE or scalar code elsewhere).
-#include "kernels/cpu/tile_math.h"
+// Vectorised fp32 tile math, compiled by Highway once per instruction set (foreach_target:
+// AVX-512, AVX2 + FMA + F16C, SSE4, and the portable path built for the x86-64 baseline) and
+// dispatched at run time to the one cpu_isa.h chose. Every function sums in a fixed order
+// for a given instruction set, so results never depend on the thread count; across
+// instruction sets lane counts and FMA contraction differ (within the accuracy rule).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/tile_math.cpp"
+#include "hwy/foreach_target.h"  // must precede highway.h
+#include "hwy/highway.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,110 +14,141 @@
 #include <limits>
 
 #include "kernels/attn_check.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/tile_math.h"
 #include "kernels/precision.h"
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
+HWY_BEFORE_NAMESPACE();
 namespace attnscope::cpu {
-namespace {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
-typedef float v8f __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8;
-static_assert(sizeof(v8f) == kLanes * sizeof(float), "one v8f is kLanes fp32 lanes");
-// A full tile row is whole 16-wide micro-kernel blocks (two registers), without a scalar tail.
-static_assert(kTileCols % (2 * kLanes) == 0, "tile rows are whole 16-wide blocks");
+using D = hn::ScalableTag<float>;
+using DU = hn::RebindToUnsigned<D>;
+using DI = hn::RebindToSigned<D>;
+using V = hn::Vec<D>;
+// fp32 lanes of one register: 16 (AVX-512), 8 (AVX2), 4 (SSE4; the portable path with clang),
+// 1 (the portable path with GCC < 12.3, Highway's SCALAR).
+constexpr int64_t kLanes = HWY_LANES(float);
+// A full tile row is whole two-register micro-kernel blocks, without a scalar tail.
+static_assert(kTileCols % (2 * kLanes) == 0, "tile rows are whole two-register blocks");
+// Rows of the gemm micro-kernel: its MR x 2 accumulators, the two B registers and the A
+// broadcast fit the register file (32 registers with AVX-512, 16 otherwise).
+constexpr int kGemmRows = HWY_TARGET <= HWY_AVX3 ? 12 : 6;
+static_assert(kGemmRows * 2 + 3 <= (HWY_TARGET <= HWY_AVX3 ? 32 : 16), "fits the registers");
 
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+HWY_INLINE V Splat(float x) {
+  return hn::Set(D(), x);
 }
 
-inline void store8(float* p, v8f v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-inline v8f splat(float x) {
-  return v8f{} + x;
-}
-
-// Bit cast between same-size vector types.
-template <typename To, typename From>
-inline To reinterpret_bits(From x) {
-  To y;
-  static_assert(sizeof x == sizeof y, "same size");
-  std::memcpy(&y, &x, sizeof y);
-  return y;
-}
-
-inline float hsum(v8f v) {
+// Lanes summed in lane order 0, 1, ...
+HWY_INLINE float SumLanes(V v) {
+  float lanes[kLanes];
+  hn::StoreU(v, D(), lanes);
   float s = 0;
-  for (int x = 0; x < kLanes; ++x) s += v[x];
+  for (int64_t x = 0; x < kLanes; ++x) s += lanes[x];
   return s;
 }
 
 // exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln2 / 2, exp(r) by the Cephes expf
-// polynomial. 2^n is built in the exponent bits as 2^(n-1) * 2 so n = 128 still works.
-inline v8f exp8(v8f x) {
-  const v8f lo = splat(-87.0f), hi = splat(88.8f), magic = splat(12582912.0f);  // 1.5 * 2^23
-  v8f xc = x < lo ? lo : x;
-  xc = xc > hi ? hi : xc;
-  const v8f t = xc * 1.44269504088896341f + magic;  // round(x log2 e) in the low mantissa
-  const v8f n = t - magic;
-  v8f r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  v8f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const v8u bits = ((reinterpret_bits<v8u>(t) - 0x4B400000u) + 126u) << 23;
-  const v8f y = p * reinterpret_bits<v8f>(bits) * 2.0f;
-  return x < splat(-86.5f) ? splat(0.0f) : y;
+// polynomial. 2^n is built in the exponent bits as 2^(n-1) * 2 so n = 128 still works. NaN
+// stays NaN (the clamps below keep it), x < -86.5 gives 0. DF: any fp32 vector tag.
+template <class DF>
+HWY_INLINE hn::Vec<DF> Exp(DF d, hn::Vec<DF> x) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto c = [d](float v) { return hn::Set(d, v); };
+  const auto lo = c(-87.0f), hi = c(88.8f), magic = c(12582912.0f);  // 1.5 * 2^23
+  auto xc = hn::IfThenElse(x < lo, lo, x);
+  xc = hn::IfThenElse(xc > hi, hi, xc);
+  const auto t = hn::MulAdd(xc, c(1.44269504088896341f), magic);  // round(x log2 e), low bits
+  const auto n = hn::Sub(t, magic);
+  auto r = hn::NegMulAdd(n, c(0.693359375f), xc);
+  r = hn::NegMulAdd(n, c(-2.12194440e-4f), r);
+  auto p = hn::MulAdd(r, c(1.9875691500e-4f), c(1.3981999507e-3f));
+  p = hn::MulAdd(p, r, c(8.3334519073e-3f));
+  p = hn::MulAdd(p, r, c(4.1665795894e-2f));
+  p = hn::MulAdd(p, r, c(1.6666665459e-1f));
+  p = hn::MulAdd(p, r, c(5.0000001201e-1f));
+  p = hn::Add(hn::MulAdd(hn::Mul(p, r), r, r), c(1.0f));
+  const auto bits = hn::ShiftLeft<23>(
+      hn::Add(hn::Sub(hn::BitCast(du, t), hn::Set(du, 0x4B400000u)), hn::Set(du, 126u)));
+  const auto y = hn::Mul(hn::Mul(p, hn::BitCast(d, bits)), c(2.0f));
+  return hn::IfThenElse(x < c(-86.5f), hn::Zero(d), y);
 }
+
+// Row sums in one order on every instruction set: element x goes to virtual lane x mod 8,
+// each lane sums its elements in order, then lanes 0..7 are added in order and the n mod 8
+// last elements one by one. That is the order of LibTorch's portable 8-float reductions
+// (softmax sums, .sum()), which the unfused emulation reproduces. Its vectors are at most 8
+// lanes wide: one holds all 8 virtual lanes on AVX2 / AVX-512, two on SSE4, eight on SCALAR.
+using D8 = hn::CappedTag<float, 8>;
+constexpr int64_t kVirtualLanes = 8;
+constexpr int64_t kLanes8 = HWY_MIN(HWY_LANES(float), kVirtualLanes);
+constexpr int kVectors8 = static_cast<int>(kVirtualLanes / kLanes8);
+static_assert(kVectors8 * kLanes8 == kVirtualLanes, "whole vectors of virtual lanes");
+
+struct Lanes8 {
+  hn::Vec<D8> v[kVectors8];
+  Lanes8() {
+    for (auto& x : v) x = hn::Zero(D8());
+  }
+  // Lanes 0..7 added in order.
+  float sum() const {
+    float lanes[kVirtualLanes];
+    for (int i = 0; i < kVectors8; ++i) hn::StoreU(v[i], D8(), lanes + i * kLanes8);
+    float s = 0;
+    for (float x : lanes) s += x;
+    return s;
+  }
+};
 
 // Round to bfloat16 as float_to_bf16_bits: nearest-even on the top 16 bits, NaN made quiet.
-inline v8f round8_bf16(v8f x) {
-  const v8u u = reinterpret_bits<v8u>(x);
-  const v8u rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  const v8u quiet_nan = (u & 0xffff0000u) | 0x00400000u;
-  return reinterpret_bits<v8f>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+HWY_INLINE V RoundBf16(V x) {
+  const DU du;
+  const DI di;
+  const auto u = hn::BitCast(du, x);
+  const auto top = hn::Set(du, 0xffff0000u);
+  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), odd), top);
+  const auto quiet_nan = hn::Or(hn::And(u, top), hn::Set(du, 0x00400000u));
+  // |x| bits above those of inf: NaN (compared as int32: both sides are below 2^31).
+  const auto nan = hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))) > hn::Set(di, 0x7f800000);
+  return hn::BitCast(D(), hn::IfThenElse(hn::RebindMask(du, nan), quiet_nan, rounded));
 }
 
-// C block of MR rows x 8*NV columns: acc = sum_t A(r, t) B(t, x), then C (+)= alpha * acc.
+// C block of MR rows x kLanes*NV columns: acc = sum_t A(r, t) B(t, x), then C (+)= alpha acc.
 template <int MR, int NV>
-void micro_kernel(int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
-  v8f acc[MR][NV];
+HWY_INLINE void MicroKernel(int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                            int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+  const D d;
+  V acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
-    for (int x = 0; x < NV; ++x) acc[r][x] = v8f{};
+    for (int x = 0; x < NV; ++x) acc[r][x] = hn::Zero(d);
   }
   for (int64_t t = 0; t < k; ++t) {
-    v8f bv[NV];
-    for (int x = 0; x < NV; ++x) bv[x] = load8(b + t * ldb + kLanes * x);
+    V bv[NV];
+    for (int x = 0; x < NV; ++x) bv[x] = hn::LoadU(d, b + t * ldb + kLanes * x);
     for (int r = 0; r < MR; ++r) {
-      const float ar = a[r * a_rs + t * a_cs];
-      for (int x = 0; x < NV; ++x) acc[r][x] += ar * bv[x];
+      const V ar = hn::Set(d, a[r * a_rs + t * a_cs]);
+      for (int x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ar, bv[x], acc[r][x]);
     }
   }
+  const V va = hn::Set(d, alpha);
   for (int r = 0; r < MR; ++r) {
     for (int x = 0; x < NV; ++x) {
       float* out = c + r * ldc + kLanes * x;
-      const v8f scaled = alpha * acc[r][x];
-      store8(out, accumulate ? load8(out) + scaled : scaled);
+      const V result =
+          accumulate ? hn::MulAdd(va, acc[r][x], hn::LoadU(d, out)) : hn::Mul(va, acc[r][x]);
+      hn::StoreU(result, d, out);
     }
   }
 }
 
-// The same for the last n < 8 columns, one scalar at a time.
+// The same for the last n < kLanes columns, one scalar at a time.
 template <int MR>
-void micro_kernel_tail(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-                       const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
-                       bool accumulate) {
+HWY_INLINE void MicroKernelTail(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                                const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
+                                bool accumulate) {
   float acc[MR][kLanes] = {};
   for (int64_t t = 0; t < k; ++t) {
     for (int r = 0; r < MR; ++r) {
@@ -127,58 +164,235 @@ void micro_kernel_tail(int64_t n, int64_t k, const float* a, int64_t a_rs, int64
   }
 }
 
-// MR rows of C across all n columns: 16-wide blocks, one 8-wide block, then scalars.
+// MR rows of C across all n columns: two-register blocks, one register, then scalars.
 template <int MR>
-void row_block(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-               int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+HWY_INLINE void RowBlock(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                         const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
+                         bool accumulate) {
   int64_t x = 0;
   for (; x + 2 * kLanes <= n; x += 2 * kLanes) {
-    micro_kernel<MR, 2>(k, a, a_rs, a_cs, b + x, ldb, c + x, ldc, alpha, accumulate);
+    MicroKernel<MR, 2>(k, a, a_rs, a_cs, b + x, ldb, c + x, ldc, alpha, accumulate);
   }
   if (x + kLanes <= n) {
-    micro_kernel<MR, 1>(k, a, a_rs, a_cs, b + x, ldb, c + x, ldc, alpha, accumulate);
+    MicroKernel<MR, 1>(k, a, a_rs, a_cs, b + x, ldb, c + x, ldc, alpha, accumulate);
     x += kLanes;
   }
   if (x < n) {
-    micro_kernel_tail<MR>(n - x, k, a, a_rs, a_cs, b + x, ldb, c + x, ldc, alpha, accumulate);
+    MicroKernelTail<MR>(n - x, k, a, a_rs, a_cs, b + x, ldb, c + x, ldc, alpha, accumulate);
   }
 }
 
-}  // namespace
+// RowBlock<rows> for the last rows < kGemmRows (the template argument counts down to it).
+template <int MR>
+HWY_INLINE void LastRows(int64_t rows, int64_t n, int64_t k, const float* a, int64_t a_rs,
+                         int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
+                         float alpha, bool accumulate) {
+  if constexpr (MR > 0) {
+    if (rows == MR) {
+      RowBlock<MR>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, alpha, accumulate);
+    } else {
+      LastRows<MR - 1>(rows, n, k, a, a_rs, a_cs, b, ldb, c, ldc, alpha, accumulate);
+    }
+  }
+}
+
+void GemmTile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+              const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+  int64_t r = 0;
+  for (; r + kGemmRows <= m; r += kGemmRows) {
+    RowBlock<kGemmRows>(n, k, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, alpha,
+                        accumulate);
+  }
+  LastRows<kGemmRows - 1>(m - r, n, k, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, alpha,
+                          accumulate);
+}
+
+float ExpF32(float x) {
+  return hn::GetLane(Exp(D(), Splat(x)));
+}
+
+float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
+  const D8 d8;
+  const auto shift = hn::Set(d8, base);
+  Lanes8 acc;
+  int64_t x = 0;
+  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
+    for (int i = 0; i < kVectors8; ++i) {
+      const int64_t at = x + i * kLanes8;
+      const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + at), shift));
+      hn::StoreU(e, d8, p + at);
+      acc.v[i] = hn::Add(acc.v[i], e);
+    }
+  }
+  float sum = acc.sum();
+  for (; x < n; ++x) {
+    p[x] = ExpF32(s[x] - base);
+    sum += p[x];
+  }
+  return sum;
+}
+
+void ExpShiftedScaled(const float* s, float base, float factor, float* p, int64_t n) {
+  const D d;
+  int64_t x = 0;
+  for (; x + kLanes <= n; x += kLanes) {
+    hn::StoreU(hn::Mul(Exp(d, hn::Sub(hn::LoadU(d, s + x), Splat(base))), Splat(factor)), d, p + x);
+  }
+  for (; x < n; ++x) p[x] = ExpF32(s[x] - base) * factor;
+}
+
+float MaxPropagatingNan(const float* x, int64_t n) {
+  // A lane takes v when v is larger or NaN; once NaN it stays NaN (NaN > v is false).
+  const D d;
+  V m = Splat(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const V v = hn::LoadU(d, x + i);
+    m = hn::IfThenElse(hn::Or(v > m, hn::IsNaN(v)), v, m);
+  }
+  float lanes[kLanes];
+  hn::StoreU(m, d, lanes);
+  float best = lanes[0];
+  for (int64_t lane = 1; lane < kLanes; ++lane) best = max_propagating_nan(best, lanes[lane]);
+  for (; i < n; ++i) best = max_propagating_nan(best, x[i]);
+  return best;
+}
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  const D8 d8;
+  Lanes8 acc;
+  int64_t x = 0;
+  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
+    for (int i = 0; i < kVectors8; ++i) {
+      const int64_t at = x + i * kLanes8;
+      acc.v[i] = hn::MulAdd(hn::LoadU(d8, a + at), hn::LoadU(d8, b + at), acc.v[i]);
+    }
+  }
+  float sum = acc.sum();
+  for (; x < n; ++x) sum += a[x] * b[x];
+  return sum;
+}
+
+float DotF32InOrder(const float* a, const float* b, int64_t n) {
+  const hn::CappedTag<float, 1> d1;  // one lane: MulAdd as GemmTile's (FMA where the set has it)
+  auto sum = hn::Zero(d1);
+  for (int64_t x = 0; x < n; ++x) sum = hn::MulAdd(hn::LoadU(d1, a + x), hn::LoadU(d1, b + x), sum);
+  return hn::GetLane(sum);
+}
+
+void ScaleInPlace(float* x, float alpha, int64_t n) {
+  const D d;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    hn::StoreU(hn::Mul(hn::LoadU(d, x + i), Splat(alpha)), d, x + i);
+  for (; i < n; ++i) x[i] *= alpha;
+}
+
+void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
+  const D d;
+  int64_t i = 0;
+  if (precision == Precision::bf16) {
+    for (; i + kLanes <= n; i += kLanes) hn::StoreU(RoundBf16(hn::LoadU(d, src + i)), d, dst + i);
+  } else if (precision == Precision::f16) {
+#if HWY_TARGET <= HWY_AVX2
+    // F16C converts to nearest even (MXCSR's default), overflows to inf, keeps subnormals and
+    // quiets NaN exactly as float_to_half_bits. Highway's emulation on older targets truncates,
+    // so those take the scalar loop below.
+    const hn::Rebind<hwy::float16_t, D> dh;
+    for (; i + kLanes <= n; i += kLanes) {
+      hn::StoreU(hn::PromoteTo(d, hn::DemoteTo(dh, hn::LoadU(d, src + i))), d, dst + i);
+    }
+#endif
+  } else {
+    if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
+}
+
+// x * 0 is 0 for finite x and NaN otherwise, so a sum of such products is NaN iff some entry
+// is non-finite (it never overflows). Eight accumulators hide the add latency.
+bool AllFinite(const float* x, int64_t n) {
+  const D d;
+  constexpr int kAcc = 8;
+  V acc[kAcc];
+  for (V& a : acc) a = hn::Zero(d);
+  const V zero = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + kAcc * kLanes <= n; i += kAcc * kLanes) {
+    for (int a = 0; a < kAcc; ++a)
+      acc[a] = hn::MulAdd(hn::LoadU(d, x + i + a * kLanes), zero, acc[a]);
+  }
+  for (; i + kLanes <= n; i += kLanes) acc[0] = hn::MulAdd(hn::LoadU(d, x + i), zero, acc[0]);
+  for (int a = 1; a < kAcc; ++a) acc[0] = hn::Add(acc[0], acc[a]);
+  float sum = SumLanes(acc[0]);
+  for (; i < n; ++i) sum += x[i] * 0.0f;
+  return sum == sum;
+}
+
+bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
+                    float* max_shifted, float* max_abs) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const D d;
+  V mabs = hn::Zero(d), mx = Splat(-kInf), sentinel = hn::Zero(d);
+  const V zero = hn::Zero(d);
+  float tail_abs = 0, tail_mx = -kInf, tail_sentinel = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x_r = x + r * ld;
+    const V sh = Splat(shift[r]);
+    int64_t i = 0;
+    for (; i + kLanes <= cols; i += kLanes) {
+      const V v = hn::LoadU(d, x_r + i);
+      const V a = hn::Abs(v);
+      const V dv = hn::Sub(v, sh);
+      mabs = hn::IfThenElse(a > mabs, a, mabs);
+      mx = hn::IfThenElse(dv > mx, dv, mx);
+      sentinel = hn::MulAdd(v, zero, sentinel);
+    }
+    for (; i < cols; ++i) {
+      tail_abs = std::max(tail_abs, std::fabs(x_r[i]));
+      tail_mx = std::max(tail_mx, x_r[i] - shift[r]);
+      tail_sentinel += x_r[i] * 0.0f;
+    }
+  }
+  float lanes_abs[kLanes], lanes_mx[kLanes];
+  hn::StoreU(mabs, d, lanes_abs);
+  hn::StoreU(mx, d, lanes_mx);
+  for (int64_t lane = 0; lane < kLanes; ++lane) {
+    tail_abs = std::max(tail_abs, lanes_abs[lane]);
+    tail_mx = std::max(tail_mx, lanes_mx[lane]);
+  }
+  *max_abs = tail_abs;
+  *max_shifted = tail_mx;
+  return SumLanes(sentinel) + tail_sentinel == 0.0f;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attnscope::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attnscope::cpu {
+
+HWY_EXPORT(GemmTile);
+HWY_EXPORT(ExpF32);
+HWY_EXPORT(ExpShiftedSum);
+HWY_EXPORT(ExpShiftedScaled);
+HWY_EXPORT(MaxPropagatingNan);
+HWY_EXPORT(DotF32);
+HWY_EXPORT(DotF32InOrder);
+HWY_EXPORT(ScaleInPlace);
+HWY_EXPORT(RoundCopy);
+HWY_EXPORT(AllFinite);
+HWY_EXPORT(FiniteBlockMax);
 
 void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
   ATTNSCOPE_DCHECK(m >= 0 && n >= 0 && k >= 0 && ldb >= n && ldc >= n);
   ATTNSCOPE_DCHECK(m == 0 || n == 0 ||
                    (c != nullptr && (k == 0 || (a != nullptr && b != nullptr))));
-  constexpr int kRows = 6;  // 6 x 16 accumulators = 12 of the 16 AVX2 registers
-  // The accumulators plus the two B vectors of micro_kernel<kRows, 2> stay in registers.
-  static_assert(kRows * 2 + 2 <= 16, "micro-kernel fits the 16 AVX2 registers");
-  int64_t r = 0;
-  for (; r + kRows <= m; r += kRows) {
-    row_block<kRows>(n, k, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, alpha, accumulate);
-  }
-  const float* a_rest = a + r * a_rs;
-  float* c_rest = c + r * ldc;
-  switch (m - r) {
-    case 5:
-      row_block<5>(n, k, a_rest, a_rs, a_cs, b, ldb, c_rest, ldc, alpha, accumulate);
-      break;
-    case 4:
-      row_block<4>(n, k, a_rest, a_rs, a_cs, b, ldb, c_rest, ldc, alpha, accumulate);
-      break;
-    case 3:
-      row_block<3>(n, k, a_rest, a_rs, a_cs, b, ldb, c_rest, ldc, alpha, accumulate);
-      break;
-    case 2:
-      row_block<2>(n, k, a_rest, a_rs, a_cs, b, ldb, c_rest, ldc, alpha, accumulate);
-      break;
-    case 1:
-      row_block<1>(n, k, a_rest, a_rs, a_cs, b, ldb, c_rest, ldc, alpha, accumulate);
-      break;
-    default:
-      break;
-  }
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(GemmTile)(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, alpha, accumulate);
 }
 
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst,
@@ -195,92 +409,48 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, flo
 }
 
 float exp_f32(float x) {
-  return exp8(splat(x))[0];
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(ExpF32)(x);
 }
 
 float exp_shifted_sum(const float* s, float base, float* p, int64_t n) {
-  v8f acc{};
-  int64_t x = 0;
-  for (; x + kLanes <= n; x += kLanes) {
-    const v8f e = exp8(load8(s + x) - base);
-    store8(p + x, e);
-    acc += e;
-  }
-  float sum = hsum(acc);
-  for (; x < n; ++x) {
-    p[x] = exp_f32(s[x] - base);
-    sum += p[x];
-  }
-  return sum;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(ExpShiftedSum)(s, base, p, n);
 }
 
 void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n) {
-  int64_t x = 0;
-  for (; x + kLanes <= n; x += kLanes) store8(p + x, exp8(load8(s + x) - base) * factor);
-  for (; x < n; ++x) p[x] = exp_f32(s[x] - base) * factor;
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(ExpShiftedScaled)(s, base, factor, p, n);
 }
 
 float max_propagating_nan(const float* x, int64_t n) {
-  // A lane takes v when v is larger or NaN; once NaN it stays NaN (NaN > v is false).
-  v8f m8 = splat(-std::numeric_limits<float>::infinity());
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const v8f v = load8(x + i);
-    m8 = (v > m8) | (v != v) ? v : m8;
-  }
-  float m = m8[0];
-  for (int lane = 1; lane < kLanes; ++lane) m = max_propagating_nan(m, m8[lane]);
-  for (; i < n; ++i) m = max_propagating_nan(m, x[i]);
-  return m;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(MaxPropagatingNan)(x, n);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  v8f acc{};
-  int64_t x = 0;
-  for (; x + kLanes <= n; x += kLanes) acc += load8(a + x) * load8(b + x);
-  float sum = hsum(acc);
-  for (; x < n; ++x) sum += a[x] * b[x];
-  return sum;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n);
+}
+
+float dot_f32_in_order(const float* a, const float* b, int64_t n) {
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(DotF32InOrder)(a, b, n);
 }
 
 void scale_in_place(float* x, float alpha, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, alpha, n);
 }
 
 void round_copy(Precision precision, const float* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  if (precision == Precision::bf16) {
-    for (; i + kLanes <= n; i += kLanes) store8(dst + i, round8_bf16(load8(src + i)));
-  } else if (precision == Precision::f16) {
-#if defined(__F16C__)
-    // The hardware conversion rounds to nearest even, overflows to inf, keeps subnormals and
-    // quiets NaN exactly as float_to_half_bits.
-    for (; i + kLanes <= n; i += kLanes) {
-      const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(half));
-    }
-#endif
-  } else {
-    if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
-  }
-  for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(RoundCopy)(precision, src, dst, n);
 }
 
-// x * 0 is 0 for finite x and NaN otherwise, so a sum of such products is NaN iff some entry
-// is non-finite (it never overflows). Eight accumulators hide the add latency.
 bool all_finite(const float* x, int64_t n) {
-  constexpr int kAcc = 8;
-  v8f acc[kAcc] = {};
-  int64_t i = 0;
-  for (; i + kAcc * kLanes <= n; i += kAcc * kLanes) {
-    for (int a = 0; a < kAcc; ++a) acc[a] += load8(x + i + a * kLanes) * 0.0f;
-  }
-  for (; i + kLanes <= n; i += kLanes) acc[0] += load8(x + i) * 0.0f;
-  for (int a = 1; a < kAcc; ++a) acc[0] += acc[a];
-  float sum = hsum(acc[0]);
-  for (; i < n; ++i) sum += x[i] * 0.0f;
-  return sum == sum;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(AllFinite)(x, n);
 }
 
 // An fp32 is finite iff its magnitude bits are at most those of FLT_MAX.
@@ -311,34 +481,9 @@ int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max) {
 
 bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
                       float* max_shifted, float* max_abs) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  v8f mabs{}, mx = splat(-kInf), sentinel{};
-  float tail_abs = 0, tail_mx = -kInf, tail_sentinel = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x_r = x + r * ld;
-    const v8f sh = splat(shift[r]);
-    int64_t i = 0;
-    for (; i + kLanes <= cols; i += kLanes) {
-      const v8f v = load8(x_r + i);
-      const v8f a = reinterpret_bits<v8f>(reinterpret_bits<v8u>(v) & kAbsMask);
-      const v8f d = v - sh;
-      mabs = a > mabs ? a : mabs;
-      mx = d > mx ? d : mx;
-      sentinel += v * 0.0f;
-    }
-    for (; i < cols; ++i) {
-      tail_abs = std::max(tail_abs, std::fabs(x_r[i]));
-      tail_mx = std::max(tail_mx, x_r[i] - shift[r]);
-      tail_sentinel += x_r[i] * 0.0f;
-    }
-  }
-  for (int lane = 0; lane < kLanes; ++lane) {
-    tail_abs = std::max(tail_abs, mabs[lane]);
-    tail_mx = std::max(tail_mx, mx[lane]);
-  }
-  *max_abs = tail_abs;
-  *max_shifted = tail_mx;
-  return hsum(sentinel) + tail_sentinel == 0.0f;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(FiniteBlockMax)(x, rows, cols, ld, shift, max_shifted, max_abs);
 }
 
 }  // namespace attnscope::cpu
+#endif  // HWY_ONCE

@@ -32,7 +32,7 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, flo
 // NaN, results below e^-86.5 (~2.6e-38, about the fp32 normal minimum) flush to 0.
 float exp_f32(float x);
 
-// p[x] = exp(s[x] - base) for x < n; returns the fp32 sum of p.
+// p[x] = exp(s[x] - base) for x < n; returns the fp32 sum of p, summed in dot_f32's order.
 float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
 
 // p[x] = exp(s[x] - base) * factor for x < n.
@@ -46,8 +46,15 @@ inline float max_propagating_nan(float a, float b) {
   return (b > a || b != b) && a == a ? b : a;
 }
 
-// sum_x a[x] * b[x] in fp32.
+// sum_x a[x] * b[x] in fp32, in the order of LibTorch's portable reductions (x mod 8 lanes,
+// then the lanes in order, then the n mod 8 last products), the same on every instruction set.
 float dot_f32(const float* a, const float* b, int64_t n);
+
+// sum_x a[x] * b[x] in fp32, x = 0..n-1 in order, each product fused into the sum where the
+// instruction set has FMA: exactly as gemm_tile sums one element of C. D_i = dO_i . O_i then
+// equals dP_ij = dO_i . V_j bit for bit wherever O_i = V_j (a row with one visible key), so
+// dS = P (dP - D) vanishes exactly there.
+float dot_f32_in_order(const float* a, const float* b, int64_t n);
 
 // x[0:n] *= alpha.
 void scale_in_place(float* x, float alpha, int64_t n);

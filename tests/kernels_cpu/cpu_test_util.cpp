@@ -5,10 +5,13 @@
 #include <limits>
 #include <random>
 
+#include "forced_cpu_isa.h"
 #include "kernels/precision.h"
 
 namespace attnscope::test {
 namespace {
+
+::testing::Environment* const kForcedCpuIsa = ::testing::AddGlobalTestEnvironment(new ForcedCpuIsa);
 
 // Uniform in [lo, hi) from the raw mt19937 stream (portable across standard libraries).
 double uniform(std::mt19937& gen, double lo, double hi) {
