@@ -18,12 +18,42 @@ double overhead(const PointResult& r, Phase ph) {
   return std::isnan(s) ? NAN : s - 1;
 }
 
-std::vector<Target> targets(const PointResult& r) {
-  return {{"own_instr_fwd_bwd_vs_torch_math", speedup(r, kOwnInstr, kTorchMath, Phase::fwd_bwd),
-           1.5, true},
-          {"own_instr_fwd_bwd_vs_torch_flash", speedup(r, kOwnInstr, kTorchFlash, Phase::fwd_bwd),
-           1.0, true},
-          {"instrumentation_overhead_fwd_bwd", overhead(r, Phase::fwd_bwd), 0.10, false}};
+// The fp32 point of the same shape as bf16 point r, if the run has one.
+const PointResult* fp32_sibling(const BenchReport& report, const PointResult& r) {
+  for (const PointResult& o : report.points) {
+    const BenchPoint &a = o.point, &b = r.point;
+    if (a.precision == Precision::f32 && a.batch == b.batch && a.heads == b.heads &&
+        a.seqlen == b.seqlen && a.head_dim == b.head_dim && a.causal == b.causal) {
+      return &o;
+    }
+  }
+  return nullptr;
+}
+
+// Own forward GFLOP/s as a fraction of LibTorch's sgemm rate.
+double fraction_of_roof(const BenchReport& report, const PointResult& r) {
+  const VariantTiming* own = find_timing(r, kOwn);
+  return own && report.roof.gflops > 0 ? gflops(r.point, *own, Phase::fwd) / report.roof.gflops
+                                       : NAN;
+}
+
+std::vector<Target> targets(const BenchReport& report, const PointResult& r) {
+  std::vector<Target> out = {
+      {"own_instr_fwd_bwd_vs_torch_flash", speedup(r, kOwnInstr, kTorchFlash, Phase::fwd_bwd), 1.2,
+       true},
+      {"own_instr_fwd_bwd_vs_torch_math", speedup(r, kOwnInstr, kTorchMath, Phase::fwd_bwd), 2.0,
+       true},
+      {"own_fwd_fraction_of_sgemm", fraction_of_roof(report, r), 0.6, true},
+      {"instrumentation_overhead_fwd_bwd", overhead(r, Phase::fwd_bwd), 0.05, false}};
+  if (r.point.precision == Precision::bf16) {
+    const PointResult* f32 = fp32_sibling(report, r);
+    const VariantTiming* mine = find_timing(r, kOwnInstr);
+    const VariantTiming* theirs = f32 ? find_timing(*f32, kOwnInstr) : nullptr;
+    out.push_back({"own_instr_fwd_bwd_bf16_vs_own_fp32",
+                   mine && theirs ? theirs->time.fwd_bwd_ms / mine->time.fwd_bwd_ms : NAN, 1.3,
+                   true});
+  }
+  return out;
 }
 
 // DESIGN §7: the pooled P heatmap (the one that needs the softmax statistics) costs at most
@@ -93,7 +123,7 @@ void ratio_json(std::ostream& os, const char* name, const PointResult& r, const 
   os << "}";
 }
 
-void point_json(std::ostream& os, const PointResult& r) {
+void point_json(std::ostream& os, const BenchReport& report, const PointResult& r) {
   const BenchPoint& p = r.point;
   os << "    {\"batch\": " << p.batch << ", \"heads\": " << p.heads << ", \"seqlen\": " << p.seqlen
      << ", \"head_dim\": " << p.head_dim << ", \"causal\": " << (p.causal ? "true" : "false")
@@ -133,7 +163,7 @@ void point_json(std::ostream& os, const PointResult& r) {
        << "\": " << json_number(overhead(r, ph));
   }
   os << "}},\n     \"targets\": {";
-  const std::vector<Target> ts = targets(r);
+  const std::vector<Target> ts = targets(report, r);
   for (size_t i = 0; i < ts.size(); ++i) {
     os << (i ? ", " : "") << "\"" << ts[i].name << "\": {\"value\": " << json_number(ts[i].value)
        << ", \"" << (ts[i].at_least ? "min" : "max") << "\": " << json_number(ts[i].limit)
@@ -200,12 +230,18 @@ void write_json(std::ostream& os, const BenchReport& report) {
         "phase_budget_s); bwd timed after an untimed fwd\""
      << ",\n  \"flops\": \"fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
      << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster)\""
-     << ",\n";
+     << ",\n  \"cpu_isa\": " << json_quoted(report.cpu_isa) << ", \"cpu_isas_available\": [";
+  for (size_t i = 0; i < report.cpu_isas_available.size(); ++i) {
+    os << (i ? ", " : "") << json_quoted(report.cpu_isas_available[i]);
+  }
+  os << "],\n  \"torch_sgemm\": {\"n\": " << report.roof.n
+     << ", \"gflops\": " << json_number(report.roof.gflops)
+     << ", \"torch_cpu_isa\": " << json_quoted(report.roof.torch_cpu_isa) << "},\n";
   if (report.has_heatmap) heatmap_json(os, report.heatmap);
   os << report.gpu_json;
   os << "  \"points\": [\n";
   for (size_t i = 0; i < report.points.size(); ++i) {
-    point_json(os, report.points[i]);
+    point_json(os, report, report.points[i]);
     os << (i + 1 < report.points.size() ? ",\n" : "\n");
   }
   os << "  ]\n}\n";
@@ -214,7 +250,9 @@ void write_json(std::ostream& os, const BenchReport& report) {
 void write_table(std::ostream& os, const BenchReport& report) {
   char line[256];
   os << "attnscope-bench: " << report.settings.threads << " threads, median of up to "
-     << report.settings.reps << " reps (GFLOP/s: fwd 4*B*H*S*S*D, bwd 2.5x, halved if causal)\n";
+     << report.settings.reps << " reps (GFLOP/s: fwd 4*B*H*S*S*D, bwd 2.5x, halved if causal)\n"
+     << "CPU kernels on " << report.cpu_isa << "; LibTorch (" << report.roof.torch_cpu_isa
+     << ") sgemm " << report.roof.n << "^3: " << json_number(report.roof.gflops) << " GFLOP/s\n";
   for (const PointResult& r : report.points) {
     const BenchPoint& p = r.point;
     std::snprintf(line, sizeof line, "\nB=%lld H=%lld S=%lld D=%lld %s %s\n",
@@ -236,7 +274,7 @@ void write_table(std::ostream& os, const BenchReport& report) {
                     t.reps);
       os << line;
     }
-    for (const Target& t : targets(r)) {
+    for (const Target& t : targets(report, r)) {
       std::snprintf(
           line, sizeof line, "  %-34s %8s  (%s %s)  %s\n", t.name, json_number(t.value).c_str(),
           t.at_least ? ">=" : "<=", json_number(t.limit).c_str(), target_met(t) ? "met" : "MISSED");

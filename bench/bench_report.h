@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "core/torch_roof.h"
 #include "heatmap_bench.h"
 
 namespace attnscope::bench {
@@ -19,6 +20,11 @@ struct PointResult {
 
 struct BenchReport {
   BenchSettings settings;
+  // The machine: the instruction set the CPU kernels ran (kernels/cpu/cpu_isa.h), the sets this
+  // CPU offers, and LibTorch's sgemm rate measured in this run, the roof of the forward.
+  std::string cpu_isa;
+  std::vector<std::string> cpu_isas_available;
+  MatmulRoof roof;
   std::vector<PointResult> points;
   bool has_heatmap = false;
   HeatmapResult heatmap;
@@ -44,7 +50,7 @@ const VariantTiming* find_timing(const PointResult& r, const std::string& label)
 // Speed of `own` relative to `other` (other's time / own's time); NaN when either is missing.
 double speedup(const PointResult& r, const char* own, const char* other, Phase ph);
 
-// One DESIGN §7 target: the measured value against its limit.
+// One target (DESIGN §7, issue 17): the measured value against its limit.
 struct Target {
   const char* name;
   double value, limit;

@@ -12,8 +12,10 @@
 #include "bench_report.h"
 #include "bench_timing.h"
 #include "core/kernel_registry.h"
+#include "core/torch_roof.h"
 #include "gpu_bench.h"
 #include "heatmap_bench.h"
+#include "kernels/cpu/cpu_isa.h"
 
 namespace {
 
@@ -134,6 +136,13 @@ int main(int argc, char** argv) {
   }
   BenchReport report;
   report.settings = options.settings;
+  report.cpu_isa = attnscope::cpu::cpu_isa();
+  report.cpu_isas_available = attnscope::cpu::cpu_isas_available();
+  if (options.cpu) {
+    std::fprintf(stderr, "attnscope-bench: CPU kernels on %s; LibTorch sgemm roof\n",
+                 report.cpu_isa.c_str());
+    report.roof = attnscope::torch_sgemm_roof(2048, options.settings.threads, 5);
+  }
   for (const BenchPoint& point : options.cpu ? grid(options) : std::vector<BenchPoint>{}) {
     report.points.push_back(run_point(point, options.settings));
   }
