@@ -34,7 +34,7 @@ constexpr int64_t kLanes = HWY_LANES(float);
 static_assert(kTileCols % (2 * kLanes) == 0, "tile rows are whole two-register blocks");
 // Rows of the gemm micro-kernel: its MR x 2 accumulators, the two B registers and the A
 // broadcast fit the register file (32 registers with AVX-512, 16 otherwise).
-constexpr int kGemmRows = HWY_TARGET <= HWY_AVX3 ? 12 : 6;
+constexpr int kGemmRows = HWY_TARGET <= HWY_AVX3 ? 8 : 6;
 static_assert(kGemmRows * 2 + 3 <= (HWY_TARGET <= HWY_AVX3 ? 32 : 16), "fits the registers");
 
 HWY_INLINE V Splat(float x) {
@@ -91,6 +91,18 @@ struct Lanes8 {
   hn::Vec<D8> v[kVectors8];
   Lanes8() {
     for (auto& x : v) x = hn::Zero(D8());
+  }
+  // Adds the lanes of a full register holding elements offset.. of a block of
+  // max(kLanes, 8): to virtual lanes 0..7 in element order (on AVX-512 the lower half, then the
+  // upper half).
+  void add(hn::Vec<D> e, int64_t offset) {
+#if HWY_TARGET <= HWY_AVX3  // 16 lanes: two halves of 8
+    (void)offset;
+    v[0] = hn::Add(v[0], hn::LowerHalf(D8(), e));
+    v[0] = hn::Add(v[0], hn::UpperHalf(D8(), e));
+#else
+    v[offset / kLanes] = hn::Add(v[offset / kLanes], e);
+#endif
   }
   // Lanes 0..7 added in order.
   float sum() const {
@@ -212,17 +224,24 @@ float ExpF32(float x) {
 }
 
 float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
+  const D d;
   const D8 d8;
-  const auto shift = hn::Set(d8, base);
   Lanes8 acc;
   int64_t x = 0;
-  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
-    for (int i = 0; i < kVectors8; ++i) {
-      const int64_t at = x + i * kLanes8;
-      const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + at), shift));
-      hn::StoreU(e, d8, p + at);
-      acc.v[i] = hn::Add(acc.v[i], e);
+  // Full-width exps, their lanes added to the virtual lanes in element order.
+  constexpr int64_t kBlock = HWY_MAX(kLanes, kVirtualLanes);
+  for (; x + kBlock <= n; x += kBlock) {
+    for (int64_t at = x; at < x + kBlock; at += kLanes) {
+      const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
+      hn::StoreU(e, d, p + at);
+      acc.add(e, at - x);
     }
+  }
+  // A last whole block of 8 where registers are wider (the same order as narrower sets).
+  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
+    const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
+    hn::StoreU(e, d8, p + x);
+    acc.v[0] = hn::Add(acc.v[0], e);
   }
   float sum = acc.sum();
   for (; x < n; ++x) {
@@ -230,6 +249,15 @@ float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
     sum += p[x];
   }
   return sum;
+}
+
+void ExpDifferences(const float* a, const float* b, float* out, int64_t n) {
+  const D d;
+  int64_t x = 0;
+  for (; x + kLanes <= n; x += kLanes) {
+    hn::StoreU(Exp(d, hn::Sub(hn::LoadU(d, a + x), hn::LoadU(d, b + x))), d, out + x);
+  }
+  for (; x < n; ++x) out[x] = ExpF32(a[x] - b[x]);
 }
 
 void ExpShiftedScaled(const float* s, float base, float factor, float* p, int64_t n) {
@@ -250,10 +278,8 @@ float MaxPropagatingNan(const float* x, int64_t n) {
     const V v = hn::LoadU(d, x + i);
     m = hn::IfThenElse(hn::Or(v > m, hn::IsNaN(v)), v, m);
   }
-  float lanes[kLanes];
-  hn::StoreU(m, d, lanes);
-  float best = lanes[0];
-  for (int64_t lane = 1; lane < kLanes; ++lane) best = max_propagating_nan(best, lanes[lane]);
+  float best = hn::AllFalse(d, hn::IsNaN(m)) ? hn::GetLane(hn::MaxOfLanes(d, m))
+                                             : std::numeric_limits<float>::quiet_NaN();
   for (; i < n; ++i) best = max_propagating_nan(best, x[i]);
   return best;
 }
@@ -378,6 +404,7 @@ HWY_EXPORT(GemmTile);
 HWY_EXPORT(ExpF32);
 HWY_EXPORT(ExpShiftedSum);
 HWY_EXPORT(ExpShiftedScaled);
+HWY_EXPORT(ExpDifferences);
 HWY_EXPORT(MaxPropagatingNan);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(DotF32InOrder);
@@ -421,6 +448,11 @@ float exp_shifted_sum(const float* s, float base, float* p, int64_t n) {
 void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n) {
   choose_cpu_isa();
   HWY_DYNAMIC_DISPATCH(ExpShiftedScaled)(s, base, factor, p, n);
+}
+
+void exp_differences(const float* a, const float* b, float* out, int64_t n) {
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(ExpDifferences)(a, b, out, n);
 }
 
 float max_propagating_nan(const float* x, int64_t n) {

@@ -38,6 +38,9 @@ float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
 // p[x] = exp(s[x] - base) * factor for x < n.
 void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n);
 
+// out[x] = exp_f32(a[x] - b[x]) for x < n, bit for bit.
+void exp_differences(const float* a, const float* b, float* out, int64_t n);
+
 // Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.
 float max_propagating_nan(const float* x, int64_t n);
 
