@@ -137,19 +137,7 @@ void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* 
   ATTNSCOPE_DCHECK(t.rows > 0 && t.rows <= attnscope::kTileRows && t.cols > 0 && t.cols <= t.ld);
   ATTNSCOPE_DCHECK(s != nullptr && p != nullptr && m != nullptr && l != nullptr);
   ATTNSCOPE_DCHECK(dim_v >= 0 && (acc != nullptr || dim_v == 0));  // acc null: statistics only
-  // The exponent base of each row (m_new, or 0 while nothing is visible), then every row's
-  // alpha = exp(m - base) in one vector pass.
-  float m_new[attnscope::kTileRows], base[attnscope::kTileRows], alpha[attnscope::kTileRows];
-  for (int64_t r = 0; r < t.rows; ++r) {
-    m_new[r] = max_propagating_nan(m[r], max_propagating_nan(s + r * t.ld, t.cols));
-    base[r] = m_new[r] == -kInf ? 0.0f : m_new[r];
-  }
-  exp_differences(m, base, alpha, t.rows);
-  for (int64_t r = 0; r < t.rows; ++r) {
-    l[r] = alpha[r] * l[r] + exp_shifted_sum(s + r * t.ld, base[r], p + r * t.ld, t.cols);
-    if (alpha[r] != 1.0f) scale_in_place(acc + r * dim_v, alpha[r], dim_v);
-    m[r] = m_new[r];
-  }
+  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v);
 }
 
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc) {

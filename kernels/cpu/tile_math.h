@@ -38,8 +38,13 @@ float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
 // p[x] = exp(s[x] - base) * factor for x < n.
 void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n);
 
-// out[x] = exp_f32(a[x] - b[x]) for x < n, bit for bit.
-void exp_differences(const float* a, const float* b, float* out, int64_t n);
+// The online-softmax update of one kv tile over `rows` (<= kTileRows) rows, all fp32 (see
+// forward_stages.h, online_softmax_update): s, p [rows x cols] with row stride ld; m, l
+// [rows]; acc [rows x dim_v] (unused when dim_v = 0). Per row: m_new = max(m, rowmax s) (NaN
+// if any is), base = m_new or 0 when -inf, alpha = exp(m - base), p = exp(s - base),
+// l = alpha * l + rowsum p (one FMA where the set has it), acc *= alpha, m = m_new.
+void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
+                         float* l, float* acc, int64_t dim_v);
 
 // Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.
 float max_propagating_nan(const float* x, int64_t n);
