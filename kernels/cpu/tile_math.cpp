@@ -374,41 +374,69 @@ bool AllFinite(const float* x, int64_t n) {
   return sum == sum;
 }
 
+// Row r's maximum and minimum (exact whatever the order while all are finite, which the
+// returned sentinel test decides): max_r - shift_r is then the row's largest shifted value
+// (subtraction is monotonic), max(|max_r|, |min_r|) its largest magnitude.
 bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
                     float* max_shifted, float* max_abs) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const D d;
-  V mabs = hn::Zero(d), mx = Splat(-kInf), sentinel = hn::Zero(d);
   const V zero = hn::Zero(d);
-  float tail_abs = 0, tail_mx = -kInf, tail_sentinel = 0;
+  V sentinel = zero;
+  float best_shifted = -kInf, best_abs = 0, tail_sentinel = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_r = x + r * ld;
-    const V sh = Splat(shift[r]);
+    V vmax = Splat(-kInf), vmin = Splat(kInf);
     int64_t i = 0;
     for (; i + kLanes <= cols; i += kLanes) {
       const V v = hn::LoadU(d, x_r + i);
-      const V a = hn::Abs(v);
-      const V dv = hn::Sub(v, sh);
-      mabs = hn::IfThenElse(a > mabs, a, mabs);
-      mx = hn::IfThenElse(dv > mx, dv, mx);
+      vmax = hn::Max(vmax, v);
+      vmin = hn::Min(vmin, v);
       sentinel = hn::MulAdd(v, zero, sentinel);
     }
+    float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    float row_min = hn::GetLane(hn::MinOfLanes(d, vmin));
     for (; i < cols; ++i) {
-      tail_abs = std::max(tail_abs, std::fabs(x_r[i]));
-      tail_mx = std::max(tail_mx, x_r[i] - shift[r]);
+      row_max = std::max(row_max, x_r[i]);
+      row_min = std::min(row_min, x_r[i]);
       tail_sentinel += x_r[i] * 0.0f;
     }
+    best_shifted = std::max(best_shifted, row_max - shift[r]);
+    best_abs = std::max(best_abs, std::max(std::fabs(row_max), std::fabs(row_min)));
   }
-  float lanes_abs[kLanes], lanes_mx[kLanes];
-  hn::StoreU(mabs, d, lanes_abs);
-  hn::StoreU(mx, d, lanes_mx);
-  for (int64_t lane = 0; lane < kLanes; ++lane) {
-    tail_abs = std::max(tail_abs, lanes_abs[lane]);
-    tail_mx = std::max(tail_mx, lanes_mx[lane]);
-  }
-  *max_abs = tail_abs;
-  *max_shifted = tail_mx;
+  *max_abs = best_abs;
+  *max_shifted = best_shifted;
   return SumLanes(sentinel) + tail_sentinel == 0.0f;
+}
+
+// The all-finite case in two vector reductions; otherwise one element at a time.
+int64_t FiniteMax(const float* x, int64_t n, float* max_abs, float* max) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float best_abs = 0, best = -kInf;
+  int64_t count = 0;
+  int64_t i = 0;
+  if (AllFinite(x, n)) {
+    const D d;
+    V vabs = hn::Zero(d), vmax = Splat(-kInf);
+    for (; i + kLanes <= n; i += kLanes) {
+      const V v = hn::LoadU(d, x + i);
+      vabs = hn::Max(vabs, hn::Abs(v));
+      vmax = hn::Max(vmax, v);
+    }
+    best_abs = hn::GetLane(hn::MaxOfLanes(d, vabs));
+    best = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  }
+  for (; i < n; ++i) {
+    if (!std::isfinite(x[i])) {
+      ++count;
+      continue;
+    }
+    best_abs = std::max(best_abs, std::fabs(x[i]));
+    best = std::max(best, x[i]);
+  }
+  *max_abs = best_abs;
+  *max = best;
+  return count;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -430,6 +458,7 @@ HWY_EXPORT(RoundCopy);
 HWY_EXPORT(OnlineSoftmaxRows);
 HWY_EXPORT(AllFinite);
 HWY_EXPORT(FiniteBlockMax);
+HWY_EXPORT(FiniteMax);
 
 void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
@@ -520,19 +549,8 @@ int64_t count_nonfinite(const float* x, int64_t n) {
 }
 
 int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max) {
-  float best_abs = 0, best = -std::numeric_limits<float>::infinity();
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) {
-      ++count;
-      continue;
-    }
-    best_abs = std::max(best_abs, std::fabs(x[i]));
-    best = std::max(best, x[i]);
-  }
-  *max_abs = best_abs;
-  *max = best;
-  return count;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(FiniteMax)(x, n, max_abs, max);
 }
 
 bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
