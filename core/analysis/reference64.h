@@ -13,8 +13,9 @@ namespace attnscope {
 
 // Same semantics as kernels/reference (mask fill of in.params.precision, softcap, bias, safe
 // rows); gradients of sum(O * dO) (dO = 1 without a recorded dO) when `gradients` is set.
-// `cancelled` (optional, thread-safe) is polled before each head / kv group; once true the
-// remaining ones are skipped and their entries stay 0.
+// `cancelled` (optional, thread-safe) is polled before each block of 64 query rows (forward
+// only) or kv group (with gradients); once true the remaining ones are skipped and their
+// entries stay 0.
 Reference64 compute_reference64(const CaseInputs& in, bool gradients, int threads,
                                 const std::function<bool()>& cancelled = {});
 
