@@ -322,7 +322,8 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
   constexpr float kInf = std::numeric_limits<float>::infinity();
   // Each row's base (m_new, or 0 while nothing is visible), then every alpha = exp(m - base)
   // in one vector pass.
-  float m_new[kTileRows], base[kTileRows], alpha[kTileRows];
+  // base zeroed: GCC cannot see that ExpDifferences reads only its first `rows` entries.
+  float m_new[kTileRows], base[kTileRows] = {}, alpha[kTileRows];
   for (int64_t r = 0; r < rows; ++r) {
     m_new[r] = max_propagating_nan(m[r], MaxPropagatingNan(s + r * ld, cols));
     base[r] = m_new[r] == -kInf ? 0.0f : m_new[r];
