@@ -64,7 +64,7 @@ void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const 
     const float* dp_r = dp + r * t.ld;
     const float* gf_r = gf + r * t.ld;
     float* ds_r = ds + r * t.ld;
-    for (int64_t c = 0; c < t.cols; ++c) ds_r[c] = p_r[c] * (dp_r[c] - d[r]) * gf_r[c];
+    softmax_grad_row(p_r, dp_r, d[r], gf_r, ds_r, t.cols);
     round_copy(x.precision, ds_r, ds_r, t.cols);
   }
 }

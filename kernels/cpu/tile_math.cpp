@@ -317,6 +317,18 @@ void ScaleInPlace(float* x, float alpha, int64_t n) {
   for (; i < n; ++i) x[i] *= alpha;
 }
 
+void SoftmaxGradRow(const float* p, const float* dp, float d, const float* gf, float* ds,
+                    int64_t n) {
+  const D df;
+  const V vd = Splat(d);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    const V diff = hn::Sub(hn::LoadU(df, dp + c), vd);
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, p + c), diff), hn::LoadU(df, gf + c)), df, ds + c);
+  }
+  for (; c < n; ++c) ds[c] = p[c] * (dp[c] - d) * gf[c];
+}
+
 void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
                        float* l, float* acc, int64_t dim_v) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -457,6 +469,7 @@ HWY_EXPORT(DotF32InOrder);
 HWY_EXPORT(ScaleInPlace);
 HWY_EXPORT(RoundCopy);
 HWY_EXPORT(OnlineSoftmaxRows);
+HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(AllFinite);
 HWY_EXPORT(FiniteBlockMax);
 HWY_EXPORT(FiniteMax);
@@ -525,6 +538,12 @@ void round_copy(Precision precision, const float* src, float* dst, int64_t n) {
   }
   choose_cpu_isa();
   HWY_DYNAMIC_DISPATCH(RoundCopy)(precision, src, dst, n);
+}
+
+void softmax_grad_row(const float* p, const float* dp, float d, const float* gf, float* ds,
+                      int64_t n) {
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, dp, d, gf, ds, n);
 }
 
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,

@@ -46,6 +46,10 @@ void exp_shifted_scaled(const float* s, float base, float factor, float* p, int6
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
                          float* l, float* acc, int64_t dim_v);
 
+// ds[c] = p[c] * (dp[c] - d) * gf[c] for c < n, in that order on every instruction set.
+void softmax_grad_row(const float* p, const float* dp, float d, const float* gf, float* ds,
+                      int64_t n);
+
 // Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.
 float max_propagating_nan(const float* x, int64_t n);
 
