@@ -180,7 +180,7 @@ HWY_INLINE void MicroKernelTail(int64_t n, int64_t k, const float* a, int64_t a_
   }
 }
 
-// MR rows of C across all n columns: two-register blocks, one register, then scalars.
+// MR rows of C across all n columns: kGemmVecs-register blocks, single registers, then scalars.
 template <int MR>
 HWY_INLINE void RowBlock(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                          const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,

@@ -59,7 +59,8 @@ inline float max_propagating_nan(float a, float b) {
 }
 
 // sum_x a[x] * b[x] in fp32, in the order of LibTorch's portable reductions (x mod 8 lanes,
-// then the lanes in order, then the n mod 8 last products), the same on every instruction set.
+// then the lanes in order, then the n mod 8 last products) on every instruction set; each
+// product is fused into its sum where the set has FMA.
 float dot_f32(const float* a, const float* b, int64_t n);
 
 // sum_x a[x] * b[x] in fp32, x = 0..n-1 in order, each product fused into the sum where the
