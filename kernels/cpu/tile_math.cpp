@@ -54,6 +54,40 @@ HWY_INLINE float SumLanes(V v) {
   return s;
 }
 
+// a * b + c rounded as the set's vector MulAdd rounds it (one FMA where the set has FMA), for
+// scalar tails that must match the vector lanes whatever the compiler contracts.
+HWY_INLINE float MulAddLane(float a, float b, float c) {
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(hn::MulAdd(hn::Set(d1, a), hn::Set(d1, b), hn::Set(d1, c)));
+}
+
+// Largest and smallest lane of a NaN-free v, -inf / +inf lanes included. (Highway's EMU128
+// MinOfLanes / MaxOfLanes start from the largest / lowest finite value, which turns an all
+// -inf v into -FLT_MAX; that set reduces lane by lane.)
+HWY_INLINE float LargestLane(V v) {
+#if HWY_TARGET == HWY_EMU128
+  float lanes[kLanes];
+  hn::StoreU(v, D(), lanes);
+  float best = lanes[0];
+  for (int64_t x = 1; x < kLanes; ++x) best = std::max(best, lanes[x]);
+  return best;
+#else
+  return hn::GetLane(hn::MaxOfLanes(D(), v));
+#endif
+}
+
+HWY_INLINE float SmallestLane(V v) {
+#if HWY_TARGET == HWY_EMU128
+  float lanes[kLanes];
+  hn::StoreU(v, D(), lanes);
+  float best = lanes[0];
+  for (int64_t x = 1; x < kLanes; ++x) best = std::min(best, lanes[x]);
+  return best;
+#else
+  return hn::GetLane(hn::MinOfLanes(D(), v));
+#endif
+}
+
 // exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln2 / 2, exp(r) by the Cephes expf
 // polynomial. 2^n is built in the exponent bits as 2^(n-1) * 2 so n = 128 still works. NaN
 // stays NaN (the clamps below keep it), x < -86.5 gives 0. DF: any fp32 vector tag.
@@ -169,13 +203,13 @@ HWY_INLINE void MicroKernelTail(int64_t n, int64_t k, const float* a, int64_t a_
   for (int64_t t = 0; t < k; ++t) {
     for (int r = 0; r < MR; ++r) {
       const float ar = a[r * a_rs + t * a_cs];
-      for (int64_t x = 0; x < n; ++x) acc[r][x] += ar * b[t * ldb + x];
+      for (int64_t x = 0; x < n; ++x) acc[r][x] = MulAddLane(ar, b[t * ldb + x], acc[r][x]);
     }
   }
   for (int r = 0; r < MR; ++r) {
     for (int64_t x = 0; x < n; ++x) {
-      const float scaled = alpha * acc[r][x];
-      c[r * ldc + x] = accumulate ? c[r * ldc + x] + scaled : scaled;
+      float* out = c + r * ldc + x;
+      *out = accumulate ? MulAddLane(alpha, acc[r][x], *out) : alpha * acc[r][x];
     }
   }
 }
@@ -281,8 +315,8 @@ float MaxPropagatingNan(const float* x, int64_t n) {
     const V v = hn::LoadU(d, x + i);
     m = hn::IfThenElse(hn::Or(v > m, hn::IsNaN(v)), v, m);
   }
-  float best = hn::AllFalse(d, hn::IsNaN(m)) ? hn::GetLane(hn::MaxOfLanes(d, m))
-                                             : std::numeric_limits<float>::quiet_NaN();
+  float best =
+      hn::AllFalse(d, hn::IsNaN(m)) ? LargestLane(m) : std::numeric_limits<float>::quiet_NaN();
   for (; i < n; ++i) best = max_propagating_nan(best, x[i]);
   return best;
 }
@@ -298,15 +332,14 @@ float DotF32(const float* a, const float* b, int64_t n) {
     }
   }
   float sum = acc.sum();
-  for (; x < n; ++x) sum += a[x] * b[x];
+  for (; x < n; ++x) sum = MulAddLane(a[x], b[x], sum);
   return sum;
 }
 
 float DotF32InOrder(const float* a, const float* b, int64_t n) {
-  const hn::CappedTag<float, 1> d1;  // one lane: MulAdd as GemmTile's (FMA where the set has it)
-  auto sum = hn::Zero(d1);
-  for (int64_t x = 0; x < n; ++x) sum = hn::MulAdd(hn::LoadU(d1, a + x), hn::LoadU(d1, b + x), sum);
-  return hn::GetLane(sum);
+  float sum = 0;  // as GemmTile sums one element of C
+  for (int64_t x = 0; x < n; ++x) sum = MulAddLane(a[x], b[x], sum);
+  return sum;
 }
 
 void ScaleInPlace(float* x, float alpha, int64_t n) {
@@ -407,8 +440,8 @@ bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, cons
       vmin = hn::Min(vmin, v);
       sentinel = hn::MulAdd(v, zero, sentinel);
     }
-    float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-    float row_min = hn::GetLane(hn::MinOfLanes(d, vmin));
+    float row_max = LargestLane(vmax);
+    float row_min = SmallestLane(vmin);
     for (; i < cols; ++i) {
       row_max = std::max(row_max, x_r[i]);
       row_min = std::min(row_min, x_r[i]);
@@ -436,8 +469,8 @@ int64_t FiniteMax(const float* x, int64_t n, float* max_abs, float* max) {
       vabs = hn::Max(vabs, hn::Abs(v));
       vmax = hn::Max(vmax, v);
     }
-    best_abs = hn::GetLane(hn::MaxOfLanes(d, vabs));
-    best = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    best_abs = LargestLane(vabs);
+    best = LargestLane(vmax);
   }
   for (; i < n; ++i) {
     if (!std::isfinite(x[i])) {
