@@ -61,30 +61,21 @@ HWY_INLINE float MulAddLane(float a, float b, float c) {
   return hn::GetLane(hn::MulAdd(hn::Set(d1, a), hn::Set(d1, b), hn::Set(d1, c)));
 }
 
-// Largest and smallest lane of a NaN-free v, -inf / +inf lanes included. (Highway's EMU128
-// MinOfLanes / MaxOfLanes start from the largest / lowest finite value, which turns an all
-// -inf v into -FLT_MAX; that set reduces lane by lane.)
-HWY_INLINE float LargestLane(V v) {
+// Largest (kLargest) or smallest lane of a NaN-free v, -inf / +inf lanes included. (Highway's
+// EMU128 MaxOfLanes / MinOfLanes start from the lowest / largest finite value, which turns an
+// all -inf v into -FLT_MAX; that set reduces lane by lane.)
+template <bool kLargest>
+HWY_INLINE float ExtremeLane(V v) {
 #if HWY_TARGET == HWY_EMU128
   float lanes[kLanes];
   hn::StoreU(v, D(), lanes);
   float best = lanes[0];
-  for (int64_t x = 1; x < kLanes; ++x) best = std::max(best, lanes[x]);
+  for (int64_t x = 1; x < kLanes; ++x) {
+    best = kLargest ? std::max(best, lanes[x]) : std::min(best, lanes[x]);
+  }
   return best;
 #else
-  return hn::GetLane(hn::MaxOfLanes(D(), v));
-#endif
-}
-
-HWY_INLINE float SmallestLane(V v) {
-#if HWY_TARGET == HWY_EMU128
-  float lanes[kLanes];
-  hn::StoreU(v, D(), lanes);
-  float best = lanes[0];
-  for (int64_t x = 1; x < kLanes; ++x) best = std::min(best, lanes[x]);
-  return best;
-#else
-  return hn::GetLane(hn::MinOfLanes(D(), v));
+  return hn::GetLane(kLargest ? hn::MaxOfLanes(D(), v) : hn::MinOfLanes(D(), v));
 #endif
 }
 
@@ -315,8 +306,8 @@ float MaxPropagatingNan(const float* x, int64_t n) {
     const V v = hn::LoadU(d, x + i);
     m = hn::IfThenElse(hn::Or(v > m, hn::IsNaN(v)), v, m);
   }
-  float best =
-      hn::AllFalse(d, hn::IsNaN(m)) ? LargestLane(m) : std::numeric_limits<float>::quiet_NaN();
+  float best = hn::AllFalse(d, hn::IsNaN(m)) ? ExtremeLane<true>(m)
+                                             : std::numeric_limits<float>::quiet_NaN();
   for (; i < n; ++i) best = max_propagating_nan(best, x[i]);
   return best;
 }
@@ -440,8 +431,8 @@ bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, cons
       vmin = hn::Min(vmin, v);
       sentinel = hn::MulAdd(v, zero, sentinel);
     }
-    float row_max = LargestLane(vmax);
-    float row_min = SmallestLane(vmin);
+    float row_max = ExtremeLane<true>(vmax);
+    float row_min = ExtremeLane<false>(vmin);
     for (; i < cols; ++i) {
       row_max = std::max(row_max, x_r[i]);
       row_min = std::min(row_min, x_r[i]);
@@ -469,8 +460,8 @@ int64_t FiniteMax(const float* x, int64_t n, float* max_abs, float* max) {
       vabs = hn::Max(vabs, hn::Abs(v));
       vmax = hn::Max(vmax, v);
     }
-    best_abs = LargestLane(vabs);
-    best = LargestLane(vmax);
+    best_abs = ExtremeLane<true>(vabs);
+    best = ExtremeLane<true>(vmax);
   }
   for (; i < n; ++i) {
     if (!std::isfinite(x[i])) {
