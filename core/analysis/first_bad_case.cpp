@@ -3,18 +3,21 @@
 #include "core/analysis/first_bad_case.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace attnscope {
 namespace {
 
-// "step 3, layer 2", "micro-batch 1, layer 0", or the path when the case has neither.
-std::string place(const CaseVerdict& v) {
+// "step 3, layer 2, head 5, rank 1", "micro-batch 1, layer 0", or the path when the case has
+// none of them; the path follows in parentheses.
+std::string place(const CaseVerdict& v, int64_t head) {
   std::string out;
-  if (v.step) out = "step " + std::to_string(*v.step);
-  if (v.micro_batch && *v.micro_batch > 0) {
-    out += (out.empty() ? "" : ", ") + std::string("micro-batch ") + std::to_string(*v.micro_batch);
-  }
-  if (v.layer) out += (out.empty() ? "" : ", ") + std::string("layer ") + std::to_string(*v.layer);
+  const auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (v.step) add("step " + std::to_string(*v.step));
+  if (v.micro_batch && *v.micro_batch > 0) add("micro-batch " + std::to_string(*v.micro_batch));
+  if (v.layer) add("layer " + std::to_string(*v.layer));
+  if (head >= 0 && !out.empty()) add("head " + std::to_string(head));
+  if (v.rank) add("rank " + std::to_string(*v.rank));
   return out.empty() ? v.path : out + " (" + v.path + ")";
 }
 
@@ -28,42 +31,22 @@ std::string list(const std::vector<CaseVerdict>& v, const std::vector<size_t>& c
   return out;
 }
 
-}  // namespace
-
-CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis) {
-  CaseVerdict v;
-  v.path = info.path;
-  v.step = info.config.step;
-  v.micro_batch = info.config.run.micro_batch;
-  v.layer = info.config.layer;
-  for (const Finding& f : analysis.findings) {
-    if (f.severity != Severity::error) continue;
-    const bool backward = is_backward_finding(f);
-    if (!(backward ? v.backward_error : v.forward_error)) {
-      (backward ? v.backward_lead : v.forward_lead) = f.message;
-    }
-    (backward ? v.backward_error : v.forward_error) = true;
-    v.dout_nonfinite =
-        v.dout_nonfinite || (f.kind == FindingKind::nonfinite_input && f.tensor == "dO");
-    const std::string kind = finding_kind_name(f.kind);
-    if (std::find(v.kinds.begin(), v.kinds.end(), kind) == v.kinds.end()) v.kinds.push_back(kind);
-  }
-  return v;
+bool bad(const CaseVerdict& v) {
+  return v.forward_error || v.backward_error;
 }
 
-std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts) {
-  const auto bad = [&](size_t n) {
-    return verdicts[n].forward_error || verdicts[n].backward_error;
-  };
-  size_t first = verdicts.size();
-  for (size_t n = 0; n < verdicts.size() && first == verdicts.size(); ++n) {
-    if (bad(n)) first = n;
-  }
-  if (first == verdicts.size()) return std::nullopt;
+// The origin among `members` (indices into verdicts, in case order, one rank): the first bad
+// step's forward error, else where its backward started; the cases of the step it poisoned.
+// nullopt when none of them is bad.
+std::optional<FirstBadCase> origin_among(const std::vector<CaseVerdict>& verdicts,
+                                         const std::vector<size_t>& members) {
+  const auto first =
+      std::find_if(members.begin(), members.end(), [&](size_t n) { return bad(verdicts[n]); });
+  if (first == members.end()) return std::nullopt;
   // The cases of the first bad step (cases without a step form one step).
-  const std::optional<int64_t> step = verdicts[first].step;
+  const std::optional<int64_t> step = verdicts[*first].step;
   std::vector<size_t> in_step;
-  for (size_t n = 0; n < verdicts.size(); ++n) {
+  for (size_t n : members) {
     if (verdicts[n].step == step) in_step.push_back(n);
   }
   FirstBadCase out;
@@ -75,30 +58,127 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdi
     // Only gradients went bad: the backward started where dO was still finite, i.e. the last
     // such case in forward order (or the last bad one when every dO was poisoned).
     out.from_backward = true;
-    out.index = first;
+    out.index = *first;
     for (size_t n : in_step) {
       if (!verdicts[n].backward_error) continue;
       if (!verdicts[n].dout_nonfinite || verdicts[out.index].dout_nonfinite) out.index = n;
     }
   }
   for (size_t n : in_step) {
-    if (n == out.index || !bad(n)) continue;
+    if (n == out.index || !bad(verdicts[n])) continue;
     const bool before = n < out.index;
     if (before && verdicts[n].backward_error) out.backward_into.push_back(n);
     if (!before && !out.from_backward && verdicts[n].forward_error) out.forward_into.push_back(n);
   }
-  for (size_t n = 0; n < verdicts.size(); ++n) {
-    if (!bad(n) || !verdicts[n].step || verdicts[n].step == step) continue;
-    if (std::find(out.later_steps.begin(), out.later_steps.end(), *verdicts[n].step) ==
-        out.later_steps.end()) {
-      out.later_steps.push_back(*verdicts[n].step);
+  return out;
+}
+
+// Orders origins of different ranks: (step, micro-batch, layer), absent ones first.
+std::tuple<int64_t, int64_t, int64_t> position(const CaseVerdict& v) {
+  return {v.step.value_or(-1), v.micro_batch.value_or(-1), v.layer.value_or(-1)};
+}
+
+// The ranks with an error in `step`, and "one_rank" / "some_ranks" / "all_ranks" of `world`.
+void set_scope(const std::vector<CaseVerdict>& verdicts, std::optional<int64_t> step, int64_t world,
+               FirstBadCase& out) {
+  for (const CaseVerdict& v : verdicts) {
+    if (v.rank && v.step == step && bad(v) &&
+        std::find(out.ranks.begin(), out.ranks.end(), *v.rank) == out.ranks.end()) {
+      out.ranks.push_back(*v.rank);
     }
   }
+  std::sort(out.ranks.begin(), out.ranks.end());
+  const int64_t bad_ranks = static_cast<int64_t>(out.ranks.size());
+  out.scope = bad_ranks >= world ? "all_ranks" : bad_ranks == 1 ? "one_rank" : "some_ranks";
+}
+
+std::string scope_text(const FirstBadCase& f, const CaseVerdict& origin, int64_t world) {
+  const std::string of = std::to_string(world) + " rank" + (world == 1 ? "" : "s");
+  if (f.scope == "all_ranks") {
+    return "on all " + of + ": something they share (weights, a kernel, the schedule)";
+  }
+  if (f.scope == "one_rank") {
+    return "on rank " + std::to_string(f.ranks.front()) + " only (of " + of + "): " +
+           (origin.input_nonfinite ? "its inputs were already non-finite, so its data or a "
+                                     "fault local to that rank"
+                                   : "a fault local to that rank");
+  }
+  std::string ranks;
+  for (int64_t r : f.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return "on ranks " + ranks + " of " + of;
+}
+
+}  // namespace
+
+CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis,
+                       std::optional<int64_t> rank) {
+  CaseVerdict v;
+  v.path = info.path;
+  v.rank = rank;
+  v.step = info.config.step;
+  v.micro_batch = info.config.run.micro_batch;
+  v.layer = info.config.layer;
+  for (const Finding& f : analysis.findings) {
+    if (f.severity != Severity::error) continue;
+    const bool backward = is_backward_finding(f);
+    if (!(backward ? v.backward_error : v.forward_error)) {
+      (backward ? v.backward_lead : v.forward_lead) = f.message;
+      (backward ? v.backward_head : v.forward_head) = f.head;
+    }
+    (backward ? v.backward_error : v.forward_error) = true;
+    v.dout_nonfinite =
+        v.dout_nonfinite || (f.kind == FindingKind::nonfinite_input && f.tensor == "dO");
+    v.input_nonfinite = v.input_nonfinite || (f.kind == FindingKind::nonfinite_input && !backward);
+    const std::string kind = finding_kind_name(f.kind);
+    if (std::find(v.kinds.begin(), v.kinds.end(), kind) == v.kinds.end()) v.kinds.push_back(kind);
+  }
+  return v;
+}
+
+std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts,
+                                           int64_t world_size) {
+  // Each rank's cases (one group without ranks), in order of first appearance.
+  std::vector<std::optional<int64_t>> ranks;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t n = 0; n < verdicts.size(); ++n) {
+    const size_t group = static_cast<size_t>(
+        std::find(ranks.begin(), ranks.end(), verdicts[n].rank) - ranks.begin());
+    if (group == ranks.size()) {
+      ranks.push_back(verdicts[n].rank);
+      groups.emplace_back();
+    }
+    groups[group].push_back(n);
+  }
+  std::optional<FirstBadCase> found;
+  for (const std::vector<size_t>& group : groups) {
+    std::optional<FirstBadCase> origin = origin_among(verdicts, group);
+    if (origin &&
+        (!found || position(verdicts[origin->index]) < position(verdicts[found->index]))) {
+      found = std::move(origin);
+    }
+  }
+  if (!found) return std::nullopt;
+  FirstBadCase& out = *found;
   const CaseVerdict& origin = verdicts[out.index];
+  for (const CaseVerdict& v : verdicts) {
+    if (!bad(v) || !v.step || v.step == origin.step) continue;
+    if (std::find(out.later_steps.begin(), out.later_steps.end(), *v.step) ==
+        out.later_steps.end()) {
+      out.later_steps.push_back(*v.step);
+    }
+  }
+  std::sort(out.later_steps.begin(), out.later_steps.end());
   out.lead = out.from_backward ? origin.backward_lead : origin.forward_lead;
+  out.head = out.from_backward ? origin.backward_head : origin.forward_head;
   std::string kinds;
   for (const std::string& k : origin.kinds) kinds += (kinds.empty() ? "" : ", ") + k;
-  out.text = place(origin) + ": " + kinds + (out.from_backward ? " (started in the backward)" : "");
+  out.text = place(origin, out.head) + ": " + kinds +
+             (out.from_backward ? " (started in the backward)" : "");
+  if (origin.rank) {
+    const int64_t world = std::max(world_size, static_cast<int64_t>(ranks.size()));
+    set_scope(verdicts, origin.step, world, out);
+    out.text += "; " + scope_text(out, origin, world);
+  }
   if (!out.forward_into.empty()) {
     out.text += "; propagates forward into " + list(verdicts, out.forward_into);
   }
@@ -108,8 +188,8 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdi
   }
   if (!out.later_steps.empty()) {
     out.text += "; " + std::to_string(out.later_steps.size()) + " later step" +
-                (out.later_steps.size() > 1 ? "s" : "") + " also have errors (first: step " +
-                std::to_string(out.later_steps.front()) + ")";
+                (out.later_steps.size() > 1 ? "s also have" : " also has") +
+                " errors (first: step " + std::to_string(out.later_steps.front()) + ")";
   }
   return out;
 }

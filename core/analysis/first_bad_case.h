@@ -2,7 +2,9 @@
 // propagates into. Within a training step the forward runs layer 0, 1, ... and the backward
 // the other way round, so a NaN made in layer L's forward poisons the later layers' inputs and,
 // through dO, the earlier layers' gradients; a NaN made in L's backward poisons only the
-// earlier layers' gradients.
+// earlier layers' gradients. In a multi-rank run each rank's cases are one such sequence: the
+// run's first bad case is the earliest (step, micro-batch, layer) origin over the ranks, and
+// the ranks with errors in that step say whether the fault is local to one rank or shared.
 #pragma once
 
 #include <cstdint>
@@ -18,27 +20,38 @@ namespace attnscope {
 // What one analysed case contributes: where it sits and which side of it went wrong.
 struct CaseVerdict {
   std::string path;
+  std::optional<int64_t> rank;  // the rank that recorded it, in a multi-rank run
   std::optional<int64_t> step, micro_batch, layer;
   bool forward_error = false;      // an error in the inputs q / k / v / mask / bias or the forward
   bool backward_error = false;     // an error in dO or the gradients
   bool dout_nonfinite = false;     // dO arrived non-finite (poisoned by a later layer)
+  bool input_nonfinite = false;    // q / k / v / mask / bias arrived non-finite
   std::vector<std::string> kinds;  // kinds of its error findings, in report order
-  std::string forward_lead, backward_lead;  // the first error message of each side
+  std::string forward_lead, backward_lead;        // the first error message of each side
+  int64_t forward_head = -1, backward_head = -1;  // the head of that error; -1 = several / none
 };
 
-CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis);
+CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis,
+                       std::optional<int64_t> rank = std::nullopt);
 
 struct FirstBadCase {
   size_t index = 0;                   // into the verdicts
   bool from_backward = false;         // the failure started in this case's backward
   std::vector<size_t> forward_into;   // later cases of the step whose forward it poisoned
   std::vector<size_t> backward_into;  // earlier cases of the step whose gradients it poisoned
-  std::vector<int64_t> later_steps;   // later steps with errors
+  std::vector<int64_t> later_steps;   // later steps with errors (on any rank)
+  int64_t head = -1;                  // the head of the lead error; -1 = several / none
+  // A multi-rank run: the ranks with errors in the origin's step, and their scope among
+  // world_size ranks: "one_rank", "some_ranks" or "all_ranks"; empty for a single dump.
+  std::vector<int64_t> ranks;
+  std::string scope;
   std::string text;  // "step 0, layer 1 (/step_000000/layer_01): nonfinite_input, ...; ..."
   std::string lead;  // the origin's first error message on the side where it started
 };
 
-// Verdicts in case order (core/case_model.h); nullopt when no case has an error.
-std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts);
+// Verdicts in case order (core/case_model.h), a run's ranks one after the other; world_size
+// (0 = unknown: the ranks seen) counts the ranks of a run. nullopt when no case has an error.
+std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts,
+                                           int64_t world_size = 0);
 
 }  // namespace attnscope

@@ -260,6 +260,10 @@ std::string encode_listing(const DumpListing& listing) {
   Writer w;
   w.text(listing.format);
   w.number(listing.schema_version);
+  w.number(listing.rank.rank);
+  w.number(listing.rank.world_size);
+  w.number(listing.rank.local_rank);
+  w.text(listing.rank.host);
   w.number(static_cast<int64_t>(listing.cases.size()));
   for (const CaseInfo& c : listing.cases) put_case(w, c);
   w.number(static_cast<int64_t>(listing.rejected.size()));
@@ -310,6 +314,10 @@ Result<DumpListing> decode_listing(const ListingHeader& header, std::string_view
   DumpListing listing;
   listing.format = r.text();
   listing.schema_version = static_cast<int>(r.choice(int64_t{1} << 31));
+  listing.rank.rank = r.number();
+  listing.rank.world_size = r.number();
+  listing.rank.local_rank = r.number();
+  listing.rank.host = r.text();
   const size_t cases = r.count(32);
   for (size_t i = 0; i < cases && !r.failed(); ++i) listing.cases.push_back(get_case(r));
   const size_t rejected = r.count(6);

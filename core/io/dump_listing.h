@@ -23,9 +23,17 @@ struct BrokenCase {
   Error error;  // names the file, the dataset and the problem
 };
 
+// Which process of a multi-rank run wrote the dump: the recorder's root attributes rank,
+// world_size, local_rank and host under torch.distributed; -1 / "" when absent.
+struct RankIdentity {
+  int64_t rank = -1, world_size = -1, local_rank = -1;
+  std::string host;
+};
+
 struct DumpListing {
   std::string format;              // dump_format_name(): "hdf5", "pt", "npz", "safetensors"
   int schema_version = 0;          // the file's kSchemaVersionAttribute, 0 when absent
+  RankIdentity rank;               // HDF5 root attributes; absent in other formats
   std::vector<CaseInfo> cases;     // case order (sort_cases)
   std::vector<Error> rejected;     // groups that looked like cases but are invalid
   std::vector<BrokenCase> broken;  // case order
@@ -38,7 +46,7 @@ struct DumpListing {
 std::string location_key(const std::string& case_path, const std::string& dataset);
 
 // Encoding version; a reply of another version is refused.
-inline constexpr int kListingVersion = 3;
+inline constexpr int kListingVersion = 4;
 
 // "listing VERSION BYTES CHECKSUM\n" followed by BYTES bytes of payload. The payload is a
 // sequence of tokens: integers as decimal digits and ' ', strings as "LENGTH:" and the bytes,

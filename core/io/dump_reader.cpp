@@ -124,6 +124,9 @@ const std::string& DumpReader::format() const {
 int DumpReader::schema_version() const {
   return state_->listing.schema_version;
 }
+const RankIdentity& DumpReader::rank_identity() const {
+  return state_->listing.rank;
+}
 const std::vector<CaseInfo>& DumpReader::cases() const {
   return state_->listing.cases;
 }

@@ -64,6 +64,8 @@ class DumpReader {
   const std::string& format() const;
   // The file's kSchemaVersionAttribute, 0 when absent (unversioned schema 1).
   int schema_version() const;
+  // The rank of a multi-rank run that wrote the file (root attributes); -1 / "" when absent.
+  const RankIdentity& rank_identity() const;
   // Cases ordered by (step, layer) attributes, else by the numbers in their group paths.
   const std::vector<CaseInfo>& cases() const;
   // Groups that looked like cases but were rejected (bad shapes, ...), with the reason.

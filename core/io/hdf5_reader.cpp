@@ -119,6 +119,34 @@ int read_schema_version(hid_t file, const std::string& name) {
   return static_cast<int>(*version);
 }
 
+// The root attributes naming the rank that wrote the dump (attnscope_record under
+// torch.distributed); an absent or implausible attribute stays -1 / "".
+RankIdentity read_rank_identity(hid_t file, const std::string& name) {
+  RankIdentity out;
+  Handle root = h5::object_handle(H5Oopen(file, "/", H5P_DEFAULT));
+  if (!root) {
+    h5::error_detail();
+    return out;
+  }
+  const std::string where = name + ": /";
+  const auto number = [&](const char* attr, int64_t& into) {
+    if (H5Aexists(root.get(), attr) <= 0) return;
+    const auto v = h5::read_number_attribute(root.get(), attr, where);
+    if (v && *v >= 0 && *v <= 1e7 && *v == static_cast<double>(static_cast<int64_t>(*v))) {
+      into = static_cast<int64_t>(*v);
+    }
+  };
+  number("rank", out.rank);
+  number("world_size", out.world_size);
+  number("local_rank", out.local_rank);
+  if (H5Aexists(root.get(), "host") > 0) {
+    const auto host = h5::read_string_attribute(root.get(), "host", where);
+    if (host && host->size() <= 255) out.host = *host;
+  }
+  h5::error_detail();  // clears what a failed read left on the error stack
+  return out;
+}
+
 // Reads one stored tensor (file layout) after re-checking its metadata against discovery.
 Result<HostTensor> read_tensor(hid_t file, const std::string& path, const CaseInfo& info,
                                const TensorInfo& t, const OpenOptions& options) {
@@ -219,6 +247,7 @@ Result<OpenedSource> discover(Result<Handle> file, const std::string& path,
   OpenedSource out;
   out.listing.format = dump_format_name(DumpFormat::hdf5);
   out.listing.schema_version = read_schema_version(file->get(), path);
+  out.listing.rank = read_rank_identity(file->get(), path);
   h5::Discovery found = h5::discover_cases(file->get(), path, options);
   out.listing.cases = std::move(found.cases);
   out.listing.rejected = std::move(found.rejected);

@@ -1,7 +1,8 @@
 // first_bad_case (core/analysis/first_bad_case.h): the origin of a forward failure is its first
 // bad layer (later layers and, through dO, earlier gradients are its consequences); a
 // gradient-only failure starts in the last layer whose dO was still finite; later steps are
-// counted.
+// counted. In a multi-rank run the earliest origin over the ranks wins, and the ranks with
+// errors in its step give its scope.
 #include <gtest/gtest.h>
 
 #include "core/analysis/first_bad_case.h"
@@ -67,6 +68,73 @@ TEST(FirstBadCase, earliest_bad_step_wins_and_later_steps_are_listed) {
   EXPECT_EQ(first->index, 2u);
   EXPECT_EQ(first->later_steps, (std::vector<int64_t>{5, 6}));
   EXPECT_NE(first->text.find("2 later steps"), std::string::npos) << first->text;
+}
+
+CaseVerdict on_rank(CaseVerdict v, int64_t rank) {
+  v.rank = rank;
+  v.path = "rank_" + std::to_string(rank) + ".h5::" + v.path;
+  return v;
+}
+
+TEST(FirstBadCase, run_earliest_step_wins_over_lower_rank) {
+  // Rank 0 fails at step 2, rank 1 at step 1 layer 1 (its own layers propagate within rank 1).
+  const std::vector<CaseVerdict> v = {on_rank(verdict(1, 0, false, false, false), 0),
+                                      on_rank(verdict(1, 1, false, false, false), 0),
+                                      on_rank(verdict(2, 0, true, false, false), 0),
+                                      on_rank(verdict(1, 0, false, true, true), 1),
+                                      on_rank(verdict(1, 1, true, false, false), 1),
+                                      on_rank(verdict(2, 0, true, false, false), 1)};
+  auto lead_input = v;
+  lead_input[4].input_nonfinite = true;
+  lead_input[4].forward_head = 3;
+  const auto first = first_bad_case(lead_input, 2);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 4u);
+  EXPECT_EQ(first->head, 3);
+  EXPECT_EQ(first->backward_into, (std::vector<size_t>{3}));  // rank 1's own layer 0 only
+  EXPECT_EQ(first->ranks, (std::vector<int64_t>{1}));
+  EXPECT_EQ(first->scope, "one_rank");
+  EXPECT_EQ(first->later_steps, (std::vector<int64_t>{2}));
+  EXPECT_EQ(first->text.rfind("step 1, layer 1, head 3, rank 1 (rank_1.h5::/step_1/layer_1)", 0),
+            0u)
+      << first->text;
+  EXPECT_NE(first->text.find("rank 1 only (of 2 ranks): its inputs were already non-finite"),
+            std::string::npos)
+      << first->text;
+  // Without non-finite inputs the fault is still local, but not the data's.
+  const auto local = first_bad_case(v, 2);
+  ASSERT_TRUE(local);
+  EXPECT_NE(local->text.find("rank 1 only (of 2 ranks): a fault local to that rank"),
+            std::string::npos)
+      << local->text;
+}
+
+TEST(FirstBadCase, run_scope_counts_ranks_with_errors_in_the_step) {
+  std::vector<CaseVerdict> v;
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    v.push_back(on_rank(verdict(5, 0, rank == 0 || rank == 2, false, false), rank));
+  }
+  const auto some = first_bad_case(v, 4);
+  ASSERT_TRUE(some);
+  EXPECT_EQ(some->index, 0u);  // same place: the lowest rank
+  EXPECT_EQ(some->scope, "some_ranks");
+  EXPECT_EQ(some->ranks, (std::vector<int64_t>{0, 2}));
+  EXPECT_NE(some->text.find("on ranks 0, 2 of 4 ranks"), std::string::npos) << some->text;
+  for (CaseVerdict& c : v) c.forward_error = true;
+  const auto all = first_bad_case(v, 4);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->scope, "all_ranks");
+  EXPECT_NE(all->text.find("on all 4 ranks: something they share"), std::string::npos) << all->text;
+  // A world larger than the ranks that recorded: two of eight is not all of them.
+  EXPECT_EQ(first_bad_case(v, 8)->scope, "some_ranks");
+}
+
+TEST(FirstBadCase, single_dump_has_no_scope) {
+  const auto first = first_bad_case({verdict(0, 0, true, false, false)});
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->scope.empty());
+  EXPECT_TRUE(first->ranks.empty());
+  EXPECT_EQ(first->text.find("rank"), std::string::npos) << first->text;
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ DumpListing sample_listing() {
   DumpListing listing;
   listing.format = "pt";
   listing.schema_version = 1;
+  listing.rank = {3, 8, 1, "node 7"};
   listing.cases.push_back(sample_case("/step 1/layer:0"));
   CaseInfo plain;
   plain.path = "/x";
@@ -80,6 +81,10 @@ TEST(Listing, round_trip_keeps_every_field) {
   const Result<DumpListing> out = decode(fields, payload);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->schema_version, 1);
+  EXPECT_EQ(out->rank.rank, 3);
+  EXPECT_EQ(out->rank.world_size, 8);
+  EXPECT_EQ(out->rank.local_rank, 1);
+  EXPECT_EQ(out->rank.host, "node 7");
   ASSERT_EQ(out->cases.size(), 2u);
   const CaseInfo& c = out->cases[0];
   EXPECT_EQ(c.path, "/step 1/layer:0");

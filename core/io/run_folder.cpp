@@ -1,0 +1,59 @@
+// Listing a run folder's dumps with std::filesystem (no file is opened here).
+#include "core/io/run_folder.h"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <system_error>
+
+namespace attnscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMaxDepth = 4;
+
+bool is_dump_name(const std::string& name) {
+  static const std::array<const char*, 6> kExtensions = {".h5",  ".hdf5", ".pt",
+                                                         ".pth", ".npz",  ".safetensors"};
+  if (name.empty() || name[0] == '.') return false;
+  const std::string ext = fs::path(name).extension().string();
+  return std::any_of(kExtensions.begin(), kExtensions.end(),
+                     [&](const char* e) { return ext == e; });
+}
+
+}  // namespace
+
+bool is_directory(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+Result<std::vector<std::string>> list_run_dumps(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(ec)) {
+      if (it.depth() + 1 >= kMaxDepth || name.empty() || name[0] == '.') {
+        it.disable_recursion_pending();
+      }
+    } else if (it->is_regular_file(ec) && is_dump_name(name)) {
+      out.push_back(it->path().string());
+    }
+  }
+  if (ec) {
+    return make_error(ErrorCode::io, dir + ": cannot read the folder: " + ec.message(),
+                      "check that it exists and that you may read it");
+  }
+  if (out.empty()) {
+    return make_error(ErrorCode::not_found, dir + ": no dump in this folder",
+                      "a run folder holds the dumps of one run (rank_00000.h5, ...; also .pt, "
+                      ".npz, .safetensors), in it or in its subfolders");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace attnscope
