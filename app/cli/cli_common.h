@@ -28,7 +28,7 @@ struct CommandArgs {
 
 // Parses --json / --allow-external, the valued options (--case, --precision, --mode, --clip,
 // --clip-scope, --mask-fill, --scale, --scales, --threads, --out, --batch, --head) and the flags
-// --forward-only, --no-markers, --follow and --help / -h; anything else
+// --forward-only, --no-markers, --follow and --help / -h, and --shard; anything else
 // starting with '-' -> error text in `error`.
 CommandArgs parse_command_args(const std::vector<std::string>& args, std::string& error);
 
@@ -44,5 +44,6 @@ int run_sweep(const CommandArgs& args);
 int run_results(const CommandArgs& args);  // `run`
 int run_step(const CommandArgs& args);
 int run_convert(const CommandArgs& args);
+int run_merge(const CommandArgs& args);
 
 }  // namespace attnscope

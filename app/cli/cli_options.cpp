@@ -64,13 +64,17 @@ int fail(const std::string& command, const std::string& message, const std::stri
   return kExitUnreadable;
 }
 
-std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
-                                    bool allow_external) {
+Result<DumpReader> try_open_dump(const std::string& file, bool allow_external) {
   ProbeOptions probe;  // a crash or hang of HDF5 on a hostile file stays in the probe process
   probe.allow_external = allow_external;
   OpenOptions options;
   options.allow_external = allow_external;
-  Result<DumpReader> dump = open_untrusted_dump(file, probe, options);
+  return open_untrusted_dump(file, probe, options);
+}
+
+std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
+                                    bool allow_external) {
+  Result<DumpReader> dump = try_open_dump(file, allow_external);
   if (!dump) {
     fail(command, dump.error().message, dump.error().hint);
     return std::nullopt;

@@ -43,7 +43,9 @@ std::string case_error_text(const std::string& file, const std::string& case_pat
 // fail(), returning false (for option validation).
 bool reject(const std::string& command, const std::string& message, const std::string& hint);
 
-// Opens FILE; on failure prints the reader's message and hint.
+// Opens FILE in the probe (a crash or hang on a hostile file stays there).
+Result<DumpReader> try_open_dump(const std::string& file, bool allow_external);
+// try_open_dump; on failure prints the reader's message and hint.
 std::optional<DumpReader> open_dump(const std::string& command, const std::string& file,
                                     bool allow_external);
 

@@ -5,12 +5,13 @@ namespace attnscope {
 namespace {
 
 constexpr const char* kInfo =
-    "usage: attnscope-cli info FILE [--json] [--allow-external]\n"
-    "  list the cases of a dump: shapes, dtypes, attributes, recorded outputs\n"
+    "usage: attnscope-cli info FILE|RUN_FOLDER [--json] [--allow-external]\n"
+    "  list the cases of a dump: shapes, dtypes, attributes, recorded outputs; of a run\n"
+    "  folder (one dump per rank): its ranks and which ranks recorded each step and layer\n"
     "  exit 1 when groups were rejected as invalid cases\n";
 
 constexpr const char* kScan =
-    "usage: attnscope-cli scan FILE[::CASE] [--json] [--case GLOB]\n"
+    "usage: attnscope-cli scan FILE[::CASE]|RUN_FOLDER [--json] [--case GLOB] [--shard I/N]\n"
     "         [--precision fp32|fp16|bf16|recorded] [--mode fused|unfused|both]\n"
     "         [--scale X] [--clip NORM] [--clip-scope case|kv-head]\n"
     "         [--mask-fill inf|1e9|min|safe] [--threads N] [--allow-external] [--follow]\n"
@@ -23,7 +24,17 @@ constexpr const char* kScan =
     "  exit 1 when some finding has error severity; Ctrl-C prints the finished cases and\n"
     "  exits 130. --follow: then wait for the dump to grow (a training run still recording)\n"
     "  and scan each batch of new cases as it lands (a table or JSON document per batch)\n"
-    "  until Ctrl-C, which ends it with the exit status of every batch\n";
+    "  until Ctrl-C, which ends it with the exit status of every batch.\n"
+    "  RUN_FOLDER: the dumps of a multi-rank run (rank_00000.h5, ...) scanned as one run;\n"
+    "  the first bad case names its step, layer, head and rank, and whether the other\n"
+    "  ranks have errors in that step too. --shard I/N scans part I (0..N-1) of N\n"
+    "  contiguous parts of the cases; `merge` joins the --json reports of every part\n";
+
+constexpr const char* kMerge =
+    "usage: attnscope-cli merge SHARD.json ...\n"
+    "  join the reports of `scan --json --shard I/N` (every I of one N, in any order) into\n"
+    "  the JSON document the unsharded scan prints, byte for byte; exit status as that\n"
+    "  scan's (1 with error findings, 2 with cases skipped as unreadable)\n";
 
 constexpr const char* kCompare =
     "usage: attnscope-cli compare FILE::CASE [--json] [--scale X] [--mask-fill F]\n"
@@ -78,8 +89,9 @@ constexpr const char* kTop =
     "usage: attnscope-cli <command> [options]   (attnscope-cli <command> --help for more)\n"
     "\n"
     "commands:\n"
-    "  info FILE              list the cases of a dump\n"
-    "  scan FILE[::CASE]      recompute cases and report findings\n"
+    "  info FILE|FOLDER       list the cases of a dump, or the ranks and steps of a run\n"
+    "  scan FILE[::CASE]      recompute cases and report findings (also a run FOLDER)\n"
+    "  merge SHARD.json ...   join the reports of scan --shard I/N\n"
     "  compare FILE::CASE     backend matrix vs fp64 (alias: matrix)\n"
     "  sweep FILE::CASE       softmax-scale sweep\n"
     "  run FILE[::CASE]       recompute and write the results to --out RESULTS.h5\n"
@@ -107,6 +119,7 @@ const char* top_usage() {
 const char* command_usage(const std::string& command) {
   if (command == "info") return kInfo;
   if (command == "scan") return kScan;
+  if (command == "merge") return kMerge;
   if (command == "compare" || command == "matrix") return kCompare;
   if (command == "sweep") return kSweep;
   if (command == "run") return kRun;

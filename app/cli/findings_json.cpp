@@ -178,8 +178,9 @@ void write_finding(JsonWriter& json, const Finding& f) {
 }
 
 void write_case_analysis(JsonWriter& json, const CaseInfo& info, const CaseAnalysis& a,
-                         const AnalysisSettings& settings) {
+                         const AnalysisSettings& settings, const CaseOrigin* origin) {
   json.begin_object();
+  if (origin != nullptr) json.field("file", origin->file).field("rank", origin->rank);
   json.field("path", info.path);
   json.field("name", info.config.name);
   write_case_shape(json, info.dims);

@@ -11,8 +11,14 @@ namespace attnscope {
 //  "message", "remedy", "heads", "precision", "modes"}; -1 / invalid ranges become null.
 void write_finding(JsonWriter& json, const Finding& f);
 
-// One element of "cases".
+// Where a case of a run folder comes from: its dump (relative to the folder) and rank.
+struct CaseOrigin {
+  std::string file;
+  int64_t rank = 0;
+};
+
+// One element of "cases"; "file" and "rank" lead it for a case of a run folder.
 void write_case_analysis(JsonWriter& json, const CaseInfo& info, const CaseAnalysis& a,
-                         const AnalysisSettings& settings);
+                         const AnalysisSettings& settings, const CaseOrigin* origin = nullptr);
 
 }  // namespace attnscope

@@ -8,6 +8,8 @@
 #include "cli_common.h"
 #include "cli_options.h"
 #include "core/io/hdf5_dump.h"
+#include "core/io/run_folder.h"
+#include "info_run_folder.h"
 #include "json_writer.h"
 #include "text_table.h"
 
@@ -165,6 +167,7 @@ int run_info(const CommandArgs& args) {
     return kExitUnreadable;
   }
   const auto [file, case_path] = split_case_ref(args.positional[0]);
+  if (case_path.empty() && is_directory(file)) return run_info_folder(args, file);
   std::optional<DumpReader> dump = open_dump("info", file, args.allow_external);
   if (!dump) return kExitUnreadable;
   std::vector<CaseInfo> cases = dump->cases();

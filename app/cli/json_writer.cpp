@@ -130,6 +130,12 @@ JsonWriter& JsonWriter::value(int64_t number) {
   return *this;
 }
 
+JsonWriter& JsonWriter::raw(const std::string& json_text) {
+  before_value();
+  out_ << json_text;
+  return *this;
+}
+
 JsonWriter& JsonWriter::value(bool flag) {
   before_value();
   out_ << (flag ? "true" : "false");

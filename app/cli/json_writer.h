@@ -29,6 +29,8 @@ class JsonWriter {
   JsonWriter& value(const std::vector<int64_t>& numbers);
   JsonWriter& value(const std::vector<double>& numbers);
   JsonWriter& value(const std::vector<std::string>& texts);
+  // A value written before by a JsonWriter at the same depth, copied verbatim (`merge`).
+  JsonWriter& raw(const std::string& json_text);
 
   // key(name).value(v) in one call.
   template <typename T>

@@ -1,15 +1,19 @@
-// `attnscope-cli scan FILE[::CASE]`: analyses every case (or one) with the instrumented CPU
-// kernels and prints the findings as a table or, with --json, as the DESIGN §4 document.
+// `attnscope-cli scan FILE[::CASE] | RUN_FOLDER`: analyses every case (or one) with the
+// instrumented CPU kernels and prints the findings as a table or, with --json, as the DESIGN §4
+// document. A run folder's dumps are scanned rank after rank as one run (run_inputs.h).
 // Cases are loaded lazily and analysed on --threads workers (a few at a time, so memory stays
 // that of a few cases) and printed as they finish, in case order; Ctrl-C stops it early.
+// --shard I/N scans a contiguous part of the cases (merge_command.cpp joins the parts);
 // --follow then scans the cases a training run adds to the dump (dump_follower.h).
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <set>
 
 #include "case_pipeline.h"
 #include "cli_options.h"
+#include "core/io/run_folder.h"
 #include "dump_follower.h"
 #include "interrupt.h"
 #include "scan_report.h"
@@ -40,38 +44,58 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
   return true;
 }
 
+// "I/N" with 0 <= I < N <= 100000.
+std::optional<Shard> parse_shard(const std::string& text) {
+  long long index = -1, count = 0;
+  char slash = 0, rest = 0;
+  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &index, &slash, &count, &rest) != 3 ||
+      slash != '/' || count < 1 || count > 100000 || index < 0 || index >= count) {
+    return std::nullopt;
+  }
+  return Shard{index, count};
+}
+
 struct BatchOutcome {
   bool errors = false, unreadable = false, interrupted = false;
 };
 
-// Scans `cases` of `dump` (workers and kernel threads split from settings.threads) and writes
+// What one scan covers: the cases, and those skipped (reported on stderr already).
+struct ScanPlan {
+  std::vector<ScanItem> items;
+  std::vector<SkippedCase> skipped;
+  size_t total = 0;  // cases of every shard
+};
+
+// Scans the plan's cases (workers and kernel threads split from settings.threads) and writes
 // one report: a table, or one JSON document.
-BatchOutcome scan_batch(const DumpReader& dump, const std::vector<const CaseInfo*>& cases,
-                        const std::vector<const BrokenCase*>& broken, AnalysisSettings settings,
-                        bool json) {
-  const auto [workers, kernel_threads] = split_threads(settings.threads, cases.size());
+BatchOutcome scan_batch(const Inputs& inputs, const ScanPlan& plan, AnalysisSettings settings,
+                        bool json, std::optional<Shard> shard) {
+  const std::vector<ScanItem>& items = plan.items;
+  const auto [workers, kernel_threads] = split_threads(settings.threads, items.size());
   settings.threads = kernel_threads;
   // One slot per case in flight: filled by a worker, printed and cleared in case order.
   struct Slot {
     std::optional<CaseAnalysis> analysis;
     std::string error, hint;
   };
-  std::vector<Slot> slots(cases.size());
+  std::vector<Slot> slots(items.size());
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<ScanReport> report =
-      json ? make_json_report(std::cout) : make_table_report(std::cout);
-  report->begin(dump.path(), cases);
+      json ? make_json_report(std::cout, shard) : make_table_report(std::cout);
+  const ReportHead head = report_head(inputs);
+  report->begin(head, items);
   BatchOutcome result;
   auto work = [&](size_t n) {
     Slot& slot = slots[n];
-    Result<CaseData> data = dump.load(cases[n]->path);
+    const DumpReader& dump = items[n].input->reader;
+    Result<CaseData> data = dump.load(items[n].info->path);
     Result<CaseAnalysis> a =
         data ? analyze_case(*data, settings) : Result<CaseAnalysis>(data.error());
     if (a && a->interrupted) return false;  // cut short by Ctrl-C: not reported
     if (a) {
       slot.analysis = std::move(*a);
     } else {
-      slot.error = case_error_text(dump.path(), cases[n]->path, a.error().message);
+      slot.error = case_error_text(dump.path(), items[n].info->path, a.error().message);
       slot.hint = a.error().hint;
     }
     return true;
@@ -84,27 +108,61 @@ BatchOutcome scan_batch(const DumpReader& dump, const std::vector<const CaseInfo
       return;
     }
     result.errors = result.errors || has_error(slot.analysis->findings);
-    report->add(*cases[n], *slot.analysis, settings);
+    report->add(items[n], *slot.analysis, settings);
   };
   PipelineOptions options;
   options.workers = workers;
   options.progress_label = kCommand;
-  const PipelineOutcome outcome = run_in_order(cases.size(), options, work, emit);
+  const PipelineOutcome outcome = run_in_order(items.size(), options, work, emit);
   ScanTotals totals;
   totals.scanned = outcome.emitted;
-  totals.total = cases.size();
+  totals.total = plan.total;
   totals.interrupted = outcome.interrupted;
-  totals.broken = broken;
+  totals.skipped = plan.skipped;
+  totals.world_size = run_world_size(head);
   totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report->end(totals);
   std::cout.flush();
   if (outcome.interrupted) {
     std::cerr << "attnscope-cli scan: interrupted after " << outcome.emitted << " of "
-              << cases.size() << " cases\n";
+              << items.size() << " cases\n";
   }
   result.interrupted = outcome.interrupted;
-  result.unreadable = result.unreadable || !broken.empty();
+  result.unreadable = result.unreadable || !plan.skipped.empty();
   return result;
+}
+
+// The cases `pattern` names in every dump, in order, and the skipped ones (printed); nullopt
+// (after printing) when it names none, unless `following` a dump that has no case yet.
+std::optional<ScanPlan> plan_scan(const Inputs& inputs, const std::string& pattern,
+                                  bool following) {
+  ScanPlan plan;
+  for (const Inputs::Unopened& u : inputs.unopened) {
+    plan.skipped.push_back({u.name, u.error.message, u.error.hint});
+  }
+  for (const InputDump& d : inputs.dumps) {
+    for (const BrokenCase* b : report_broken(kCommand, d.reader, pattern)) {
+      plan.skipped.push_back(
+          {item_path({&d, &b->info}, inputs.folder), b->error.message, b->error.hint});
+    }
+    if (following && d.reader.cases().empty()) continue;
+    if (!inputs.folder) {
+      const auto cases = select_cases(kCommand, d.reader, pattern);
+      if (!cases) return std::nullopt;
+      for (const CaseInfo* c : *cases) plan.items.push_back({&d, c});
+      continue;
+    }
+    for (const CaseInfo& c : d.reader.cases()) {
+      if (pattern_names(pattern, c.path)) plan.items.push_back({&d, &c});
+    }
+  }
+  if (plan.items.empty() && inputs.folder) {
+    fail(kCommand, inputs.path + ": no case of the run matches '" + pattern + "'",
+         "attnscope-cli info " + inputs.path + " lists the run's cases");
+    return std::nullopt;
+  }
+  plan.total = plan.items.size();
+  return plan;
 }
 
 // --follow: after the first scan, each time the dump grew and settled (dump_follower.h) the
@@ -118,15 +176,24 @@ int follow(const std::string& file, const std::string& pattern, bool allow_exter
   std::cerr << "attnscope-cli scan: following " << file << " for new cases; Ctrl-C stops\n";
   while (follower.wait([] { return interrupt_requested(); })) {
     // A failed open (printed) is a step half-written: the next change brings it whole.
-    const std::optional<DumpReader> dump = open_dump(kCommand, file, allow_external);
+    std::optional<DumpReader> dump = open_dump(kCommand, file, allow_external);
     if (!dump) continue;
-    const std::vector<const BrokenCase*> broken = report_broken(kCommand, *dump, pattern, &seen);
-    std::vector<const CaseInfo*> fresh;
-    for (const CaseInfo& c : dump->cases()) {
-      if (pattern_names(pattern, c.path) && seen.insert(c.path).second) fresh.push_back(&c);
+    Inputs inputs;
+    inputs.path = file;
+    inputs.dumps.push_back({std::move(*dump), file, std::nullopt});
+    const InputDump& d = inputs.dumps.front();
+    ScanPlan plan;
+    for (const BrokenCase* b : report_broken(kCommand, d.reader, pattern, &seen)) {
+      plan.skipped.push_back({b->info.path, b->error.message, b->error.hint});
     }
-    if (fresh.empty() && broken.empty()) continue;
-    const BatchOutcome batch = scan_batch(*dump, fresh, broken, settings, json);
+    for (const CaseInfo& c : d.reader.cases()) {
+      if (pattern_names(pattern, c.path) && seen.insert(c.path).second) {
+        plan.items.push_back({&d, &c});
+      }
+    }
+    if (plan.items.empty() && plan.skipped.empty()) continue;
+    plan.total = plan.items.size();
+    const BatchOutcome batch = scan_batch(inputs, plan, settings, json, std::nullopt);
     total.errors = total.errors || batch.errors;
     total.unreadable = total.unreadable || batch.unreadable;
     if (batch.interrupted) return kExitInterrupted;
@@ -140,37 +207,50 @@ int follow(const std::string& file, const std::string& pattern, bool allow_exter
 int run_scan(const CommandArgs& args) {
   if (!check_options(args, kCommand,
                      {"case", "precision", "mode", "clip", "clip-scope", "mask-fill", "scale",
-                      "threads", "follow"})) {
+                      "threads", "follow", "shard"})) {
     return kExitUnreadable;
   }
   if (args.positional.size() != 1) {
     return fail(kCommand,
-                "expected exactly one FILE (got " + std::to_string(args.positional.size()) + ")",
-                "attnscope-cli scan dump.h5 [--case /path]");
+                "expected exactly one FILE or run folder (got " +
+                    std::to_string(args.positional.size()) + ")",
+                "attnscope-cli scan dump.h5 [--case /path], or scan RUN_FOLDER");
   }
   auto [file, case_path] = split_case_ref(args.positional[0]);
   if (const std::string* c = args.option("case")) case_path = *c;
   AnalysisSettings settings;
   if (!read_settings(args, settings)) return kExitUnreadable;
-  std::optional<DumpReader> dump = open_dump(kCommand, file, args.allow_external);
-  if (!dump) return kExitUnreadable;
-
-  // Cases whose data cannot be read are reported and skipped; they make the exit code 2.
-  const std::vector<const BrokenCase*> broken = report_broken(kCommand, *dump, case_path);
+  std::optional<Shard> shard;
+  if (const std::string* text = args.option("shard")) {
+    shard = parse_shard(*text);
+    if (!shard) {
+      return fail(kCommand, "bad --shard '" + *text + "'",
+                  "I/N: shard I (0 to N-1) of N, e.g. --shard 0/4 (or $SLURM_ARRAY_TASK_ID/N)");
+    }
+  }
   const bool following = args.flag("follow");
-  const std::optional<std::vector<const CaseInfo*>> cases =
-      following && dump->cases().empty() ? std::vector<const CaseInfo*>{}
-                                         : select_cases(kCommand, *dump, case_path);
-  if (!cases) return kExitUnreadable;
+  if (following && (shard || is_directory(file))) {
+    return fail(kCommand, "--follow takes one FILE, without --shard",
+                "follow one rank's dump: attnscope-cli scan RUN/rank_00000.h5 --follow");
+  }
+  std::optional<Inputs> inputs = open_inputs(kCommand, file, args.allow_external);
+  if (!inputs) return kExitUnreadable;
+  const DumpReader& first_dump = inputs->dumps.front().reader;
+  std::optional<ScanPlan> plan = plan_scan(*inputs, case_path, following);
+  if (!plan) return kExitUnreadable;
+  if (shard) {
+    plan->items = shard->part(plan->items);
+    plan->skipped = shard->part(plan->skipped);
+  }
   settings.cancelled = [] { return interrupt_requested(); };  // polled per kernel tile too
   install_interrupt_handler();
-  const BatchOutcome first = scan_batch(*dump, *cases, broken, settings, args.json);
+  const BatchOutcome first = scan_batch(*inputs, *plan, settings, args.json, shard);
   if (first.interrupted) return kExitInterrupted;
   if (following) {
     std::set<std::string> seen;
-    for (const CaseInfo& c : dump->cases()) seen.insert(c.path);
-    for (const BrokenCase& b : dump->broken()) seen.insert(b.info.path);
-    dump.reset();  // HDF5 shares an open file's cached metadata with a reopening: close it first
+    for (const CaseInfo& c : first_dump.cases()) seen.insert(c.path);
+    for (const BrokenCase& b : first_dump.broken()) seen.insert(b.info.path);
+    inputs.reset();  // HDF5 shares an open file's cached metadata with a reopening: close it first
     return follow(file, case_path, args.allow_external, settings, args.json, std::move(seen),
                   first);
   }

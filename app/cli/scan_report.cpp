@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "case_format.h"
 #include "core/analysis/finding_text.h"
 #include "core/analysis/first_bad_case.h"
 #include "findings_json.h"
+#include "shard_verdicts.h"
 
 namespace attnscope {
 namespace {
@@ -60,14 +62,17 @@ class TableReport : public ScanReport {
  public:
   explicit TableReport(std::ostream& out) : out_(out) {}
 
-  void begin(const std::string& file, const std::vector<const CaseInfo*>& cases) override {
-    file_ = file;
+  void begin(const ReportHead& head, const std::vector<ScanItem>& items) override {
+    file_ = head.file;
+    folder_ = head.folder;
     widths_ = {4, 5, 9, 6, 8, 4};
-    for (const CaseInfo* c : cases) {
-      widths_[0] = std::max(widths_[0], c->path.size());
-      widths_[1] = std::max(widths_[1], dims_text(c->dims).size());
+    for (const ScanItem& item : items) {
+      widths_[0] = std::max(widths_[0], item_path(item, folder_).size());
+      widths_[1] = std::max(widths_[1], dims_text(item.info->dims).size());
     }
-    out_ << file << ": " << cases.size() << " case" << (cases.size() == 1 ? "" : "s") << "\n\n";
+    out_ << file_ << ": " << items.size() << " case" << (items.size() == 1 ? "" : "s");
+    if (folder_) out_ << " in " << head.files.size() << " dumps of a run";
+    out_ << "\n\n";
     row({"case", "shape", "precision", "errors", "warnings", "info", "kinds"});
     std::vector<std::string> rule;
     for (size_t w : widths_) rule.push_back(std::string(w, '-'));
@@ -76,26 +81,29 @@ class TableReport : public ScanReport {
     out_.flush();
   }
 
-  void add(const CaseInfo& info, const CaseAnalysis& a, const AnalysisSettings&) override {
-    verdicts_.push_back(verdict_of(info, a));
+  void add(const ScanItem& item, const CaseAnalysis& a, const AnalysisSettings&) override {
+    const CaseInfo& info = *item.info;
+    const std::string path = item_path(item, folder_);
+    verdicts_.push_back(verdict_of(info, a, item.input->rank));
+    verdicts_.back().path = path;
     int64_t n[3];
     for (int s = 0; s < 3; ++s) {
       n[s] = count_severity(a.findings, static_cast<Severity>(s));
       totals_[s] += n[s];
     }
-    row({info.path, dims_text(info.dims), precision_name(a.params.precision), std::to_string(n[0]),
+    row({path, dims_text(info.dims), precision_name(a.params.precision), std::to_string(n[0]),
          std::to_string(n[1]), std::to_string(n[2]), kinds_text(a.findings)});
     out_.flush();
     if (!a.findings.empty() || !a.clips.empty() || !a.reference_note.empty()) {
       std::vector<std::string> notes = clip_lines(a);
       if (!a.reference_note.empty()) notes.push_back("note: " + a.reference_note);
       notes.insert(notes.begin(), "judged " + a.judged_under);
-      details_.push_back({info.path, a.findings, std::move(notes)});
+      details_.push_back({path, a.findings, std::move(notes)});
     }
   }
 
   void end(const ScanTotals& t) override {
-    if (const std::optional<FirstBadCase> first = first_bad_case(verdicts_)) {
+    if (const std::optional<FirstBadCase> first = first_bad_case(verdicts_, t.world_size)) {
       out_ << "\nfirst bad case: " << first->text << "\n  " << first->lead << "\n";
     }
     for (const Detail& d : details_) {
@@ -115,10 +123,10 @@ class TableReport : public ScanReport {
     if (t.interrupted) out_ << "interrupted, " << t.scanned << " of ";
     out_ << t.total << " case" << (t.total == 1 ? "" : "s") << " scanned in " << timing << ": "
          << totals_[0] << " errors, " << totals_[1] << " warnings, " << totals_[2] << " info\n";
-    if (!t.broken.empty()) {
-      out_ << t.broken.size() << " case" << (t.broken.size() == 1 ? "" : "s")
+    if (!t.skipped.empty()) {
+      out_ << t.skipped.size() << (t.skipped.size() == 1 ? " case or dump" : " cases or dumps")
            << " skipped, data unreadable:";
-      for (const BrokenCase* b : t.broken) out_ << " " << b->info.path;
+      for (const SkippedCase& c : t.skipped) out_ << " " << c.path;
       out_ << "\n";
     }
     out_.flush();
@@ -144,6 +152,7 @@ class TableReport : public ScanReport {
 
   std::ostream& out_;
   std::string file_;
+  bool folder_ = false;
   std::vector<size_t> widths_;
   int64_t totals_[3] = {0, 0, 0};
   std::vector<Detail> details_;
@@ -152,9 +161,10 @@ class TableReport : public ScanReport {
 
 // "first_bad": the origin case, whether it started in the backward, the cases it propagates
 // into (paths), the later steps with errors and the one-line text; null without errors.
-void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts) {
+void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
+                     int64_t world_size) {
   json.key("first_bad");
-  const std::optional<FirstBadCase> first = first_bad_case(verdicts);
+  const std::optional<FirstBadCase> first = first_bad_case(verdicts, world_size);
   if (!first) {
     json.null();
     return;
@@ -165,17 +175,24 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts)
     for (size_t n : cases) out.push_back(verdicts[n].path);
     return out;
   };
+  const auto optional = [&](const char* key, std::optional<int64_t> value) {
+    json.key(key);
+    if (value)
+      json.value(*value);
+    else
+      json.null();
+  };
   json.begin_object().field("path", v.path);
-  json.key("step");
-  if (v.step)
-    json.value(*v.step);
-  else
+  optional("step", v.step);
+  optional("layer", v.layer);
+  optional("head", first->head >= 0 ? std::optional<int64_t>(first->head) : std::nullopt);
+  optional("rank", v.rank);
+  json.field("ranks", first->ranks);
+  json.key("scope");
+  if (first->scope.empty())
     json.null();
-  json.key("layer");
-  if (v.layer)
-    json.value(*v.layer);
   else
-    json.null();
+    json.value(first->scope);
   json.field("from_backward", first->from_backward).field("kinds", v.kinds);
   json.field("forward_into", paths(first->forward_into));
   json.field("backward_into", paths(first->backward_into));
@@ -186,37 +203,44 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts)
 
 class JsonReport : public ScanReport {
  public:
-  explicit JsonReport(std::ostream& out) : out_(out), json_(out) {}
+  JsonReport(std::ostream& out, std::optional<Shard> shard)
+      : out_(out), json_(out), shard_(shard) {}
 
-  void begin(const std::string& file, const std::vector<const CaseInfo*>&) override {
-    json_.begin_object().field("file", file).key("cases").begin_array();
+  void begin(const ReportHead& head, const std::vector<ScanItem>&) override {
+    folder_ = head.folder;
+    write_report_head(json_, head);
+    json_.key("cases").begin_array();
     out_.flush();
   }
 
-  void add(const CaseInfo& info, const CaseAnalysis& a, const AnalysisSettings& s) override {
-    verdicts_.push_back(verdict_of(info, a));
-    write_case_analysis(json_, info, a, s);
+  void add(const ScanItem& item, const CaseAnalysis& a, const AnalysisSettings& s) override {
+    verdicts_.push_back(verdict_of(*item.info, a, item.input->rank));
+    verdicts_.back().path = item_path(item, folder_);
+    std::optional<CaseOrigin> origin;
+    if (folder_) origin = CaseOrigin{item.input->name, *item.input->rank};
+    write_case_analysis(json_, *item.info, a, s, origin ? &*origin : nullptr);
     out_.flush();
   }
 
   void end(const ScanTotals& t) override {
     json_.end_array();
-    write_first_bad(json_, verdicts_);
-    json_.field("cases_total", static_cast<int64_t>(t.total));
-    json_.field("interrupted", t.interrupted);
-    json_.key("broken").begin_array();
-    for (const BrokenCase* b : t.broken) {
-      json_.begin_object().field("path", b->info.path).field("message", b->error.message);
-      json_.field("hint", b->error.hint).end_object();
+    write_report_tail(json_, verdicts_, t);
+    if (shard_) {
+      json_.key("shard").begin_object();
+      json_.field("index", shard_->index).field("count", shard_->count);
+      json_.key("verdicts").begin_array();
+      for (const CaseVerdict& v : verdicts_) write_verdict(json_, v);
+      json_.end_array().end_object();
     }
-    json_.end_array();
-    json_.field("seconds", t.seconds).end_object();
+    json_.end_object();
     out_.flush();
   }
 
  private:
   std::ostream& out_;
   JsonWriter json_;
+  std::optional<Shard> shard_;
+  bool folder_ = false;
   std::vector<CaseVerdict> verdicts_;
 };
 
@@ -226,8 +250,68 @@ std::unique_ptr<ScanReport> make_table_report(std::ostream& out) {
   return std::make_unique<TableReport>(out);
 }
 
-std::unique_ptr<ScanReport> make_json_report(std::ostream& out) {
-  return std::make_unique<JsonReport>(out);
+std::unique_ptr<ScanReport> make_json_report(std::ostream& out, std::optional<Shard> shard) {
+  return std::make_unique<JsonReport>(out, shard);
+}
+
+std::string item_path(const ScanItem& item, bool folder) {
+  return folder ? item.input->name + "::" + item.info->path : item.info->path;
+}
+
+ReportHead report_head(const Inputs& inputs) {
+  ReportHead head;
+  head.file = inputs.path;
+  head.folder = inputs.folder;
+  if (!inputs.folder) return head;
+  for (const InputDump& d : inputs.dumps) {
+    const RankIdentity& id = d.reader.rank_identity();
+    head.files.push_back({d.name, *d.rank, id.world_size, id.local_rank,
+                          static_cast<int64_t>(d.reader.cases().size()), id.host});
+  }
+  return head;
+}
+
+int64_t run_world_size(const ReportHead& head) {
+  int64_t world = 0;
+  std::set<int64_t> ranks;
+  for (const ReportHead::File& f : head.files) {
+    world = std::max(world, f.world_size);
+    ranks.insert(f.rank);
+  }
+  return std::max(world, static_cast<int64_t>(ranks.size()));
+}
+
+void write_report_head(JsonWriter& json, const ReportHead& head) {
+  json.begin_object().field("file", head.file);
+  if (!head.folder) return;
+  const auto known = [&](const char* key, int64_t value) {
+    json.key(key);
+    if (value >= 0)
+      json.value(value);
+    else
+      json.null();
+  };
+  json.key("files").begin_array();
+  for (const ReportHead::File& f : head.files) {
+    json.begin_object().field("path", f.path).field("rank", f.rank);
+    known("world_size", f.world_size);
+    known("local_rank", f.local_rank);
+    json.field("host", f.host).field("cases", f.cases).end_object();
+  }
+  json.end_array();
+}
+
+void write_report_tail(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
+                       const ScanTotals& totals) {
+  write_first_bad(json, verdicts, totals.world_size);
+  json.field("cases_total", static_cast<int64_t>(totals.total));
+  json.field("interrupted", totals.interrupted);
+  json.key("broken").begin_array();
+  for (const SkippedCase& c : totals.skipped) {
+    json.begin_object().field("path", c.path).field("message", c.message);
+    json.field("hint", c.hint).end_object();
+  }
+  json.end_array();
 }
 
 }  // namespace attnscope

@@ -1,0 +1,144 @@
+"""attnscope-cli on a run folder (one dump per rank, as attnscope_record writes under
+torch.distributed): info's rank x step x layer overview, scan's first bad (step, layer, head,
+rank) and whether the other ranks share the fault, and scan --shard I/N joined by merge into
+exactly the bytes of the unsharded scan."""
+import os
+import shutil
+import subprocess
+
+import h5py
+import numpy as np
+
+from cli_support import CLI, DATA, SAMPLE, CliTestCase, run_cli
+
+
+def write_rank(path, rank, world, steps=3, layers=2, nan_at=(), host="node7"):
+    """rank_RRRRR.h5 of a run: /step_SSSSSS/layer_LL with q, k, v, do [1, 2, 16, 8] float16 and
+    the recorder's root attributes; a NaN in q (head 1, row 3) of each (step, layer) in nan_at."""
+    rng = np.random.default_rng(100 + rank)
+    with h5py.File(path, "w") as f:
+        f.attrs.update(attnscope_schema=1, attnscope_schema_minor=1, rank=rank, world_size=world,
+                       local_rank=rank % 8, host=host, pid=1000 + rank, process_group="gloo")
+        for step in range(steps):
+            for layer in range(layers):
+                g = f.create_group(f"/step_{step:06d}/layer_{layer:02d}")
+                g.attrs.update(step=step, layer=layer, dtype="float16")
+                for name in ("q", "k", "v", "do"):
+                    x = rng.standard_normal((1, 2, 16, 8)).astype(np.float16)
+                    if name == "q" and (step, layer) in nan_at:
+                        x[0, 1, 3, 2] = np.nan
+                    g.create_dataset(name, data=x)
+
+
+def make_run(name, nan_by_rank, world=2):
+    """A fresh run folder under the test data folder: rank r gets NaNs at nan_by_rank[r]."""
+    folder = os.path.join(DATA, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for rank in range(world):
+        write_rank(os.path.join(folder, f"rank_{rank:05d}.h5"), rank, world,
+                   nan_at=nan_by_rank.get(rank, ()))
+    return folder
+
+
+class CliRunFolderTest(CliTestCase):
+    def test_cli_info_run_folder_lists_ranks_and_step_layer_overview(self):
+        run = make_run("info_run", {1: [(1, 1)]})
+        doc = self.cli_json("info", "--json", run, exit=0)
+        self.assertEqual([(f["path"], f["rank"], f["world_size"], f["host"], f["cases"])
+                          for f in doc["files"]],
+                         [("rank_00000.h5", 0, 2, "node7", 6), ("rank_00001.h5", 1, 2, "node7", 6)])
+        self.assertEqual(doc["world_size"], 2)
+        self.assertEqual([(o["step"], o["layer"], o["ranks"]) for o in doc["overview"]],
+                         [(s, l, [0, 1]) for s in range(3) for l in range(2)])
+        table = self.cli("info", run, exit=0)
+        self.assertInStdout(table, "run folder, 2 dumps, ranks 0,1 of 2, 12 cases",
+                            "ranks that recorded each step and layer")
+
+    def test_cli_scan_run_folder_names_first_bad_rank_on_one_rank(self):
+        run = make_run("one_rank_run", {1: [(1, 1), (2, 0)], 0: [(2, 1)]})
+        doc = self.cli_json("scan", "--json", run, exit=1)
+        self.assertEqual([(c["file"], c["rank"], c["path"]) for c in doc["cases"][:2]],
+                         [("rank_00000.h5", 0, "/step_000000/layer_00"),
+                          ("rank_00000.h5", 0, "/step_000000/layer_01")])
+        self.assertEqual(doc["cases"][6]["rank"], 1)
+        first = doc["first_bad"]
+        self.assertEqual((first["step"], first["layer"], first["head"], first["rank"]), (1, 1, 1, 1))
+        self.assertEqual(first["path"], "rank_00001.h5::/step_000001/layer_01")
+        self.assertEqual((first["scope"], first["ranks"]), ("one_rank", [1]))
+        self.assertEqual(first["later_steps"], [2])
+        self.assertIn("rank 1 only (of 2 ranks): its inputs were already non-finite",
+                      first["text"])
+        table = self.cli("scan", run, exit=1)
+        self.assertInStdout(table, "first bad case: step 1, layer 1, head 1, rank 1",
+                            "12 cases in 2 dumps of a run")
+
+    def test_cli_scan_run_folder_fault_on_every_rank_is_shared(self):
+        run = make_run("all_ranks_run", {0: [(1, 1)], 1: [(1, 0)]})
+        first = self.cli_json("scan", "--json", run, exit=1)["first_bad"]
+        # Layer 0 of step 1 (rank 1) comes before layer 1 of step 1 (rank 0).
+        self.assertEqual((first["step"], first["layer"], first["rank"]), (1, 0, 1))
+        self.assertEqual((first["scope"], first["ranks"]), ("all_ranks", [0, 1]))
+        self.assertIn("on all 2 ranks: something they share", first["text"])
+
+    def test_cli_scan_run_folder_skips_an_unreadable_dump_and_scans_the_rest(self):
+        run = make_run("broken_run", {1: [(0, 0)]}, world=3)
+        with open(os.path.join(run, "rank_00002.h5"), "wb") as f:
+            f.write(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
+        doc = self.cli_json("scan", "--json", run, exit=2)
+        self.assertEqual(len(doc["cases"]), 12)
+        self.assertEqual([b["path"] for b in doc["broken"]], ["rank_00002.h5"])
+        self.assertEqual(doc["first_bad"]["rank"], 1)
+
+    def test_cli_merge_of_shards_is_byte_identical_to_unsharded_scan(self):
+        run = make_run("shard_run", {1: [(1, 1)]})
+        for source in (run, SAMPLE):
+            whole = run_cli("scan", "--json", source)
+            for count in (1, 2, 5, 20):
+                paths = []
+                for index in range(count):
+                    shard = run_cli("scan", "--json", source, "--shard", f"{index}/{count}")
+                    self.assertIn(shard.returncode, (0, 1), shard.stderr)
+                    path = os.path.join(DATA, f"shard_{index}.json")
+                    with open(path, "w") as f:
+                        f.write(shard.stdout)
+                    paths.append(path)
+                merged = run_cli("merge", *reversed(paths))
+                self.assertEqual(merged.returncode, whole.returncode, merged.stderr)
+                self.assertEqual(merged.stdout, whole.stdout, f"{source} in {count} shards")
+
+    def test_cli_merge_refuses_missing_mixed_or_foreign_reports(self):
+        run = make_run("refuse_run", {})
+        shards = []
+        for index in range(3):
+            path = os.path.join(DATA, f"refuse_{index}.json")
+            with open(path, "w") as f:
+                f.write(run_cli("scan", "--json", run, "--shard", f"{index}/3").stdout)
+            shards.append(path)
+        missing = self.cli("merge", shards[0], shards[2], exit=2)
+        self.assertIn("shards 1 of 3 are missing", missing.stderr)
+        twice = self.cli("merge", shards[0], shards[0], shards[1], exit=2)
+        self.assertIn("given twice", twice.stderr)
+        other = os.path.join(DATA, "refuse_other.json")
+        with open(other, "w") as f:
+            f.write(run_cli("scan", "--json", SAMPLE, "--shard", "1/3").stdout)
+        mixed = self.cli("merge", shards[0], other, shards[2], exit=2)
+        self.assertIn("is a shard of another scan", mixed.stderr)
+        plain = os.path.join(DATA, "refuse_plain.json")
+        with open(plain, "w") as f:
+            f.write(run_cli("scan", "--json", run).stdout)
+        foreign = self.cli("merge", plain, exit=2)
+        self.assertIn("not a shard report", foreign.stderr)
+
+    def test_cli_scan_shard_option_is_checked(self):
+        for bad in ("3/3", "1/0", "a/b", "-1/2", "1/2x"):
+            run = self.cli("scan", SAMPLE, "--shard", bad, exit=2)
+            self.assertIn(f"bad --shard '{bad}'", run.stderr)
+        follow = self.cli("scan", SAMPLE, "--shard", "0/2", "--follow", exit=2)
+        self.assertIn("--follow takes one FILE", follow.stderr)
+
+    def test_cli_scan_folder_without_dumps_says_so(self):
+        empty = os.path.join(DATA, "empty_run")
+        os.makedirs(empty, exist_ok=True)
+        run = self.cli("scan", empty, exit=2)
+        self.assertIn("no dump in this folder", run.stderr)
