@@ -1,7 +1,9 @@
 // `attnscope-cli merge SHARD.json ...`: joins the reports of `scan --json --shard I/N` (every
 // I of one N, any order) into the document the unsharded scan prints, byte for byte: the same
 // head and tail writers (scan_report.h), the cases copied verbatim in shard order, and the
-// first bad case found again from the shards' verdicts. Exit status as that scan's.
+// first bad case found again from the shards' verdicts. Shards split by dumps (shard.h) each
+// list their own dumps and cases, which are joined; shards split by cases list all of them.
+// Exit status as that scan's.
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -27,6 +29,7 @@ struct ShardReport {
   std::vector<std::string> cases;  // each case object's text as scan wrote it
   std::vector<CaseVerdict> verdicts;
   int64_t index = 0, count = 0;
+  bool split_by_dumps = false;
 };
 
 // The texts of the case objects: the pretty writer puts each at depth 2, from a line "    {"
@@ -86,9 +89,11 @@ std::optional<ShardReport> read_report(const std::string& path) {
       !d["interrupted"].is_boolean() || !d.contains("broken") || !d["broken"].is_array() ||
       !shard.contains("index") || !shard["index"].is_number_integer() || !shard.contains("count") ||
       !shard["count"].is_number_integer() || !shard.contains("verdicts") ||
-      !shard["verdicts"].is_array()) {
+      !shard["verdicts"].is_array() || !shard.contains("split") ||
+      (shard["split"] != "dumps" && shard["split"] != "cases")) {
     return bad("a field of a scan report is missing or of the wrong type");
   }
+  r.split_by_dumps = shard["split"] == "dumps";
   r.index = shard["index"].get<int64_t>();
   r.count = shard["count"].get<int64_t>();
   for (const auto& v : shard["verdicts"]) {
@@ -103,13 +108,13 @@ std::optional<ShardReport> read_report(const std::string& path) {
   return r;
 }
 
-// The head scan wrote ("file", and "files" of a run folder); nullopt when malformed.
-std::optional<ReportHead> read_head(const nlohmann::json& d) {
-  ReportHead head;
+// Adds the head a shard wrote ("file", and the "files" of a run folder) to `head`; false when
+// malformed.
+bool read_head(const nlohmann::json& d, ReportHead& head) {
   head.file = d["file"].get<std::string>();
-  if (!d.contains("files")) return head;
+  if (!d.contains("files")) return true;
   head.folder = true;
-  if (!d["files"].is_array()) return std::nullopt;
+  if (!d["files"].is_array()) return false;
   for (const auto& f : d["files"]) {
     ReportHead::File file;
     const auto known = [&](const char* key, int64_t& into) {
@@ -123,7 +128,7 @@ std::optional<ReportHead> read_head(const nlohmann::json& d) {
         !f.contains("cases") || !f["cases"].is_number_integer() || !f.contains("world_size") ||
         !f.contains("local_rank") || !known("world_size", file.world_size) ||
         !known("local_rank", file.local_rank)) {
-      return std::nullopt;
+      return false;
     }
     file.path = f["path"].get<std::string>();
     file.host = f["host"].get<std::string>();
@@ -131,7 +136,19 @@ std::optional<ReportHead> read_head(const nlohmann::json& d) {
     file.cases = f["cases"].get<int64_t>();
     head.files.push_back(std::move(file));
   }
-  return head;
+  return true;
+}
+
+// Whether `r` and `first` are shards of one scan: the same input, N and split, and for a
+// split by cases the same dumps and cases.
+bool same_scan(const ShardReport& r, const ShardReport& first) {
+  if (r.count != first.count || r.split_by_dumps != first.split_by_dumps ||
+      r.doc["file"] != first.doc["file"]) {
+    return false;
+  }
+  return r.split_by_dumps ||
+         (r.doc.value("files", nlohmann::json()) == first.doc.value("files", nlohmann::json()) &&
+          r.doc["cases_total"] == first.doc["cases_total"]);
 }
 
 }  // namespace
@@ -147,10 +164,7 @@ int run_merge(const CommandArgs& args) {
     std::optional<ShardReport> r = read_report(path);
     if (!r) return kExitUnreadable;
     const ShardReport* first = shards.empty() ? nullptr : &shards.begin()->second;
-    if (first != nullptr &&
-        (r->count != first->count || r->doc["file"] != first->doc["file"] ||
-         r->doc.value("files", nlohmann::json()) != first->doc.value("files", nlohmann::json()) ||
-         r->doc["cases_total"] != first->doc["cases_total"])) {
+    if (first != nullptr && !same_scan(*r, *first)) {
       return fail(kCommand, path + " is a shard of another scan than " + first->path,
                   "merge the shards of one scan: the same FILE or folder, the same N");
     }
@@ -169,17 +183,21 @@ int run_merge(const CommandArgs& args) {
     return fail(kCommand, "shards " + missing + " of " + std::to_string(count) + " are missing",
                 "pass every shard report of the scan");
   }
-  const nlohmann::json& first = shards.begin()->second.doc;
-  const std::optional<ReportHead> head = read_head(first);
-  if (!head) {
-    return fail(kCommand, shards.begin()->second.path + ": its \"files\" are malformed", kHint);
-  }
+  // The head and the total: every shard's own joined when split by dumps, else the first's.
+  const bool by_dumps = shards.begin()->second.split_by_dumps;
+  ReportHead head;
   ScanTotals totals;
-  totals.total = first["cases_total"].get<size_t>();
-  totals.world_size = run_world_size(*head);
+  for (const auto& [index, shard] : shards) {
+    if (!read_head(shard.doc, head)) {
+      return fail(kCommand, shard.path + ": its \"files\" are malformed", kHint);
+    }
+    totals.total += shard.doc["cases_total"].get<size_t>();
+    if (!by_dumps) break;
+  }
+  totals.world_size = run_world_size(head);
   std::vector<CaseVerdict> verdicts;
   JsonWriter json(std::cout);
-  write_report_head(json, *head);
+  write_report_head(json, head);
   json.key("cases").begin_array();
   for (const auto& [index, shard] : shards) {
     for (const std::string& text : shard.cases) json.raw(text);

@@ -1,6 +1,7 @@
-// The dumps a command reads: one FILE, or every dump of a run folder (core/io/run_folder.h),
-// ordered by rank. A dump of a folder whose rank is unknown (no rank attribute) takes the
-// number in a "rank_N" / "rankN" / "rank-N" name, else its position in path order.
+// The dumps a command reads: one FILE, or every dump of a run folder (core/io/run_folder.h).
+// A folder's dumps are taken in order of the rank in their names ("rank_N", "rankN",
+// "rank-N", as the recorder writes them), then the others by path; each dump's rank is its
+// rank attribute, else the one in its name, else its position in that order.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/io/hdf5_dump.h"
+#include "shard.h"
 
 namespace attnscope {
 
@@ -19,9 +21,11 @@ struct InputDump {
 };
 
 struct Inputs {
-  std::string path;              // as given
-  bool folder = false;           // a run folder (then every dump has a rank)
-  std::vector<InputDump> dumps;  // by (rank, path)
+  std::string path;     // as given
+  bool folder = false;  // a run folder (then every dump has a rank)
+  // Only the dumps of one shard were opened (a folder of at least N dumps, shard.h).
+  bool split_by_dumps = false;
+  std::vector<InputDump> dumps;  // in the order above
   struct Unopened {
     std::string name;  // relative to the folder
     Error error;
@@ -29,9 +33,10 @@ struct Inputs {
   std::vector<Unopened> unopened;  // a folder's dumps that could not be opened (printed)
 };
 
-// Opens PATH: one dump, or each dump of a run folder. Prints each failure; nullopt when
-// nothing could be opened.
+// Opens PATH: one dump, or the dumps of a run folder (with a shard: only its part of them
+// when the folder holds at least N dumps). Prints each failure; nullopt when nothing could be
+// opened.
 std::optional<Inputs> open_inputs(const std::string& command, const std::string& path,
-                                  bool allow_external);
+                                  bool allow_external, std::optional<Shard> shard = std::nullopt);
 
 }  // namespace attnscope

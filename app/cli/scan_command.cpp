@@ -3,10 +3,9 @@
 // document. A run folder's dumps are scanned rank after rank as one run (run_inputs.h).
 // Cases are loaded lazily and analysed on --threads workers (a few at a time, so memory stays
 // that of a few cases) and printed as they finish, in case order; Ctrl-C stops it early.
-// --shard I/N scans a contiguous part of the cases (merge_command.cpp joins the parts);
+// --shard I/N scans one part of the run (shard.h; merge_command.cpp joins the parts);
 // --follow then scans the cases a training run adds to the dump (dump_follower.h).
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -44,17 +43,6 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
   return true;
 }
 
-// "I/N" with 0 <= I < N <= 100000.
-std::optional<Shard> parse_shard(const std::string& text) {
-  long long index = -1, count = 0;
-  char slash = 0, rest = 0;
-  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &index, &slash, &count, &rest) != 3 ||
-      slash != '/' || count < 1 || count > 100000 || index < 0 || index >= count) {
-    return std::nullopt;
-  }
-  return Shard{index, count};
-}
-
 struct BatchOutcome {
   bool errors = false, unreadable = false, interrupted = false;
 };
@@ -81,7 +69,8 @@ BatchOutcome scan_batch(const Inputs& inputs, const ScanPlan& plan, AnalysisSett
   std::vector<Slot> slots(items.size());
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<ScanReport> report =
-      json ? make_json_report(std::cout, shard) : make_table_report(std::cout);
+      json ? make_json_report(std::cout, shard, inputs.split_by_dumps)
+           : make_table_report(std::cout);
   const ReportHead head = report_head(inputs);
   report->begin(head, items);
   BatchOutcome result;
@@ -156,7 +145,7 @@ std::optional<ScanPlan> plan_scan(const Inputs& inputs, const std::string& patte
       if (pattern_names(pattern, c.path)) plan.items.push_back({&d, &c});
     }
   }
-  if (plan.items.empty() && inputs.folder) {
+  if (plan.items.empty() && inputs.folder && !inputs.split_by_dumps) {
     fail(kCommand, inputs.path + ": no case of the run matches '" + pattern + "'",
          "attnscope-cli info " + inputs.path + " lists the run's cases");
     return std::nullopt;
@@ -233,12 +222,11 @@ int run_scan(const CommandArgs& args) {
     return fail(kCommand, "--follow takes one FILE, without --shard",
                 "follow one rank's dump: attnscope-cli scan RUN/rank_00000.h5 --follow");
   }
-  std::optional<Inputs> inputs = open_inputs(kCommand, file, args.allow_external);
+  std::optional<Inputs> inputs = open_inputs(kCommand, file, args.allow_external, shard);
   if (!inputs) return kExitUnreadable;
-  const DumpReader& first_dump = inputs->dumps.front().reader;
   std::optional<ScanPlan> plan = plan_scan(*inputs, case_path, following);
   if (!plan) return kExitUnreadable;
-  if (shard) {
+  if (shard && !inputs->split_by_dumps) {
     plan->items = shard->part(plan->items);
     plan->skipped = shard->part(plan->skipped);
   }
@@ -247,9 +235,10 @@ int run_scan(const CommandArgs& args) {
   const BatchOutcome first = scan_batch(*inputs, *plan, settings, args.json, shard);
   if (first.interrupted) return kExitInterrupted;
   if (following) {
+    const DumpReader& dump = inputs->dumps.front().reader;
     std::set<std::string> seen;
-    for (const CaseInfo& c : first_dump.cases()) seen.insert(c.path);
-    for (const BrokenCase& b : first_dump.broken()) seen.insert(b.info.path);
+    for (const CaseInfo& c : dump.cases()) seen.insert(c.path);
+    for (const BrokenCase& b : dump.broken()) seen.insert(b.info.path);
     inputs.reset();  // HDF5 shares an open file's cached metadata with a reopening: close it first
     return follow(file, case_path, args.allow_external, settings, args.json, std::move(seen),
                   first);

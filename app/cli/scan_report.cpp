@@ -120,7 +120,8 @@ class TableReport : public ScanReport {
     char timing[64];
     std::snprintf(timing, sizeof timing, "%.2f s", t.seconds);
     out_ << "\n" << file_ << ": ";
-    if (t.interrupted) out_ << "interrupted, " << t.scanned << " of ";
+    if (t.interrupted) out_ << "interrupted, ";
+    if (t.interrupted || t.scanned != t.total) out_ << t.scanned << " of ";  // or a shard
     out_ << t.total << " case" << (t.total == 1 ? "" : "s") << " scanned in " << timing << ": "
          << totals_[0] << " errors, " << totals_[1] << " warnings, " << totals_[2] << " info\n";
     if (!t.skipped.empty()) {
@@ -203,8 +204,8 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
 
 class JsonReport : public ScanReport {
  public:
-  JsonReport(std::ostream& out, std::optional<Shard> shard)
-      : out_(out), json_(out), shard_(shard) {}
+  JsonReport(std::ostream& out, std::optional<Shard> shard, bool split_by_dumps)
+      : out_(out), json_(out), shard_(shard), split_by_dumps_(split_by_dumps) {}
 
   void begin(const ReportHead& head, const std::vector<ScanItem>&) override {
     folder_ = head.folder;
@@ -228,6 +229,7 @@ class JsonReport : public ScanReport {
     if (shard_) {
       json_.key("shard").begin_object();
       json_.field("index", shard_->index).field("count", shard_->count);
+      json_.field("split", split_by_dumps_ ? "dumps" : "cases");
       json_.key("verdicts").begin_array();
       for (const CaseVerdict& v : verdicts_) write_verdict(json_, v);
       json_.end_array().end_object();
@@ -240,6 +242,7 @@ class JsonReport : public ScanReport {
   std::ostream& out_;
   JsonWriter json_;
   std::optional<Shard> shard_;
+  bool split_by_dumps_;
   bool folder_ = false;
   std::vector<CaseVerdict> verdicts_;
 };
@@ -250,8 +253,9 @@ std::unique_ptr<ScanReport> make_table_report(std::ostream& out) {
   return std::make_unique<TableReport>(out);
 }
 
-std::unique_ptr<ScanReport> make_json_report(std::ostream& out, std::optional<Shard> shard) {
-  return std::make_unique<JsonReport>(out, shard);
+std::unique_ptr<ScanReport> make_json_report(std::ostream& out, std::optional<Shard> shard,
+                                             bool split_by_dumps) {
+  return std::make_unique<JsonReport>(out, shard, split_by_dumps);
 }
 
 std::string item_path(const ScanItem& item, bool folder) {

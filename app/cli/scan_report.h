@@ -16,6 +16,7 @@
 #include "core/io/dump_listing.h"
 #include "json_writer.h"
 #include "run_inputs.h"
+#include "shard.h"
 
 namespace attnscope {
 
@@ -49,20 +50,9 @@ ReportHead report_head(const Inputs& inputs);
 // one FILE.
 int64_t run_world_size(const ReportHead& head);
 
-// Shard I of N: the contiguous cases [I*T/N, (I+1)*T/N) of the T cases in scan order, and the
-// skipped cases split the same way.
-struct Shard {
-  int64_t index = 0, count = 1;
-  template <typename T>
-  std::vector<T> part(const std::vector<T>& all) const {
-    const size_t n = all.size();
-    const auto bound = [&](int64_t i) { return n * static_cast<size_t>(i) / count; };
-    return std::vector<T>(all.begin() + bound(index), all.begin() + bound(index + 1));
-  }
-};
-
 struct ScanTotals {
-  size_t scanned = 0, total = 0;  // total: every case of the scan, all shards together
+  // total: every case of the scan, all shards together (a shard split by dumps: its own)
+  size_t scanned = 0, total = 0;
   double seconds = 0;
   bool interrupted = false;  // SIGINT stopped the scan after `scanned` cases
   std::vector<SkippedCase> skipped;
@@ -82,8 +72,10 @@ class ScanReport {
 };
 
 std::unique_ptr<ScanReport> make_table_report(std::ostream& out);
-// With a shard, the document ends with "shard": its index, count and the cases' verdicts.
-std::unique_ptr<ScanReport> make_json_report(std::ostream& out, std::optional<Shard> shard);
+// With a shard, the document ends with "shard": its index, count, split ("dumps" when the
+// shard opened only its part of a run folder's dumps, else "cases") and the cases' verdicts.
+std::unique_ptr<ScanReport> make_json_report(std::ostream& out, std::optional<Shard> shard,
+                                             bool split_by_dumps = false);
 
 // The JSON document's parts before and after the cases (an open object, then the "cases" key;
 // closing the object after the tail).

@@ -2,14 +2,14 @@
 torch.distributed): info's rank x step x layer overview, scan's first bad (step, layer, head,
 rank) and whether the other ranks share the fault, and scan --shard I/N joined by merge into
 exactly the bytes of the unsharded scan."""
+import json
 import os
 import shutil
-import subprocess
 
 import h5py
 import numpy as np
 
-from cli_support import CLI, DATA, SAMPLE, CliTestCase, run_cli
+from cli_support import DATA, SAMPLE, CliTestCase, run_cli
 
 
 def write_rank(path, rank, world, steps=3, layers=2, nan_at=(), host="node7"):
@@ -30,15 +30,30 @@ def write_rank(path, rank, world, steps=3, layers=2, nan_at=(), host="node7"):
                     g.create_dataset(name, data=x)
 
 
-def make_run(name, nan_by_rank, world=2):
-    """A fresh run folder under the test data folder: rank r gets NaNs at nan_by_rank[r]."""
+def make_run(name, nan_by_rank, world=2, steps=None):
+    """A fresh run folder under the test data folder: rank r gets NaNs at nan_by_rank[r] and
+    steps[r] steps (default 3)."""
     folder = os.path.join(DATA, name)
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     for rank in range(world):
         write_rank(os.path.join(folder, f"rank_{rank:05d}.h5"), rank, world,
-                   nan_at=nan_by_rank.get(rank, ()))
+                   steps=(steps or {}).get(rank, 3), nan_at=nan_by_rank.get(rank, ()))
     return folder
+
+
+def write_shards(source, count, prefix="shard"):
+    """Runs scan --json --shard I/count for every I; the report paths, in index order."""
+    paths = []
+    for index in range(count):
+        shard = run_cli("scan", "--json", source, "--shard", f"{index}/{count}")
+        if shard.returncode not in (0, 1):
+            raise AssertionError(f"shard {index}/{count} of {source}: {shard.stderr}")
+        path = os.path.join(DATA, f"{prefix}_{index}.json")
+        with open(path, "w") as f:
+            f.write(shard.stdout)
+        paths.append(path)
+    return paths
 
 
 class CliRunFolderTest(CliTestCase):
@@ -91,30 +106,33 @@ class CliRunFolderTest(CliTestCase):
         self.assertEqual(doc["first_bad"]["rank"], 1)
 
     def test_cli_merge_of_shards_is_byte_identical_to_unsharded_scan(self):
+        # 2 shards of 2 dumps split by dumps, 5 and 20 by cases; the sample by cases.
         run = make_run("shard_run", {1: [(1, 1)]})
         for source in (run, SAMPLE):
             whole = run_cli("scan", "--json", source)
             for count in (1, 2, 5, 20):
-                paths = []
-                for index in range(count):
-                    shard = run_cli("scan", "--json", source, "--shard", f"{index}/{count}")
-                    self.assertIn(shard.returncode, (0, 1), shard.stderr)
-                    path = os.path.join(DATA, f"shard_{index}.json")
-                    with open(path, "w") as f:
-                        f.write(shard.stdout)
-                    paths.append(path)
-                merged = run_cli("merge", *reversed(paths))
+                merged = run_cli("merge", *reversed(write_shards(source, count)))
                 self.assertEqual(merged.returncode, whole.returncode, merged.stderr)
                 self.assertEqual(merged.stdout, whole.stdout, f"{source} in {count} shards")
 
+    def test_cli_scan_shards_of_a_run_folder_open_only_their_dumps(self):
+        # Rank 0 holds 8 of 10 steps: shard 0 of 3 gets no dump, shard 1 rank 0, shard 2 the
+        # two small ones (each dump goes where the middle of its bytes falls).
+        run = make_run("uneven_run", {2: [(0, 1)]}, world=3, steps={0: 8, 1: 1, 2: 1})
+        paths = write_shards(run, 3, prefix="uneven")
+        docs = [json.load(open(p)) for p in paths]
+        self.assertEqual([d["shard"]["split"] for d in docs], ["dumps"] * 3)
+        self.assertEqual([[f["path"] for f in d["files"]] for d in docs],
+                         [[], ["rank_00000.h5"], ["rank_00001.h5", "rank_00002.h5"]])
+        self.assertEqual([d["cases_total"] for d in docs], [0, 16, 4])
+        whole = run_cli("scan", "--json", run)
+        merged = run_cli("merge", *paths)
+        self.assertEqual((merged.returncode, merged.stdout), (whole.returncode, whole.stdout))
+        self.assertEqual(json.loads(merged.stdout)["first_bad"]["rank"], 2)
+
     def test_cli_merge_refuses_missing_mixed_or_foreign_reports(self):
         run = make_run("refuse_run", {})
-        shards = []
-        for index in range(3):
-            path = os.path.join(DATA, f"refuse_{index}.json")
-            with open(path, "w") as f:
-                f.write(run_cli("scan", "--json", run, "--shard", f"{index}/3").stdout)
-            shards.append(path)
+        shards = write_shards(run, 3, prefix="refuse")
         missing = self.cli("merge", shards[0], shards[2], exit=2)
         self.assertIn("shards 1 of 3 are missing", missing.stderr)
         twice = self.cli("merge", shards[0], shards[0], shards[1], exit=2)
