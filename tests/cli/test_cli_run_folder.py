@@ -1,45 +1,17 @@
 """attnscope-cli on a run folder (one dump per rank, as attnscope_record writes under
 torch.distributed): info's rank x step x layer overview, scan's first bad (step, layer, head,
-rank) and whether the other ranks share the fault, and scan --shard I/N joined by merge into
-exactly the bytes of the unsharded scan."""
+rank) and whether the other ranks share the fault, and scan --shard I/N (split by dumps or by
+cases) joined by merge into exactly the bytes of the unsharded scan."""
 import json
 import os
-import shutil
-
-import h5py
-import numpy as np
 
 from cli_support import DATA, SAMPLE, CliTestCase, run_cli
-
-
-def write_rank(path, rank, world, steps=3, layers=2, nan_at=(), host="node7"):
-    """rank_RRRRR.h5 of a run: /step_SSSSSS/layer_LL with q, k, v, do [1, 2, 16, 8] float16 and
-    the recorder's root attributes; a NaN in q (head 1, row 3) of each (step, layer) in nan_at."""
-    rng = np.random.default_rng(100 + rank)
-    with h5py.File(path, "w") as f:
-        f.attrs.update(attnscope_schema=1, attnscope_schema_minor=1, rank=rank, world_size=world,
-                       local_rank=rank % 8, host=host, pid=1000 + rank, process_group="gloo")
-        for step in range(steps):
-            for layer in range(layers):
-                g = f.create_group(f"/step_{step:06d}/layer_{layer:02d}")
-                g.attrs.update(step=step, layer=layer, dtype="float16")
-                for name in ("q", "k", "v", "do"):
-                    x = rng.standard_normal((1, 2, 16, 8)).astype(np.float16)
-                    if name == "q" and (step, layer) in nan_at:
-                        x[0, 1, 3, 2] = np.nan
-                    g.create_dataset(name, data=x)
+from run_folder import write_run
 
 
 def make_run(name, nan_by_rank, world=2, steps=None):
-    """A fresh run folder under the test data folder: rank r gets NaNs at nan_by_rank[r] and
-    steps[r] steps (default 3)."""
-    folder = os.path.join(DATA, name)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    for rank in range(world):
-        write_rank(os.path.join(folder, f"rank_{rank:05d}.h5"), rank, world,
-                   steps=(steps or {}).get(rank, 3), nan_at=nan_by_rank.get(rank, ()))
-    return folder
+    """A fresh run folder under the test data folder (tests/data/run_folder.py)."""
+    return write_run(os.path.join(DATA, name), nan_by_rank, world, steps)
 
 
 def write_shards(source, count, prefix="shard"):
