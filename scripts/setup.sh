@@ -22,7 +22,8 @@ install_debian_packages() {
     libhwy-dev  # Highway: the CPU kernels' per-instruction-set vector code
     xvfb xauth
     clang-14 libclang-rt-14-dev ccache  # clang: the libFuzzer build of scripts/fuzz.sh
-    clang-format-14)  # the format_check test
+    clang-format-14  # the format_check test
+    slurm-wlm munge)  # the slurm-labelled test: a local one-node Slurm (tests/slurm)
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
