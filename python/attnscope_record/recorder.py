@@ -12,6 +12,11 @@ recomputation; it is matched to its original call, which gets its gradients, and
 case of its own. A forward call after backward has delivered gradients for calls of the step
 starts the next micro-batch (gradient accumulation). Calls made by torch.compile'd code reach
 the recorder through compiled.py's custom ops (_compiled_call).
+
+Under torch.distributed (distributed.py), checked at the first write: each rank writes its own
+file FOLDER/rank_{R:05d}.h5 in the run folder FOLDER = path less ".h5". With sync=, the ranks agree
+at the end of each step, through the process group's store and without a collective, whether
+any rank saw a non-finite value; if so every rank writes the step's selected calls.
 """
 import atexit
 import contextlib
@@ -20,14 +25,14 @@ import inspect
 
 import torch
 
-from . import compiled, dropout, hooks
+from . import compiled, distributed, dropout, hooks
 from .arguments import SDPA_SIGNATURE, bind_recorded
 from .capture import PendingCall, warn
 from .finish import case_contents
 from .hooks_flash_attn import FLASH_ATTN_HOOKS
 from .hooks_flex import FLEX_HOOK
 from .hooks_xformers import XFORMERS_HOOK
-from .selection import CallInfo, Selection
+from .selection import CallInfo, Selection, nonfinite
 from .spec import Unrecordable, read_custom, read_sdpa
 from .writer import DumpWriter, RecordingError, group_path
 
@@ -54,19 +59,34 @@ def attention(fn):
 class Recorder:
     """Records selected attention calls into an attnscope dump (HDF5, schema 1.1).
 
-    path: dump file (created at the first write, truncated if it exists).
+    path: dump file (created at the first write, truncated if it exists); when a
+      torch.distributed process group is initialised at the first write, the run folder of one
+      file per rank, FOLDER/rank_{R:05d}.h5 (FOLDER = path less a trailing ".h5"; distributed.py).
+      `self.path` is the file written.
     steps, layers: None (all), an int, ints, or callable(int) -> bool; layer = index of the
       attention call within its micro-batch (within the step when there is one). names:
       fnmatch globs on the calling module's name (needs model=). when: None, "nonfinite"
       (output or a gradient has NaN/Inf) or callable(call).
     budget_mb: bound on the file size; the case that would cross it stops the recording.
     model: an nn.Module whose submodule names label the calls ("encoder.layer.3.attention").
+    context_parallel: None or this rank's context-parallel shard, {"rank": r, "size": n,
+      "ranges": [[start, end], ...]} (token ranges of the full sequence it holds), written as
+      root attributes cp_rank, cp_size, cp_ranges; ValueError when malformed.
+    sync: None/False (off), True (30 s) or a timeout in seconds: under torch.distributed, at
+      the end of each step the ranks agree whether any of them saw a non-finite value in its
+      selected calls; if one did, every rank writes that step's selected calls, whatever its
+      when= says. A rank not heard from within the timeout: a warning, and this rank decides
+      by its own when=. Every rank must construct its Recorders with sync= in the same order.
     """
 
     def __init__(self, path, steps=None, layers=None, names=None, when=None, budget_mb=1024.0,
-                 model=None):
+                 model=None, context_parallel=None, sync=None):
         self.selection = Selection(steps, layers, names, when)
+        self._context_parallel = distributed.check_context_parallel(context_parallel)
+        seconds = distributed.sync_seconds(sync)
+        self._sync = None if seconds is None else distributed.StepSync(seconds)
         self._writer = DumpWriter(path, budget_mb * 2**20, on_queued=warn)
+        self._opened = False  # the file was placed (rank file or path) at the first write
         self._module_names = {}
         if model is not None:
             self._module_names = {id(m): n for n, m in model.named_modules() if n}
@@ -81,6 +101,7 @@ class Recorder:
         self._inside = False
         self._warned = set()  # keys given to _warn_once: (kind, ...)
         self._generation = 0  # changes with every step; hooks of older steps are ignored
+        self._synced = None  # generation of the last step the ranks agreed on (sync=)
         self._reset_counters(begun=False)
         atexit.register(self._close_writer)  # cases still queued are written at exit
 
@@ -337,6 +358,7 @@ class Recorder:
     # --- end of step: decide and write ------------------------------------------------------
     def _end_step(self):
         pending, self._pending = self._pending, []
+        every = self._any_rank_nonfinite(pending)
         several = self._micro > 0
         # Compiled calls that warned they are not recorded explain a step without calls.
         uncaptured = any(kind == "uncaptured" for kind, *_ in self._warned)
@@ -361,8 +383,9 @@ class Recorder:
                     warn(f"step {info.step} call {info.call_index}: {', '.join(changed)} "
                          "changed in place after the call; the call is not written")
                     continue
-                if not self.selection.keeps(call):
+                if not every and not self.selection.keeps(call):
                     continue
+                self._open_file()
                 arrays, attrs = case_contents(call, where, self._writer)
                 self.written.append(self._writer.write(where, arrays, attrs))
             except RecordingError as error:
@@ -370,3 +393,41 @@ class Recorder:
             except Exception as error:
                 self._stop(f"cannot write step {info.step} call {info.call_index} to "
                            f"{self.path}: {error!r}")
+
+    def _any_rank_nonfinite(self, pending) -> bool:
+        """sync=: whether some rank saw a non-finite value in its selected calls of the step
+        ending now (then every selected call is written). Agreed once per step, for steps that
+        steps= selects and that began or made calls; False without sync=, without a process
+        group (warned once) or when the ranks are not all heard from (warned)."""
+        ended = self._begun or self._calls > 0
+        if (self._sync is None or not ended or self._synced == self._generation
+                or not self.selection.selects_step(self._step)):
+            return False
+        self._synced = self._generation
+        identity = distributed.current_rank()
+        if identity is None:
+            self._warn_once(("sync",), "sync= needs an initialised torch.distributed process "
+                            "group and there is none: ignored")
+            return False
+        try:
+            flag = any(nonfinite(c) for c in pending if not c.modified_in_place())
+        except Exception as error:  # still publish, so that the other ranks do not wait
+            self._stop(f"cannot check step {self._step} for non-finite values: {error!r}")
+            flag = False
+        return self._sync.any_rank(self._step, identity, flag, warn)
+
+    def _open_file(self):
+        """At the first write: places the dump, under torch.distributed in this rank's file of
+        the run folder with the rank's root attributes (distributed.py)."""
+        if self._opened:
+            return
+        self._opened = True
+        identity = distributed.current_rank()
+        if identity is not None:
+            try:
+                self.path = distributed.rank_file(self._writer.path, identity.rank)
+            except OSError as error:
+                raise RecordingError(f"cannot create the run folder of {self._writer.path}: "
+                                     f"{error}; hint: check that it is writable") from error
+            self._writer.path = self.path
+        self._writer.root_attrs = distributed.root_attributes(identity, self._context_parallel)

@@ -1,7 +1,8 @@
 """Writes finished calls as schema-1.1 cases into one HDF5 file: /step_NNNNNN/layer_MM, or
 /step_NNNNNN/micro_KK/layer_MM when the step had several micro-batches. The file root carries
 the schema version (attnscope_schema = 1, attnscope_schema_minor = 1, as attnscope's own
-writer) and writer.
+writer), writer and the DumpWriter's root_attrs (under torch.distributed: the rank's identity,
+distributed.py).
 
 The file is created (truncated) at the first write and reopened in append mode for each
 later flush, so it is a complete, readable dump between steps even if the run dies. A size
@@ -75,8 +76,10 @@ def _busy(error: OSError) -> bool:
 
 class DumpWriter:
     def __init__(self, path, budget_bytes: int, on_queued=None):
-        """on_queued(message): told once when cases start waiting for the file."""
+        """on_queued(message): told once when cases start waiting for the file. path and
+        root_attrs (more attributes of the file root) may change until the first write."""
         self.path = os.fspath(path)
+        self.root_attrs = {}
         self.budget = int(budget_bytes)
         self.used = 0
         self.cases = 0
@@ -157,6 +160,7 @@ class DumpWriter:
                 if create:
                     f.attrs["attnscope_schema"], f.attrs["attnscope_schema_minor"] = SCHEMA_VERSION
                     f.attrs["writer"] = WRITER
+                    f.attrs.update(self.root_attrs)
                 if path == self.path:
                     self._created = True
                 if where in f:
