@@ -125,7 +125,7 @@ class TableReport : public ScanReport {
     out_ << t.total << " case" << (t.total == 1 ? "" : "s") << " scanned in " << timing << ": "
          << totals_[0] << " errors, " << totals_[1] << " warnings, " << totals_[2] << " info\n";
     if (!t.skipped.empty()) {
-      out_ << t.skipped.size() << (t.skipped.size() == 1 ? " case or dump" : " cases or dumps")
+      out_ << t.skipped.size() << " case" << (t.skipped.size() == 1 ? "" : "s")
            << " skipped, data unreadable:";
       for (const SkippedCase& c : t.skipped) out_ << " " << c.path;
       out_ << "\n";
