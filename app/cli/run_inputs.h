@@ -1,7 +1,7 @@
 // The dumps a command reads: one FILE, or every dump of a run folder (core/io/run_folder.h).
-// A folder's dumps are taken in order of the rank in their names ("rank_N", "rankN",
-// "rank-N", as the recorder writes them), then the others by path; each dump's rank is its
-// rank attribute, else the one in its name, else its position in that order.
+// A folder's dumps are taken in order_run_dumps() order (the rank in their names, "rank_N",
+// "rankN", "rank-N" as the recorder writes them, then the others by path); each dump's rank is
+// its rank attribute, else the one in its name, else its position in that order.
 #pragma once
 
 #include <cstdint>

@@ -191,7 +191,11 @@ void AnalysisController::refresh() {
   const std::string casePath = context_->casePath().toStdString();
   const std::string summaryKey = this->summaryKey();
   if (summaryKey != summaryKey_) startSummary(summaryKey);
-  const std::string seriesKey = file + "|" + settingsKey(s);
+  std::string seriesFiles;  // the selected file, or every open rank of its run folder
+  for (int f : context_->runFiles(context_->fileIndex())) {
+    seriesFiles += context_->file(f).reader->path() + "|";
+  }
+  const std::string seriesKey = seriesFiles + settingsKey(s);
   if (seriesKey != seriesKey_) startSeries(seriesKey);
   const std::string sweepKey = file + "|" + casePath + "|" +
                                std::to_string(fill_key(s.run.mask_fill)) + "|" +
@@ -237,18 +241,39 @@ struct AnalysisController::SeriesProgress {
 
 void AnalysisController::startSeries(const std::string& key) {
   seriesKey_ = key;
-  const auto caseCache = context_->cases();
-  const DumpReader* reader = caseCache->reader().get();
   auto progress = std::make_shared<SeriesProgress>();
   SeriesResult& init = progress->result;
-  std::vector<CaseInfo> cases;
-  for (const CaseInfo& c : reader->cases()) {
-    if (!c.config.step) continue;
-    cases.push_back(c);
-    init.cases.push_back(
-        {c.path, *c.config.step, c.config.layer.value_or(0), SeriesState::pending, {}, {}});
+  // The cases to analyse, each with the case cache of its file.
+  struct Work {
+    std::shared_ptr<CaseCache> cache;
+    std::string path;
+  };
+  std::vector<Work> cases;
+  std::vector<SeriesCase> unreadable;
+  std::vector<int64_t> ranks;
+  for (int f : context_->runFiles(context_->fileIndex())) {
+    const OpenDump& file = context_->file(f);
+    const DumpReader& reader = *file.cases->reader();
+    const int64_t rank = file.run.folder.isEmpty() ? -1 : file.run.rank;
+    if (rank >= 0) ranks.push_back(rank);
+    for (const CaseInfo& c : reader.cases()) {
+      if (!c.config.step) continue;
+      cases.push_back({file.cases, c.path});
+      init.cases.push_back({c.path,
+                            *c.config.step,
+                            c.config.layer.value_or(0),
+                            SeriesState::pending,
+                            {},
+                            {},
+                            f,
+                            rank});
+    }
+    for (SeriesCase& c : unreadableCases(reader)) {
+      c.file = f;
+      c.rank = rank;
+      unreadable.push_back(std::move(c));
+    }
   }
-  std::vector<SeriesCase> unreadable = unreadableCases(*reader);
   if (cases.size() + unreadable.size() < 2) {
     seriesProgress_.reset();
     series_.reset();
@@ -264,6 +289,7 @@ void AnalysisController::startSeries(const std::string& key) {
   }
   init.steps = distinct(steps);
   init.layers = distinct(layers);
+  init.ranks = distinct(ranks);
   seriesProgress_ = progress;
   series_ = std::make_shared<const SeriesResult>(init);
   emit seriesChanged();
@@ -271,7 +297,7 @@ void AnalysisController::startSeries(const std::string& key) {
   const SummarySettings s = summarySettings();
   counters_->seriesTotal.store(total);
   seriesRunner_->submit<SeriesResult>(
-      [caseCache, cases, s, total, progress, counters = counters_](
+      [cases, s, total, progress, counters = counters_](
           const TaskControl& control, QString*) -> std::shared_ptr<const SeriesResult> {
         const RunningGuard running(counters->running);
         SummarySettings settings = s;
@@ -282,7 +308,7 @@ void AnalysisController::startSeries(const std::string& key) {
           if (control.stale()) return nullptr;
           // Keep::no: a walk over every case must not push the one on screen out of the cache.
           Result<std::shared_ptr<const CaseData>> data =
-              caseCache->get(cases[i].path, CaseCache::Keep::no);
+              cases[i].cache->get(cases[i].path, CaseCache::Keep::no);
           Result<HeadMetrics> m = data ? case_metrics(**data, settings) : data.error();
           if (control.stale()) return nullptr;
           ++counters->casesAnalysed;

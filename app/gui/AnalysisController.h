@@ -1,6 +1,7 @@
 // Case-level background computations behind the findings list, the overview heatmaps, the
 // timeline and the sweep view: the case summary (analyze_case at the current settings), the
-// metrics of every (step, layer) case of the file, and the softmax-scale sweep. Each runs on
+// metrics of every (step, layer) case of the file (of every rank's file for a run folder), and
+// the softmax-scale sweep. Each runs on
 // its own TaskRunner (latest wins, progress, cancel) and only when its inputs changed; the
 // sweep only while enabled (its dock is visible). Every job polls its TaskControl between units
 // (cases, analysis phases, sweep runs), so a cancel or a newer request stops the CPU work
@@ -25,9 +26,10 @@ class DumpReader;
 class SessionContext;
 class TaskRunner;
 
-// Metrics of each case of a file that carries step / layer attributes. Cases fill in as the
-// series job finishes them (pending until then); a case that cannot be read or computed (or a
-// group the reader rejected or found broken) is an error with its message.
+// Metrics of each case of a file that carries step / layer attributes, or of every rank's file
+// of a run folder. Cases fill in as the series job finishes them (pending until then); a case
+// that cannot be read or computed (or a group the reader rejected or found broken) is an error
+// with its message.
 enum class SeriesState : uint8_t { pending, done, error };
 struct SeriesCase {
   std::string path;
@@ -35,10 +37,14 @@ struct SeriesCase {
   SeriesState state = SeriesState::pending;
   double metrics[kMetricCount] = {};  // HeadMetrics::aggregate per Metric (done)
   std::string error;                  // why (error)
+  int file = -1;                      // the open file (SessionContext) it is a case of
+  int64_t rank = -1;                  // that file's rank in its run folder; -1 on its own
 };
 struct SeriesResult {
-  std::vector<SeriesCase> cases;       // in file order (step, then layer), then unreadable ones
+  // In file order (rank, then step, then layer), then unreadable ones.
+  std::vector<SeriesCase> cases;
   std::vector<int64_t> steps, layers;  // distinct values, ascending
+  std::vector<int64_t> ranks;          // distinct ranks of a run folder; empty for one file
   int done = 0;                        // cases no longer pending
 };
 

@@ -39,8 +39,11 @@ struct Parser {
     parser.addHelpOption();
     parser.addOptions(
         {precision, mode, scale, batch, head, matrix, screenshot, stepper, probeTimeout});
-    parser.addPositionalArgument("FILE[::CASE]", "Dump files to open; ::CASE selects a case.",
-                                 "[FILE[::CASE]...]");
+    parser.addPositionalArgument(
+        "FILE[::CASE]",
+        "Dump files or run folders (every dump in it, one per rank) to open; ::CASE selects a "
+        "case.",
+        "[FILE[::CASE]...]");
   }
 };
 

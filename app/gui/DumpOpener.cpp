@@ -8,6 +8,7 @@
 #include "app/gui/SessionContext.h"
 #include "app/gui/TaskRunner.h"
 #include "core/io/dump_probe.h"
+#include "core/io/run_folder.h"
 
 namespace attnscope {
 namespace {
@@ -32,7 +33,44 @@ DumpOpener::DumpOpener(SessionContext* context, QObject* parent)
 }
 
 void DumpOpener::open(const QString& path, Done done) {
-  queue_.push_back({path, std::move(done)});
+  if (is_directory(QFile::encodeName(path).toStdString())) {
+    openRun(path, std::move(done));
+    return;
+  }
+  queue_.push_back({path, {}, -1, std::move(done)});
+  reportBusy();
+  if (!current_) next();
+}
+
+void DumpOpener::openRun(const QString& folder, Done done) {
+  const Result<std::vector<std::string>> files =
+      list_run_dumps(QFile::encodeName(folder).toStdString());
+  if (!files) {
+    emit failed(tr("Cannot open %1").arg(QFileInfo(folder).fileName()),
+                QString::fromStdString(files.error().message),
+                QString::fromStdString(files.error().hint));
+    if (done) done(-1);
+    return;
+  }
+  // Shared by the ranks' callbacks: `done` gets the lowest rank opened after the last one.
+  struct Pending {
+    size_t left = 0;
+    int first = -1;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = files->size();
+  const QString run = QFileInfo(folder).absoluteFilePath();
+  for (const RunDump& dump : order_run_dumps(*files)) {
+    const auto rankDone = [this, pending, done](int index) {
+      if (index >= 0 && (pending->first < 0 || context_->file(index).run.rank <
+                                                   context_->file(pending->first).run.rank)) {
+        pending->first = index;
+      }
+      if (--pending->left == 0 && done) done(pending->first);
+    };
+    queue_.push_back(
+        {QFile::decodeName(QByteArray::fromStdString(dump.path)), run, dump.rank, rankDone});
+  }
   reportBusy();
   if (!current_) next();
 }
@@ -46,6 +84,7 @@ void DumpOpener::next() {
       return;  // finish() went on with the queue
     }
     const QString path = current_->path;
+    const RunMember run{current_->run, current_->rank, {}};
     emit started(path);
     const std::string file = QFile::encodeName(path).toStdString();
     runner_->submit<Opened>(
@@ -61,7 +100,7 @@ void DumpOpener::next() {
           }
           return out;
         },
-        [this, path](std::shared_ptr<const Opened> opened) {
+        [this, path, run](std::shared_ptr<const Opened> opened) {
           if (!opened->reader) {
             emit failed(tr("Cannot open %1").arg(QFileInfo(path).fileName()),
                         QString::fromStdString(opened->error.message),
@@ -69,7 +108,13 @@ void DumpOpener::next() {
             finish(-1);
             return;
           }
-          finish(context_->adoptFile(path, opened->reader));
+          RunMember member = run;
+          if (!member.folder.isEmpty()) {  // the rank attribute wins over the name's
+            const RankIdentity& id = opened->reader->rank_identity();
+            if (id.rank >= 0) member.rank = id.rank;
+            member.host = QString::fromStdString(id.host);
+          }
+          finish(context_->adoptFile(path, opened->reader, member));
         });
   }
 }

@@ -228,6 +228,11 @@ void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open…"), browser_, &DumpBrowserPanel::openWithDialog);
   open->setShortcut(QKeySequence::Open);
+  QAction* openFolder =
+      file->addAction(tr("Open &Folder…"), browser_, &DumpBrowserPanel::openFolderWithDialog);
+  openFolder->setObjectName(QStringLiteral("openFolderAction"));
+  openFolder->setToolTip(tr("Open every dump of a run folder (one per rank) as one run"));
+  openFolder->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   file->addMenu(browser_->recentMenu());
   QAction* exportAction = file->addAction(tr("&Export view…"), this, &MainWindow::exportWithDialog);
   exportAction->setObjectName(QStringLiteral("exportAction"));

@@ -79,8 +79,9 @@ class MainWindow : public QMainWindow {
 
   // Opens FILE in the background (DumpOpener: requests run in order, the status bar shows
   // "opening FILE…" with a cancel) and then selects CASE (when none is named: the case last
-  // shown according to the dump's sidecar session, else the first case). `done` gets false
-  // after the error was reported (unreadable file, unknown case) or when the open was cancelled.
+  // shown according to the dump's sidecar session, else the first case). A run folder opens
+  // every dump in it and selects in its lowest rank. `done` gets false after the error was
+  // reported (unreadable file, unknown case) or when the open was cancelled.
   void open(const OpenTarget& target, std::function<void(bool ok)> done = {});
   // open() and wait for its outcome while the event loop runs (scripts, tests, the bench).
   bool openTarget(const OpenTarget& target);

@@ -46,6 +46,18 @@ int SessionContext::indexOfFile(const QString& path) const {
   return -1;
 }
 
+std::vector<int> SessionContext::runFiles(int index) const {
+  const QString& folder = file(index).run.folder;
+  if (folder.isEmpty()) return {index};
+  std::vector<int> out;
+  for (int i = 0; i < fileCount(); ++i) {
+    if (file(i).run.folder == folder) out.push_back(i);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [this](int a, int b) { return file(a).run.rank < file(b).run.rank; });
+  return out;
+}
+
 int SessionContext::openFile(const QString& path) {
   const int existing = indexOfFile(path);
   if (existing >= 0) return existing;
@@ -60,12 +72,13 @@ int SessionContext::openFile(const QString& path) {
   return adoptFile(path, std::make_shared<const DumpReader>(std::move(reader).value()));
 }
 
-int SessionContext::adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader) {
+int SessionContext::adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader,
+                              const RunMember& run) {
   const int existing = indexOfFile(path);
   if (existing >= 0) return existing;
   auto cases = std::make_shared<CaseCache>(reader);
-  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader), std::move(cases)});
-  rememberRecent(files_.back().path);
+  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader), std::move(cases), run});
+  rememberRecent(run.folder.isEmpty() ? files_.back().path : run.folder);
   emit filesChanged();
   return static_cast<int>(files_.size()) - 1;
 }

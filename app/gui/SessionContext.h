@@ -73,10 +73,20 @@ FocusTarget findingFocus(const Finding& finding);
 // the tensor (q, k, v, mask, ...).
 std::optional<RegionRequest> focusRegion(const FocusTarget& target, const CaseDims& dims);
 
+// Which rank of a run folder an open dump is (core/io/run_folder.h): the folder (absolute;
+// empty for a dump opened on its own), its rank (the rank attribute, else the rank in its name,
+// else its place in the folder) and the host that wrote it (empty when the dump does not say).
+struct RunMember {
+  QString folder;
+  int64_t rank = -1;
+  QString host;
+};
+
 struct OpenDump {
   QString path;
   std::shared_ptr<const DumpReader> reader;
   std::shared_ptr<CaseCache> cases;  // the reader's cases, read once for every consumer
+  RunMember run;
 };
 
 class SessionContext : public QObject {
@@ -88,9 +98,11 @@ class SessionContext : public QObject {
   // Opens a dump (or returns the index of the already open one); -1 after emitting
   // errorRaised with the reader's message and hint.
   int openFile(const QString& path);
-  // Adds a dump already opened elsewhere (DumpOpener's background job) and returns its index
-  // (the existing one when the path is already open).
-  int adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader);
+  // Adds a dump already opened elsewhere (DumpOpener's background job), as a rank of `run`
+  // when it names a folder, and returns its index (the existing one when the path is already
+  // open). Recent files remember a rank's folder rather than the dump.
+  int adoptFile(const QString& path, std::shared_ptr<const DumpReader> reader,
+                const RunMember& run = {});
   // Replaces the reader of open file `index` by `reader`, a later open of the same file that
   // lists more cases (a training run still recording, DumpWatcher): a new case cache, the
   // selection kept; emits filesChanged then casesAdded with the new case paths.
@@ -98,6 +110,9 @@ class SessionContext : public QObject {
   int fileCount() const { return static_cast<int>(files_.size()); }
   const OpenDump& file(int index) const { return files_[static_cast<size_t>(index)]; }
   int indexOfFile(const QString& path) const;
+  // The open files of the run folder file `index` belongs to, by rank (then index); just
+  // {index} for a dump opened on its own.
+  std::vector<int> runFiles(int index) const;
   QStringList recentFiles() const;
 
   // Selects a case by group path; false (selection unchanged) when the file has no such case.

@@ -1,6 +1,7 @@
 // Tree of open dumps and their cases (see DumpBrowserPanel.h).
 #include "app/panels/DumpBrowserPanel.h"
 
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -77,6 +79,30 @@ bool isCase(const QTreeWidgetItem* item) {
   return item->data(0, kCaseRole).isValid();
 }
 
+// Whether `item` is the row of open file `fileIndex` (a file, or a rank of a run folder).
+bool isFileRow(const QTreeWidgetItem* item, int fileIndex) {
+  const QVariant file = item->data(0, kFileRole);
+  return !isCase(item) && file.isValid() && file.toInt() == fileIndex;
+}
+
+// "series.h5"; a rank of a run folder: "rank 1 (node-b, rank_00001.h5)".
+QString fileLabel(const OpenDump& dump) {
+  const QString name = QFileInfo(dump.path).fileName();
+  if (dump.run.folder.isEmpty()) return name;
+  const QString file = QDir(dump.run.folder).relativeFilePath(dump.path);
+  return DumpBrowserPanel::tr("rank %1 (%2)")
+      .arg(dump.run.rank)
+      .arg(dump.run.host.isEmpty() ? file : dump.run.host + QStringLiteral(", ") + file);
+}
+
+// Expands `item` and every group below it (run, ranks, file, steps), not the cases.
+void expandGroups(QTreeWidgetItem* item) {
+  item->setExpanded(true);
+  for (int i = 0; i < item->childCount(); ++i) {
+    if (!isCase(item->child(i))) expandGroups(item->child(i));
+  }
+}
+
 // Shows items matching `text` (and their ancestors); returns whether anything under `item` shows.
 bool filterItem(QTreeWidgetItem* item, const QString& text) {
   if (isCase(item)) {
@@ -103,7 +129,8 @@ DumpBrowserPanel::DumpBrowserPanel(SessionContext* context, ScanController* scan
   filter_->setClearButtonEnabled(true);
   auto* open = new QToolButton(this);
   open->setText(tr("Open…"));
-  open->setToolTip(tr("Open dump files (Ctrl+O); or drop them here"));
+  open->setToolTip(
+      tr("Open dump files (Ctrl+O) or a run folder (Ctrl+Shift+O); or drop them here"));
   recentMenu_ = new QMenu(tr("Open &Recent"), this);
   open->setMenu(recentMenu_);
   open->setPopupMode(QToolButton::MenuButtonPopup);
@@ -148,6 +175,11 @@ void DumpBrowserPanel::openWithDialog() {
   openFiles(paths);
 }
 
+void DumpBrowserPanel::openFolderWithDialog() {
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("Open run folder"));
+  if (!folder.isEmpty()) openFiles({folder});
+}
+
 void DumpBrowserPanel::openFiles(const QStringList& paths) {
   if (!paths.isEmpty()) emit openRequested(paths);
 }
@@ -163,12 +195,22 @@ void DumpBrowserPanel::rebuild() {
   const QSignalBlocker block(tree_);
   tree_->setUpdatesEnabled(false);
   tree_->clear();
-  QList<QTreeWidgetItem*> files;
-  for (int f = 0; f < context_->fileCount(); ++f) files << fileItem(f);
-  tree_->addTopLevelItems(files);
-  for (QTreeWidgetItem* file : files) {
-    file->setExpanded(true);
-    for (int i = 0; i < file->childCount(); ++i) file->child(i)->setExpanded(true);
+  QList<QTreeWidgetItem*> tops;
+  std::set<QString> runs;  // run folders listed
+  for (int f = 0; f < context_->fileCount(); ++f) {
+    const QString& run = context_->file(f).run.folder;
+    if (run.isEmpty()) {
+      tops << fileItem(f);
+    } else if (runs.insert(run).second) {
+      tops << runItem(f);
+    }
+  }
+  tree_->addTopLevelItems(tops);
+  for (QTreeWidgetItem* top : tops) {
+    expandGroups(top);
+    // A rank's "rank N (host, file)" takes the whole row (its counts are in its tooltip).
+    if (top->data(0, kFileRole).isValid()) continue;
+    for (int r = 0; r < top->childCount(); ++r) top->child(r)->setFirstColumnSpanned(true);
   }
   applyFilter();
   tree_->resizeColumnToContents(1);
@@ -183,18 +225,45 @@ void DumpBrowserPanel::rebuild() {
   }
   fitColumns();
   tree_->setUpdatesEnabled(true);
-  for (int f = 0; f < context_->fileCount(); ++f) showScan(context_->file(f).path);
+  for (QTreeWidgetItem* top : tops) showScanUnder(top);
   showCurrentCase();
+}
+
+QTreeWidgetItem* DumpBrowserPanel::runItem(int fileIndex) const {
+  const QString& folder = context_->file(fileIndex).run.folder;
+  auto* run = new QTreeWidgetItem(QStringList{QFileInfo(folder).fileName()});
+  run->setToolTip(0, tr("run folder %1").arg(folder));
+  run->setFlags(Qt::ItemIsEnabled);
+  const std::vector<int> ranks = context_->runFiles(fileIndex);
+  run->setText(1, tr("%n rank(s)", nullptr, static_cast<int>(ranks.size())));
+  QList<QTreeWidgetItem*> children;
+  for (int f : ranks) children << fileItem(f);
+  run->addChildren(children);
+  return run;
+}
+
+QTreeWidgetItem* DumpBrowserPanel::topItemOf(int fileIndex) const {
+  for (int i = 0; i < tree_->topLevelItemCount(); ++i) {
+    QTreeWidgetItem* top = tree_->topLevelItem(i);
+    if (isFileRow(top, fileIndex)) return top;
+    for (int r = 0; r < top->childCount(); ++r) {
+      if (isFileRow(top->child(r), fileIndex)) return top;
+    }
+  }
+  return nullptr;
 }
 
 QTreeWidgetItem* DumpBrowserPanel::fileItem(int fileIndex) const {
   const OpenDump& dump = context_->file(fileIndex);
-  auto* file = new QTreeWidgetItem(QStringList{QFileInfo(dump.path).fileName()});
+  auto* file = new QTreeWidgetItem(QStringList{fileLabel(dump)});
   file->setToolTip(0, dump.path);
   file->setData(0, kFileRole, fileIndex);
   file->setText(1, tr("%n case(s)", nullptr, static_cast<int>(dump.reader->cases().size())));
   if (!dump.reader->broken().empty()) {
     file->setText(2, tr("%n unreadable", nullptr, static_cast<int>(dump.reader->broken().size())));
+  }
+  if (!dump.run.folder.isEmpty()) {
+    file->setToolTip(0, QStringList{dump.path, file->text(1), file->text(2)}.join('\n').trimmed());
   }
   file->setFlags(Qt::ItemIsEnabled);
   QList<QTreeWidgetItem*> children;           // the file's children, in first-seen order
@@ -341,19 +410,25 @@ QString DumpBrowserPanel::caseStatus(int fileIndex, const QString& casePath) con
 
 void DumpBrowserPanel::showScan(const QString& file) {
   const int fileIndex = context_->indexOfFile(file);
-  QTreeWidgetItem* top = nullptr;
-  for (int i = 0; i < tree_->topLevelItemCount() && !top; ++i) {
-    if (tree_->topLevelItem(i)->data(0, kFileRole).toInt() == fileIndex) {
-      top = tree_->topLevelItem(i);
+  if (QTreeWidgetItem* top = fileIndex < 0 ? nullptr : topItemOf(fileIndex)) showScanUnder(top);
+}
+
+void DumpBrowserPanel::showScanUnder(QTreeWidgetItem* top) {
+  // The scan of each file below `top` (a run folder's ranks each have their own), by case path.
+  std::map<int, std::map<std::string, const ScannedCase*>> byFile;
+  std::vector<std::shared_ptr<const DumpScan>> scans;  // holds what byFile points into
+  const auto scanned = [&](int fileIndex, const std::string& path) -> const ScannedCase* {
+    auto [cases, added] = byFile.try_emplace(fileIndex);
+    if (added) {
+      if (auto scan = scans_->scan(context_->file(fileIndex).path)) {
+        for (const ScannedCase& c : scan->cases) cases->second[c.path] = &c;
+        scans.push_back(std::move(scan));
+      }
     }
-  }
-  if (fileIndex < 0 || top == nullptr) return;
-  const std::shared_ptr<const DumpScan> scan = scans_->scan(file);
-  std::map<std::string, const ScannedCase*> byPath;
-  if (scan) {
-    for (const ScannedCase& c : scan->cases) byPath[c.path] = &c;
-  }
-  // Depth first: a case's badge, then each step's and the file's worst badge below them.
+    const auto it = cases->second.find(path);
+    return it == cases->second.end() ? nullptr : it->second;
+  };
+  // Depth first: a case's badge, then each step's, file's and run's worst badge below them.
   struct Below {
     std::optional<Severity> worst;
     bool cases = false, pending = false;
@@ -375,8 +450,8 @@ void DumpBrowserPanel::showScan(const QString& file) {
       return below;
     }
     if (item->data(0, kBrokenRole).isValid()) return {};
-    const auto it = byPath.find(item->data(0, kCaseRole).toString().toStdString());
-    const ScannedCase* c = it == byPath.end() ? nullptr : it->second;
+    const ScannedCase* c = scanned(item->data(0, kFileRole).toInt(),
+                                   item->data(0, kCaseRole).toString().toStdString());
     QString status;
     Below below{std::nullopt, true, false};
     if (c == nullptr || c->state == ScanState::pending) {

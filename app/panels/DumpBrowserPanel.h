@@ -1,5 +1,6 @@
 // Dump browser dock: the open files and their cases as a tree (file -> step -> layer -> case,
-// or file -> case path), a filter box, Open..., recent files and drag & drop of dump files.
+// or file -> case path; a run folder shows as folder -> rank N -> ..., in rank order), a filter
+// box, Open..., Open Folder..., recent files and drag & drop of dump files and run folders.
 // Cases whose data cannot be read are listed greyed with their error as tooltip; selecting
 // one raises the error dialog instead of selecting it. Each case carries the badge of its
 // background scan (ScanController: worst severity, the counts and kinds in its tooltip), each
@@ -27,6 +28,8 @@ class DumpBrowserPanel : public QWidget {
 
   // Shows a file dialog and asks to open every chosen file.
   void openWithDialog();
+  // Shows a folder dialog and asks to open the chosen run folder (every dump in it).
+  void openFolderWithDialog();
   // Asks the window to open files (openRequested; the window opens them in the background).
   void openFiles(const QStringList& paths);
   // Menu of recently opened files (kept up to date; owned by the panel).
@@ -43,7 +46,7 @@ class DumpBrowserPanel : public QWidget {
   QString caseStatus(int fileIndex, const QString& casePath) const;
 
  signals:
-  // Files chosen in the dialog, the recent menu or dropped on the panel.
+  // Files or run folders chosen in a dialog, the recent menu or dropped on the panel.
   void openRequested(const QStringList& paths);
 
  protected:
@@ -54,11 +57,17 @@ class DumpBrowserPanel : public QWidget {
  private:
   void rebuild();
   QTreeWidgetItem* fileItem(int fileIndex) const;
+  // The run folder of open file `fileIndex` with a "rank N (host, file)" item per open rank.
+  QTreeWidgetItem* runItem(int fileIndex) const;
+  // The top-level item (file or run folder) that holds file `fileIndex`; null when none.
+  QTreeWidgetItem* topItemOf(int fileIndex) const;
   void applyFilter();
   void updateRecentMenu();
   void showCurrentCase();
   void onCurrentItemChanged(QTreeWidgetItem* item);
   void showScan(const QString& file);
+  // The scan badges of the cases under a top-level item and the worst below each group.
+  void showScanUnder(QTreeWidgetItem* top);
   // Hides the dtype, then the shape column when the case column would get too narrow.
   void fitColumns();
 

@@ -10,6 +10,7 @@
 #include <QToolButton>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 #include "app/export/SettingNames.h"
@@ -41,11 +42,29 @@ Annotation errorMarker(int row, int col) {
   return a;
 }
 
+// An outline around the rows of one rank of a run folder.
+Annotation rankBlock(int firstRow, int rows, int layers) {
+  Annotation a;
+  a.kind = AnnotationKind::box;
+  a.view = QStringLiteral("step x layer");
+  a.from = QPointF(-0.5, firstRow - 0.5);
+  a.to = QPointF(layers - 0.5, firstRow + rows - 0.5);
+  a.automatic = true;
+  return a;
+}
+
 int indexOf(const std::vector<int64_t>& v, int64_t x) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i] == x) return static_cast<int>(i);
   }
   return -1;
+}
+
+// The row of a case in the (step x layer) map: its step, under its rank's block for a run.
+int seriesRow(const SeriesResult& s, const SeriesCase& c) {
+  const int step = indexOf(s.steps, c.step);
+  if (s.ranks.empty()) return step;
+  return indexOf(s.ranks, c.rank) * static_cast<int>(s.steps.size()) + step;
 }
 
 }  // namespace
@@ -170,17 +189,18 @@ void OverviewPanel::showHeads() {
 
 void OverviewPanel::showSeries() {
   const auto s = analysis_->series();
-  AnnotationLayer* errorLayer = AnnotationLayer::of(seriesMap_);
+  AnnotationLayer* markerLayer = AnnotationLayer::of(seriesMap_);
   seriesErrors_.clear();
   if (!s || s->cases.empty()) {
     seriesMap_->clear();
-    errorLayer->setAnnotations({});
+    markerLayer->setAnnotations({});
     timeline_->clear();
     seriesNote_->setText(tr("(step x layer) overview: the file has no cases with step attributes"));
     return;
   }
   const int steps = static_cast<int>(s->steps.size()), layers = static_cast<int>(s->layers.size());
-  std::vector<float> cells(static_cast<size_t>(steps * layers), std::nanf(""));
+  const int rows = steps * std::max<int>(1, static_cast<int>(s->ranks.size()));
+  std::vector<float> cells(static_cast<size_t>(rows * layers), std::nanf(""));
   std::vector<bool> shown(cells.size(), false);  // a finished case's value (else grey)
   std::vector<RowSeries> lines(static_cast<size_t>(layers));
   for (int l = 0; l < layers; ++l) {
@@ -189,24 +209,34 @@ void OverviewPanel::showSeries() {
                                      kLineColors[l % 8]};
   }
   std::optional<MatrixWindow> current;
-  QList<Annotation> errorCells;
+  QList<Annotation> markers;       // rank blocks and error cells
+  QMap<double, QString> rankRows;  // "rank N" at the first row of its block
+  for (size_t k = 0; k < s->ranks.size(); ++k) {
+    markers << rankBlock(static_cast<int>(k) * steps, steps, layers);
+    rankRows[static_cast<double>(k) * steps] = tr("rank %1").arg(s->ranks[k]);
+  }
   for (const SeriesCase& c : s->cases) {
-    const int r = indexOf(s->steps, c.step), col = indexOf(s->layers, c.layer);
+    const int r = seriesRow(*s, c), col = indexOf(s->layers, c.layer);
     const size_t cell = static_cast<size_t>(r * layers + col);
+    // The timeline follows the selected file (one rank of a run).
+    const bool timeline = c.file == context_->fileIndex();
     if (c.state == SeriesState::done) {
       const auto value = static_cast<float>(c.metrics[static_cast<int>(metric_)]);
       cells[cell] = value;
       shown[cell] = true;
-      lines[static_cast<size_t>(col)].values[static_cast<size_t>(r)] = value;
+      if (timeline) {
+        lines[static_cast<size_t>(col)].values[static_cast<size_t>(indexOf(s->steps, c.step))] =
+            value;
+      }
     } else if (c.state == SeriesState::error) {
       seriesErrors_[{r, col}] = QString::fromStdString(c.path + ": " + c.error);
-      errorCells << errorMarker(r, col);
+      markers << errorMarker(r, col);
     }
-    if (QString::fromStdString(c.path) == context_->casePath()) {
+    if (timeline && QString::fromStdString(c.path) == context_->casePath()) {
       current = MatrixWindow{r, r + 1, col, col + 1};
     }
   }
-  MatrixGrid grid = dense_grid("step x layer", std::move(cells), steps, layers);
+  MatrixGrid grid = dense_grid("step x layer", std::move(cells), rows, layers);
   for (size_t e = 0; e < shown.size(); ++e) {  // pending and error cells: grey, not NaN
     if (shown[e]) continue;
     grid.counts.nan -= grid.cls[e] == CellClass::nan;
@@ -214,18 +244,26 @@ void OverviewPanel::showSeries() {
     ++grid.counts.masked;
   }
   seriesMap_->setGrid(std::make_shared<MatrixGrid>(std::move(grid)), true);
+  seriesMap_->setRowAxis(rankRows.isEmpty() ? tr("step") : tr("steps of each rank"), rankRows);
   seriesMap_->setStamp(QString::fromLatin1(metric_name(metric_)));
   seriesMap_->setHighlight(current);
-  errorLayer->setAnnotations(errorCells);
+  markerLayer->setAnnotations(markers);
   std::vector<double> x(s->steps.begin(), s->steps.end());
   timeline_->setXAxis(tr("training step"), x, false);
   timeline_->setData(tr("%1 per training step").arg(QString::fromLatin1(metric_name(metric_))),
                      lines, {});
   const int total = static_cast<int>(s->cases.size());
-  QString note = tr("%1 cases over %2 steps x %3 layers · rows: steps, columns: layers")
-                     .arg(total)
-                     .arg(steps)
-                     .arg(layers);
+  QString note = s->ranks.empty()
+                     ? tr("%1 cases over %2 steps x %3 layers · rows: steps, columns: layers")
+                           .arg(total)
+                           .arg(steps)
+                           .arg(layers)
+                     : tr("%1 cases of %2 ranks x %3 steps x %4 layers · rows: steps of each rank "
+                          "(outlined), columns: layers; timeline: the selected rank")
+                           .arg(total)
+                           .arg(s->ranks.size())
+                           .arg(steps)
+                           .arg(layers);
   if (s->done < total) note += tr(" · %1 of %2 analysed (grey: not yet)").arg(s->done).arg(total);
   if (!seriesErrors_.isEmpty()) {
     note += tr(" · %n case(s) could not be analysed (red, hover for why)", "",
@@ -248,9 +286,8 @@ void OverviewPanel::onSeriesClicked(int64_t row, int64_t col) {
   const auto s = analysis_->series();
   if (!s || row < 0 || col < 0) return;
   for (const SeriesCase& c : s->cases) {
-    if (c.step == s->steps[static_cast<size_t>(row)] &&
-        c.layer == s->layers[static_cast<size_t>(col)]) {
-      context_->selectCase(context_->fileIndex(), QString::fromStdString(c.path));
+    if (seriesRow(*s, c) == row && indexOf(s->layers, c.layer) == col) {
+      context_->selectCase(c.file, QString::fromStdString(c.path));
       return;
     }
   }

@@ -2,8 +2,10 @@
 // max, ||dQ||, ||dK||, ||dV||, ||(dQ,dK,dV)||) as a (batch x head) heatmap of the selected case
 // and, for dumps with step / layer attributes, a (step x layer) heatmap that fills in as cases
 // finish (grey until then; a case that cannot be analysed is a red "error" cell whose tooltip
-// says why) and a timeline plot (metric against step, one line per layer). Clicking a head cell
-// selects that head; clicking a (step, layer) cell opens that case. The current head and case are
+// says why) and a timeline plot (metric against step, one line per layer). For a run folder the
+// (step x layer) map has the steps of every rank, one outlined block of rows per rank, and the
+// timeline shows the selected rank. Clicking a head cell selects that head; clicking a
+// (step, layer) cell opens that case (of that rank). The current head and case are
 // outlined. While the case analyses run, a progress bar (cases of the whole-dump series) and Cancel
 // (Esc) show; after a cancel, Rescan restarts them.
 #pragma once

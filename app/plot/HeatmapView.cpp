@@ -33,6 +33,14 @@ int64_t endElement(double upper, int64_t size) {
   return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(upper + 0.5)), 1, size);
 }
 
+// Integer ticks of an index map: 1, 2, 5, 10... apart when dense.
+QSharedPointer<QCPAxisTicker> indexTicker() {
+  QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+  ticker->setTickStep(1.0);
+  ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  return ticker;
+}
+
 }  // namespace
 
 HeatmapView::HeatmapView(HeadView view, QWidget* parent)
@@ -83,14 +91,23 @@ HeatmapView::~HeatmapView() = default;
 
 void HeatmapView::setIndexMap() {
   for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
-    QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
-    ticker->setTickStep(1.0);
-    ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // 1, 2, 5, 10... when dense
-    axis->setTicker(ticker);
+    axis->setTicker(indexTicker());
     axis->setSubTicks(false);
   }
   histogram_->setVisible(false);
   plot_->legend->setVisible(false);
+  requestReplot();
+}
+
+void HeatmapView::setRowAxis(const QString& label, const QMap<double, QString>& names) {
+  plot_->yAxis->setLabel(label);
+  if (names.isEmpty()) {
+    plot_->yAxis->setTicker(indexTicker());
+  } else {
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    ticker->setTicks(names);
+    plot_->yAxis->setTicker(ticker);
+  }
   requestReplot();
 }
 

@@ -5,6 +5,7 @@
 // of the backward stepper's current tile.
 #pragma once
 
+#include <QMap>
 #include <QWidget>
 #include <memory>
 #include <optional>
@@ -63,6 +64,9 @@ class HeatmapView : public QWidget {
   // For maps whose rows and columns are indices (batch x head, step x layer): integer ticks and
   // no range histogram or overlay legend (the panel says what its cell colours mean).
   void setIndexMap();
+  // The row axis of an index map: its label and, when given, names at some rows instead of the
+  // integer ticks ("rank 1" at the first row of that rank's block).
+  void setRowAxis(const QString& label, const QMap<double, QString>& names = {});
 
   // Title line drawn above the map and into exports (file, case, batch/head, settings).
   void setStamp(const QString& stamp);

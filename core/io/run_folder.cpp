@@ -1,9 +1,11 @@
-// Listing a run folder's dumps with std::filesystem (no file is opened here).
+// Listing a run folder's dumps with std::filesystem and ordering them by rank (no file is
+// opened here).
 #include "core/io/run_folder.h"
 
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <regex>
 #include <system_error>
 
 namespace attnscope {
@@ -53,6 +55,27 @@ Result<std::vector<std::string>> list_run_dumps(const std::string& dir) {
                       ".npz, .safetensors), in it or in its subfolders");
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<int64_t> rank_in_name(const std::string& path) {
+  static const std::regex pattern("rank[_-]?([0-9]{1,7})");
+  std::smatch m;
+  const std::string name = fs::path(path).filename().string();
+  if (!std::regex_search(name, m, pattern)) return std::nullopt;
+  return std::stoll(m[1].str());
+}
+
+std::vector<RunDump> order_run_dumps(const std::vector<std::string>& files) {
+  std::vector<std::pair<std::string, std::optional<int64_t>>> named;
+  for (const std::string& f : files) named.emplace_back(f, rank_in_name(f));
+  std::stable_sort(named.begin(), named.end(), [](const auto& a, const auto& b) {
+    return a.second && (!b.second || *a.second < *b.second);
+  });
+  std::vector<RunDump> out;
+  for (size_t n = 0; n < named.size(); ++n) {
+    out.push_back({named[n].first, named[n].second.value_or(static_cast<int64_t>(n))});
+  }
   return out;
 }
 

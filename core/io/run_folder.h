@@ -3,6 +3,8 @@
 // world_size, local_rank, host); a folder of dumps gathered by hand works the same way.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +19,19 @@ bool is_directory(const std::string& path);
 // start with '.'; its format is still told from its bytes when it is opened. Fails (io) naming
 // the folder when it cannot be read, or (not_found) when it holds no dump.
 Result<std::vector<std::string>> list_run_dumps(const std::string& dir);
+
+// 3 for ".../rank_00003.h5", "rank3.pt", "rank-3.npz"; nullopt without such a name.
+std::optional<int64_t> rank_in_name(const std::string& path);
+
+// A dump of a run folder and the rank it takes when it has no rank attribute.
+struct RunDump {
+  std::string path;
+  int64_t rank = 0;
+};
+
+// A run folder's dumps (list_run_dumps) in the order every reader of a run takes them: by the
+// rank in their names (rank_in_name), then the others by path. Each gets the rank in its name,
+// else its position in that order; a dump's rank attribute, when it has one, wins over both.
+std::vector<RunDump> order_run_dumps(const std::vector<std::string>& files);
 
 }  // namespace attnscope

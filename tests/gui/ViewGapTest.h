@@ -2,9 +2,9 @@
 // offscreen, label gui): view state saved for dumps never annotated (beside the dump, or in the
 // per-user data folder when its folder is read-only), a zoom per heatmap tab, the gradient-norm
 // metrics of the overviews, failed cases of the (step x layer) overview, greyed backends,
-// annotations on the row plot, .pt / .npz / .safetensors files opened in the window, and a dump
-// that grows while it is shown. Each slot
-// is one CTest test (gui.session.<slot>).
+// annotations on the row plot, .pt / .npz / .safetensors files opened in the window, a dump
+// that grows while it is shown, and a run folder opened as one run. Each slot is one CTest test
+// (gui.session.<slot>).
 #pragma once
 
 #include <QObject>
@@ -47,6 +47,10 @@ class ViewGapTest : public QObject {
 
   // LiveDumpTests.cpp
   void dump_recorded_while_open_fills_in();
+
+  // RunFolderTests.cpp
+  void run_folder_opens_as_one_run();
+  void dropped_run_folder_orders_ranks_by_attribute();
 
  private:
   QTemporaryDir settingsDir_;
