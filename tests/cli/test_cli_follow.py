@@ -1,7 +1,7 @@
 """`attnscope-cli scan --follow` on a dump a training run keeps recording into: attnscope_record
 writes step 0, then steps 1-3 (one with a NaN in q) while scan follows; the steps land in later JSON
-documents, in order (steps written close together may share a document: how many depends on the
-machine's speed), the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
+documents, in order, after the first scan's document of step 0 alone (steps written close together
+may share a document: how many depends on the machine's speed), the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
 import json
 import os
 import signal
@@ -30,6 +30,11 @@ def documents(text):
         out.append(doc)
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 class Follow(CliTestCase):
     def test_cli_scan_follow_scans_steps_as_the_recorder_writes_them(self):
         path = os.path.join(DATA, "follow", "run.h5")
@@ -46,13 +51,16 @@ class Follow(CliTestCase):
             follower = subprocess.Popen([CLI, "scan", path, "--follow", "--json"], stdout=out,
                                         stderr=err)
         try:
-            time.sleep(1.0)  # the first scan done and the watch set
+            # Steps 1-3 only once the first scan printed (a slow machine may take seconds).
+            deadline = time.time() + 120
+            while time.time() < deadline and not documents(read(out_path)):
+                self.assertIsNone(follower.poll(), "still following")
+                time.sleep(0.2)
             run.communicate("go\n", timeout=300)  # steps 1-3 while scan follows
             self.assertEqual(run.returncode, 0)
             deadline = time.time() + 60
             while time.time() < deadline:
-                with open(out_path) as f:
-                    docs = documents(f.read())
+                docs = documents(read(out_path))
                 if sum(len(d["cases"]) for d in docs) == 4:
                     break
                 time.sleep(0.2)
