@@ -1,9 +1,10 @@
 // The fp64 references, kernels/reference (reference_attention) and core/analysis/reference64
-// (streamed forward, per-group backward), against LibTorch fp64 autograd on every mask form a
-// replay meets, to 1e-12 relative: with BackwardP::saved against eager autograd
-// (torch_reference_attention) and against SDPA MATH (the torch-sdpa-math variant at fp64:
-// at::_scaled_dot_product_attention_math, _safe_softmax); with BackwardP::from_lse against
-// PyTorch's CPU flash kernel at fp64 (torch-flash-cpu: its forward and backward ops).
+// (blocked streamed forward, bit for bit the naive one; per-group backward), against LibTorch
+// fp64 autograd on every mask form a replay meets, to 1e-12 relative: with BackwardP::saved
+// against eager autograd (torch_reference_attention) and against SDPA MATH (the
+// torch-sdpa-math variant at fp64: at::_scaled_dot_product_attention_math, _safe_softmax); with
+// BackwardP::from_lse against PyTorch's CPU flash kernel at fp64 (torch-flash-cpu: its forward
+// and backward ops).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -303,6 +304,29 @@ TEST_P(MaskForm, reference64_from_lse_matches_cpu_flash_f64) {
   expect_match(ours, flash, flash_empty_rows(ours, flash));
 }
 
+// Bit for bit (NaN matches NaN): the streamed forward keeps the naive forward's order of every
+// sum, so the two agree exactly, on every block of query rows and every key tile.
+void expect_bit_identical(const std::vector<double>& a, const std::vector<double>& b,
+                          const char* name) {
+  ASSERT_EQ(a.size(), b.size()) << name;
+  int64_t differ = 0, first = -1;
+  for (size_t e = 0; e < a.size(); ++e) {
+    const bool same = std::isnan(a[e]) ? std::isnan(b[e])
+                                       : a[e] == b[e] && std::signbit(a[e]) == std::signbit(b[e]);
+    if (!same && differ++ == 0) first = static_cast<int64_t>(e);
+  }
+  EXPECT_EQ(differ, 0) << name << ": first at " << first << ": " << (first >= 0 ? a[first] : 0)
+                       << " vs " << (first >= 0 ? b[first] : 0);
+}
+
+TEST_P(MaskForm, reference64_streamed_forward_is_the_naive_forward_bit_for_bit) {
+  const CaseInputs in = make_inputs(GetParam());
+  const Reference64 streamed = compute_reference64(in, /*gradients=*/false, /*threads=*/2);
+  const Reference64 naive = compute_reference64(in, /*gradients=*/true, /*threads=*/1);
+  expect_bit_identical(streamed.o, naive.o, "o");
+  expect_bit_identical(streamed.lse, naive.lse, "lse");
+}
+
 constexpr CausalAlign kTopLeft = CausalAlign::top_left;
 constexpr CausalAlign kBottomRight = CausalAlign::bottom_right;
 
@@ -350,6 +374,19 @@ std::vector<Form> forms() {
           .masked(MaskKind::key_padding)
           .nan_k()
           .not_sdpa("SDPA adds the -inf mask, so a NaN key it hides still poisons the row"),
+      // Longer than one key tile (128 keys) and one block of query rows (64) of the streamed
+      // forward; a finite fill on rows that hide every key weighs the causal tail too.
+      Form("causal_top_left_sq150_sk300").dims(1, 2, 1, 150, 300, 16).causal(kTopLeft),
+      Form("causal_bottom_right_sq300_sk150_safe")
+          .dims(1, 2, 1, 300, 150, 16)
+          .causal(kBottomRight)
+          .fill(MaskFill::safe),
+      Form("causal_finfo_min_fill_fully_masked_rows_sq150_sk300")
+          .dims(1, 2, 1, 150, 300, 16)
+          .causal(kTopLeft)
+          .masked(MaskKind::full, true)
+          .fill(MaskFill::finfo_min)
+          .not_sdpa("SDPA takes a finite fill only as a float mask, added to the scores"),
       Form("dropout_keep_mask_bias").biased(BiasKind::normal).dropout(0.2),
       Form("dropout_keep_mask_gqa_causal_bottom_right")
           .dims(1, 4, 2, 17, 33, 16)
