@@ -2,6 +2,7 @@
 // unfused_stages.h). Rows are materialised in blocks of Br queries against all Sk keys.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -40,6 +41,18 @@ std::vector<UnfusedScratch> make_scratch(const AttnParams& prm, int threads) {
     w.l.resize(w.m.size());
   }
   return scratch;
+}
+
+// Chunks of the stages of one q tile when their work is spread over several workers: query
+// rows of the tile, and keys (whole kv tiles, so trace tiles never straddle two chunks).
+constexpr int64_t kRowChunk = 8;
+constexpr int64_t kKeyChunk = 4 * kTileCols;
+
+// fn(begin, end) for the chunks [begin, end) of [0, n), on up to `threads` workers.
+void for_chunks(int64_t n, int64_t chunk, int threads,
+                const std::function<void(int64_t begin, int64_t end)>& fn) {
+  parallel_for(tile_count(n, chunk), threads,
+               [&](int64_t c, int) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
 }
 
 }  // namespace
@@ -82,6 +95,10 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
 // dropout then round(dP * noise)), dS = round(P (dP - D)), g = unfused_score_grad,
 // dQ = round(g K), dK_h = round(g^T Q); then dK, dV = round(sum over the group of round(dK_h),
 // round(dV_h)). BackwardP is ignored: autograd of eager attention saves P.
+// With at least as many (batch, kv head) groups as workers each worker takes whole groups;
+// with fewer (one long head) the groups run one at a time and every stage of a q tile is split
+// over the workers, by query rows or by keys. gemm_tile sums each element in the same order
+// whatever block it is in, so both ways give the same bits.
 void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threads,
                       const CpuBackwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
                       const CancelPoll& cancel) {
@@ -89,17 +106,22 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
   const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows);
   const int64_t n_kv = tile_count(Sk, kTileCols);
-  const std::vector<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
-  const std::vector<float> vt = transpose_kv_tiles(in.v, prm.batch * Hk, Sk, Dv, threads);
-  std::vector<UnfusedScratch> scratch = make_scratch(prm, threads);
-  std::vector<std::vector<float>> dk_head(static_cast<size_t>(threads)), dv_head(dk_head.size());
+  const int64_t groups = prm.batch * Hk;
+  const int outer = groups >= threads ? threads : 1;  // workers over groups
+  const int inner = groups >= threads ? 1 : threads;  // workers within a q tile
+  const std::vector<float> kt = transpose_kv_tiles(in.k, groups, Sk, D, threads);
+  const std::vector<float> vt = transpose_kv_tiles(in.v, groups, Sk, Dv, threads);
+  std::vector<UnfusedScratch> scratch = make_scratch(prm, outer);
+  std::vector<std::vector<float>> dk_head(static_cast<size_t>(outer)), dv_head(dk_head.size());
 
-  parallel_for(prm.batch * Hk, threads, [&](int64_t bkv, int worker) {
+  parallel_for(groups, outer, [&](int64_t bkv, int worker) {
     UnfusedScratch& w = scratch[static_cast<size_t>(worker)];
     std::vector<float>& dk_h = dk_head[static_cast<size_t>(worker)];
     std::vector<float>& dv_h = dv_head[static_cast<size_t>(worker)];
     const int64_t b = bkv / Hk, kvh = bkv % Hk;
     const float* k = in.k + bkv * Sk * D;
+    const float* kt_g = kt.data() + bkv * n_kv * D * kTileCols;
+    const float* vt_g = vt.data() + bkv * n_kv * Dv * kTileCols;
     float* dk = out.dk + bkv * Sk * D;
     float* dv = out.dv + bkv * Sk * Dv;
     std::fill(dk, dk + Sk * D, 0.0f);
@@ -115,36 +137,66 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
         const ScoreTile t{i0, 0, std::min(kTileRows, Sq - i0), Sk, Sk};
         const float* q = in.q + row * D;
         const float* dout = in.dout + row * Dv;
-        unfused_scores(x, t, q, kt.data() + bkv * n_kv * D * kTileCols, w.s.data(), w.gf.data());
-        unfused_softmax(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data());
+        // Rows [r0, r1) of the tile: a row block of its own, at element offset r0 * Sk.
+        const auto rows_of = [&](int64_t r0, int64_t r1) {
+          return ScoreTile{i0 + r0, 0, r1 - r0, Sk, Sk};
+        };
+        for_chunks(t.rows, kRowChunk, inner, [&](int64_t r0, int64_t r1) {
+          const ScoreTile u = rows_of(r0, r1);
+          const int64_t e = r0 * Sk;
+          unfused_scores(x, u, q + r0 * D, kt_g, w.s.data() + e, w.gf.data() + e);
+          unfused_softmax(x, u, w.s.data() + e, w.p.data() + e, w.m.data() + r0, w.l.data() + r0);
+          unfused_dropout(x, u, w.p.data() + e, w.pd.data() + e);
+        });
         if (rec != nullptr) rec->rows_ready(bh, i0, t.rows, w.m.data(), w.l.data(), nullptr);
-        const float* pd = unfused_dropout(x, t, w.p.data(), w.pd.data());
-        gemm_tile(Sk, Dv, t.rows, pd, 1, Sk, dout, Dv, dv_h.data(), Dv, 1.0f, true);
-        times_transposed(t.rows, Sk, Dv, dout, vt.data() + bkv * n_kv * Dv * kTileCols,
-                         w.dp.data());
-        unfused_softmax_backward(x, t, w.p.data(), w.dp.data(), out.d + row, w.ds.data());
+        const float* pd = x.dropout ? w.pd.data() : w.p.data();
+        // dV_h by keys; dP and dS by rows.
+        const int64_t key_chunks = tile_count(Sk, kKeyChunk);
+        parallel_for(key_chunks + tile_count(t.rows, kRowChunk), inner, [&](int64_t item, int) {
+          if (item < key_chunks) {
+            const int64_t j0 = item * kKeyChunk, j1 = std::min(Sk, j0 + kKeyChunk);
+            gemm_tile(j1 - j0, Dv, t.rows, pd + j0, 1, Sk, dout, Dv, dv_h.data() + j0 * Dv, Dv,
+                      1.0f, true);
+            return;
+          }
+          const int64_t r0 = (item - key_chunks) * kRowChunk;
+          const ScoreTile u = rows_of(r0, std::min(t.rows, r0 + kRowChunk));
+          const int64_t e = r0 * Sk;
+          times_transposed(u.rows, Sk, Dv, dout + r0 * Dv, vt_g, w.dp.data() + e);
+          unfused_softmax_backward(x, u, w.p.data() + e, w.dp.data() + e, out.d + row + r0,
+                                   w.ds.data() + e);
+        });
         if (pooled != nullptr && b == pooled->head().b && h == pooled->head().h &&
             pooled->overlaps(t)) {
           pooled->add({t, w.s.data(), w.p.data(), w.dp.data(), w.ds.data()}, worker);
         }
         if (rec != nullptr) {
-          rec->backward_tile(x, t,
-                             {w.s.data(),
-                              w.p.data(),
-                              w.dp.data(),
-                              w.ds.data(),
-                              w.m.data(),
-                              w.l.data(),
-                              {},
-                              {},
-                              {}});
+          for_chunks(Sk, kKeyChunk, inner, [&](int64_t j0, int64_t j1) {
+            rec->backward_tile(x, {i0, j0, t.rows, j1 - j0, Sk},
+                               {w.s.data() + j0,
+                                w.p.data() + j0,
+                                w.dp.data() + j0,
+                                w.ds.data() + j0,
+                                w.m.data(),
+                                w.l.data(),
+                                {},
+                                {},
+                                {}});
+          });
         }
-        float* g = w.ds.data();
-        unfused_score_grad(x, t, w.gf.data(), g);
-        float* dq = out.dq + row * D;
-        gemm_tile(t.rows, D, Sk, g, Sk, 1, k, D, dq, D, 1.0f, false);
-        round_copy(x.precision, dq, dq, t.rows * D);
-        gemm_tile(Sk, D, t.rows, g, 1, Sk, q, D, dk_h.data(), D, 1.0f, true);
+        // g = dS in place, then dQ by rows and dK_h by keys.
+        for_chunks(t.rows, kRowChunk, inner, [&](int64_t r0, int64_t r1) {
+          const ScoreTile u = rows_of(r0, r1);
+          float* g = w.ds.data() + r0 * Sk;
+          unfused_score_grad(x, u, w.gf.data() + r0 * Sk, g);
+          float* dq = out.dq + (row + r0) * D;
+          gemm_tile(u.rows, D, Sk, g, Sk, 1, k, D, dq, D, 1.0f, false);
+          round_copy(x.precision, dq, dq, u.rows * D);
+        });
+        for_chunks(Sk, kKeyChunk, inner, [&](int64_t j0, int64_t j1) {
+          gemm_tile(j1 - j0, D, t.rows, w.ds.data() + j0, 1, Sk, q, D, dk_h.data() + j0 * D, D,
+                    1.0f, true);
+        });
       }
       add_rounded(x.precision, dk_h.data(), dk, Sk * D);
       add_rounded(x.precision, dv_h.data(), dv, Sk * Dv);

@@ -61,6 +61,20 @@ TEST(Determinism, unfused_gqa_causal_mask_bias_softcap_f16_threads_1_2_3_bit_ide
   expect_thread_count_independent(gqa_everything(Precision::f16), Mode::unfused);
 }
 
+// One head, dropout: the unfused backward splits each q tile's stages over the workers by
+// query rows (8 chunks per q tile) and by keys (3 chunks of whole kv tiles, the last short).
+TEST(Determinism, unfused_single_head_dropout_sq150_sk600_f16_threads_1_2_3_bit_identical) {
+  CaseConfig c;
+  c.sq = 150;
+  c.sk = 600;
+  c.d = 32;
+  c.causal = true;
+  c.dropout = true;
+  c.dropout_p = 0.2;
+  c.precision = Precision::f16;
+  expect_thread_count_independent(c, Mode::unfused);
+}
+
 // One head: the backward splits the kv tiles into chunks whose dQ partials are summed.
 TEST(Determinism, fused_single_head_chunked_dq_sq1000_sk1000_threads_1_2_3_bit_identical) {
   CaseConfig c;

@@ -128,17 +128,14 @@ TEST(TraceOnOff, outputs_bit_identical_with_dropout_and_from_lse_every_nonfinite
   }
 }
 
-TEST(TraceOnOff, trace_is_thread_count_independent) {
+// Fused and unfused (whose one-head backward splits its stages over the workers).
+TEST(TraceOnOff, trace_is_thread_count_independent_fused_unfused) {
   CaseConfig c;
   c.heads = c.kv_heads = 1;
   c.sq = c.sk = 400;
   c.causal = true;
   TestCase t = make_case(c);
   t.k[static_cast<size_t>(300 * c.d)] = kNaN;
-  CpuTrace one, three;
-  run_cpu_traced(t, Mode::fused, &one, 1);
-  run_cpu_traced(t, Mode::fused, &three, 3);
-  ASSERT_EQ(one.backward.tiles.size(), three.backward.tiles.size());
   const auto counts = [](const TileStats& t) {
     std::vector<int64_t> c{t.masked, t.computed};
     for (const NonfiniteCount& n : {t.s, t.p, t.acc, t.dp, t.ds, t.dq, t.dk, t.dv}) {
@@ -146,16 +143,23 @@ TEST(TraceOnOff, trace_is_thread_count_independent) {
     }
     return c;
   };
-  for (size_t i = 0; i < one.backward.tiles.size(); ++i) {
-    const TileStats &a = one.backward.tiles[i], &b = three.backward.tiles[i];
-    EXPECT_EQ(counts(a), counts(b)) << "tile " << i;
-    EXPECT_EQ(a.max_abs_s, b.max_abs_s) << "tile " << i;
-    EXPECT_EQ(a.max_exp_arg, b.max_exp_arg) << "tile " << i;
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    SCOPED_TRACE(mode == Mode::fused ? "fused" : "unfused");
+    CpuTrace one, three;
+    run_cpu_traced(t, mode, &one, 1);
+    run_cpu_traced(t, mode, &three, 3);
+    ASSERT_EQ(one.backward.tiles.size(), three.backward.tiles.size());
+    for (size_t i = 0; i < one.backward.tiles.size(); ++i) {
+      const TileStats &a = one.backward.tiles[i], &b = three.backward.tiles[i];
+      EXPECT_EQ(counts(a), counts(b)) << "tile " << i;
+      EXPECT_EQ(a.max_abs_s, b.max_abs_s) << "tile " << i;
+      EXPECT_EQ(a.max_exp_arg, b.max_exp_arg) << "tile " << i;
+    }
+    EXPECT_EQ(one.backward.dq_provenance, three.backward.dq_provenance);
+    EXPECT_EQ(one.backward.dk_provenance, three.backward.dk_provenance);
+    EXPECT_TRUE(std::memcmp(one.backward.dq_head_norm.data(), three.backward.dq_head_norm.data(),
+                            sizeof(double)) == 0);
   }
-  EXPECT_EQ(one.backward.dq_provenance, three.backward.dq_provenance);
-  EXPECT_EQ(one.backward.dk_provenance, three.backward.dk_provenance);
-  EXPECT_TRUE(std::memcmp(one.backward.dq_head_norm.data(), three.backward.dq_head_norm.data(),
-                          sizeof(double)) == 0);
 }
 
 // Causal Sq = Sk = 200: rows i >= 150 see the NaN in k_150; every dQ_i reads k_150 (0 * NaN);
