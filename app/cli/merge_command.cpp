@@ -27,7 +27,7 @@ struct ShardReport {
   std::string path;
   nlohmann::json doc;
   std::vector<std::string> cases;  // each case object's text as scan wrote it
-  std::vector<CaseVerdict> verdicts;
+  std::vector<CaseOutcome> verdicts;
   int64_t index = 0, count = 0;
   bool split_by_dumps = false;
 };
@@ -97,7 +97,7 @@ std::optional<ShardReport> read_report(const std::string& path) {
   r.index = shard["index"].get<int64_t>();
   r.count = shard["count"].get<int64_t>();
   for (const auto& v : shard["verdicts"]) {
-    std::optional<CaseVerdict> verdict = read_verdict(v);
+    std::optional<CaseOutcome> verdict = read_verdict(v);
     if (!verdict) return bad("a verdict of \"shard\" is malformed");
     r.verdicts.push_back(std::move(*verdict));
   }
@@ -195,7 +195,7 @@ int run_merge(const CommandArgs& args) {
     if (!by_dumps) break;
   }
   totals.world_size = run_world_size(head);
-  std::vector<CaseVerdict> verdicts;
+  std::vector<CaseOutcome> verdicts;
   JsonWriter json(std::cout);
   write_report_head(json, head);
   json.key("cases").begin_array();
@@ -213,7 +213,7 @@ int run_merge(const CommandArgs& args) {
   json.end_object();
   std::cout.flush();
   if (!totals.skipped.empty()) return kExitUnreadable;
-  const bool errors = std::any_of(verdicts.begin(), verdicts.end(), [](const CaseVerdict& v) {
+  const bool errors = std::any_of(verdicts.begin(), verdicts.end(), [](const CaseOutcome& v) {
     return v.forward_error || v.backward_error;
   });
   return errors ? kExitFindings : kExitOk;

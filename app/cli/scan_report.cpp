@@ -84,7 +84,7 @@ class TableReport : public ScanReport {
   void add(const ScanItem& item, const CaseAnalysis& a, const AnalysisSettings&) override {
     const CaseInfo& info = *item.info;
     const std::string path = item_path(item, folder_);
-    verdicts_.push_back(verdict_of(info, a, item.input->rank));
+    verdicts_.push_back(outcome_of(info, a, item.input->rank));
     verdicts_.back().path = path;
     int64_t n[3];
     for (int s = 0; s < 3; ++s) {
@@ -157,12 +157,12 @@ class TableReport : public ScanReport {
   std::vector<size_t> widths_;
   int64_t totals_[3] = {0, 0, 0};
   std::vector<Detail> details_;
-  std::vector<CaseVerdict> verdicts_;
+  std::vector<CaseOutcome> verdicts_;
 };
 
 // "first_bad": the origin case, whether it started in the backward, the cases it propagates
 // into (paths), the later steps with errors and the one-line text; null without errors.
-void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
+void write_first_bad(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
                      int64_t world_size) {
   json.key("first_bad");
   const std::optional<FirstBadCase> first = first_bad_case(verdicts, world_size);
@@ -170,7 +170,7 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
     json.null();
     return;
   }
-  const CaseVerdict& v = verdicts[first->index];
+  const CaseOutcome& v = verdicts[first->index];
   const auto paths = [&](const std::vector<size_t>& cases) {
     std::vector<std::string> out;
     for (size_t n : cases) out.push_back(verdicts[n].path);
@@ -215,7 +215,7 @@ class JsonReport : public ScanReport {
   }
 
   void add(const ScanItem& item, const CaseAnalysis& a, const AnalysisSettings& s) override {
-    verdicts_.push_back(verdict_of(*item.info, a, item.input->rank));
+    verdicts_.push_back(outcome_of(*item.info, a, item.input->rank));
     verdicts_.back().path = item_path(item, folder_);
     std::optional<CaseOrigin> origin;
     if (folder_) origin = CaseOrigin{item.input->name, *item.input->rank};
@@ -231,7 +231,7 @@ class JsonReport : public ScanReport {
       json_.field("index", shard_->index).field("count", shard_->count);
       json_.field("split", split_by_dumps_ ? "dumps" : "cases");
       json_.key("verdicts").begin_array();
-      for (const CaseVerdict& v : verdicts_) write_verdict(json_, v);
+      for (const CaseOutcome& v : verdicts_) write_verdict(json_, v);
       json_.end_array().end_object();
     }
     json_.end_object();
@@ -244,7 +244,7 @@ class JsonReport : public ScanReport {
   std::optional<Shard> shard_;
   bool split_by_dumps_;
   bool folder_ = false;
-  std::vector<CaseVerdict> verdicts_;
+  std::vector<CaseOutcome> verdicts_;
 };
 
 }  // namespace
@@ -305,7 +305,7 @@ void write_report_head(JsonWriter& json, const ReportHead& head) {
   json.end_array();
 }
 
-void write_report_tail(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
+void write_report_tail(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
                        const ScanTotals& totals) {
   write_first_bad(json, verdicts, totals.world_size);
   json.field("cases_total", static_cast<int64_t>(totals.total));

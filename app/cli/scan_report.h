@@ -80,7 +80,7 @@ std::unique_ptr<ScanReport> make_json_report(std::ostream& out, std::optional<Sh
 // The JSON document's parts before and after the cases (an open object, then the "cases" key;
 // closing the object after the tail).
 void write_report_head(JsonWriter& json, const ReportHead& head);
-void write_report_tail(JsonWriter& json, const std::vector<CaseVerdict>& verdicts,
+void write_report_tail(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
                        const ScanTotals& totals);
 
 }  // namespace attnscope

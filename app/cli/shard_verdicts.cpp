@@ -1,4 +1,4 @@
-// CaseVerdict to JSON and back, field for field.
+// CaseOutcome to JSON and back, field for field.
 #include "shard_verdicts.h"
 
 #include <nlohmann/json.hpp>
@@ -38,7 +38,7 @@ bool read_field(const nlohmann::json& j, const char* key, T& into) {
 
 }  // namespace
 
-void write_verdict(JsonWriter& json, const CaseVerdict& v) {
+void write_verdict(JsonWriter& json, const CaseOutcome& v) {
   json.begin_object().field("path", v.path);
   write_optional(json, "rank", v.rank);
   write_optional(json, "step", v.step);
@@ -52,8 +52,8 @@ void write_verdict(JsonWriter& json, const CaseVerdict& v) {
   json.end_object();
 }
 
-std::optional<CaseVerdict> read_verdict(const nlohmann::json& j) {
-  CaseVerdict v;
+std::optional<CaseOutcome> read_verdict(const nlohmann::json& j) {
+  CaseOutcome v;
   if (!j.is_object() || !read_field(j, "path", v.path) || !read_optional(j, "rank", v.rank) ||
       !read_optional(j, "step", v.step) || !read_optional(j, "micro_batch", v.micro_batch) ||
       !read_optional(j, "layer", v.layer) || !read_field(j, "forward_error", v.forward_error) ||

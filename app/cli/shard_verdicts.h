@@ -14,8 +14,8 @@ namespace attnscope {
 // {"path", "rank", "step", "micro_batch", "layer", "forward_error", "backward_error",
 //  "dout_nonfinite", "input_nonfinite", "kinds", "forward_lead", "backward_lead",
 //  "forward_head", "backward_head"}; absent optionals are null.
-void write_verdict(JsonWriter& json, const CaseVerdict& v);
+void write_verdict(JsonWriter& json, const CaseOutcome& v);
 // nullopt when `j` is not such an object.
-std::optional<CaseVerdict> read_verdict(const nlohmann::json& j);
+std::optional<CaseOutcome> read_verdict(const nlohmann::json& j);
 
 }  // namespace attnscope

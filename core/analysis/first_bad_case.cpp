@@ -10,7 +10,7 @@ namespace {
 
 // "step 3, layer 2, head 5, rank 1", "micro-batch 1, layer 0", or the path when the case has
 // none of them; the path follows in parentheses.
-std::string place(const CaseVerdict& v, int64_t head) {
+std::string place(const CaseOutcome& v, int64_t head) {
   std::string out;
   const auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
   if (v.step) add("step " + std::to_string(*v.step));
@@ -21,24 +21,24 @@ std::string place(const CaseVerdict& v, int64_t head) {
   return out.empty() ? v.path : out + " (" + v.path + ")";
 }
 
-std::string list(const std::vector<CaseVerdict>& v, const std::vector<size_t>& cases) {
+std::string list(const std::vector<CaseOutcome>& v, const std::vector<size_t>& cases) {
   std::string out;
   for (size_t n = 0; n < cases.size() && n < 8; ++n) {
-    const CaseVerdict& c = v[cases[n]];
+    const CaseOutcome& c = v[cases[n]];
     out += (n ? ", " : "") + (c.layer ? "layer " + std::to_string(*c.layer) : c.path);
   }
   if (cases.size() > 8) out += " and " + std::to_string(cases.size() - 8) + " more";
   return out;
 }
 
-bool bad(const CaseVerdict& v) {
+bool bad(const CaseOutcome& v) {
   return v.forward_error || v.backward_error;
 }
 
 // The origin among `members` (indices into verdicts, in case order, one rank): the first bad
 // step's forward error, else where its backward started; the cases of the step it poisoned.
 // nullopt when none of them is bad.
-std::optional<FirstBadCase> origin_among(const std::vector<CaseVerdict>& verdicts,
+std::optional<FirstBadCase> origin_among(const std::vector<CaseOutcome>& verdicts,
                                          const std::vector<size_t>& members) {
   const auto first =
       std::find_if(members.begin(), members.end(), [&](size_t n) { return bad(verdicts[n]); });
@@ -74,14 +74,14 @@ std::optional<FirstBadCase> origin_among(const std::vector<CaseVerdict>& verdict
 }
 
 // Orders origins of different ranks: (step, micro-batch, layer), absent ones first.
-std::tuple<int64_t, int64_t, int64_t> position(const CaseVerdict& v) {
+std::tuple<int64_t, int64_t, int64_t> position(const CaseOutcome& v) {
   return {v.step.value_or(-1), v.micro_batch.value_or(-1), v.layer.value_or(-1)};
 }
 
 // The ranks with an error in `step`, and "one_rank" / "some_ranks" / "all_ranks" of `world`.
-void set_scope(const std::vector<CaseVerdict>& verdicts, std::optional<int64_t> step, int64_t world,
+void set_scope(const std::vector<CaseOutcome>& verdicts, std::optional<int64_t> step, int64_t world,
                FirstBadCase& out) {
-  for (const CaseVerdict& v : verdicts) {
+  for (const CaseOutcome& v : verdicts) {
     if (v.rank && v.step == step && bad(v) &&
         std::find(out.ranks.begin(), out.ranks.end(), *v.rank) == out.ranks.end()) {
       out.ranks.push_back(*v.rank);
@@ -92,7 +92,7 @@ void set_scope(const std::vector<CaseVerdict>& verdicts, std::optional<int64_t> 
   out.scope = bad_ranks >= world ? "all_ranks" : bad_ranks == 1 ? "one_rank" : "some_ranks";
 }
 
-std::string scope_text(const FirstBadCase& f, const CaseVerdict& origin, int64_t world) {
+std::string scope_text(const FirstBadCase& f, const CaseOutcome& origin, int64_t world) {
   const std::string of = std::to_string(world) + " rank" + (world == 1 ? "" : "s");
   if (f.scope == "all_ranks") {
     return "on all " + of + ": something they share (weights, a kernel, the schedule)";
@@ -110,9 +110,9 @@ std::string scope_text(const FirstBadCase& f, const CaseVerdict& origin, int64_t
 
 }  // namespace
 
-CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis,
+CaseOutcome outcome_of(const CaseInfo& info, const CaseAnalysis& analysis,
                        std::optional<int64_t> rank) {
-  CaseVerdict v;
+  CaseOutcome v;
   v.path = info.path;
   v.rank = rank;
   v.step = info.config.step;
@@ -135,7 +135,7 @@ CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis,
   return v;
 }
 
-std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts,
+std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdicts,
                                            int64_t world_size) {
   // Each rank's cases (one group without ranks), in order of first appearance.
   std::vector<std::optional<int64_t>> ranks;
@@ -159,8 +159,8 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdi
   }
   if (!found) return std::nullopt;
   FirstBadCase& out = *found;
-  const CaseVerdict& origin = verdicts[out.index];
-  for (const CaseVerdict& v : verdicts) {
+  const CaseOutcome& origin = verdicts[out.index];
+  for (const CaseOutcome& v : verdicts) {
     if (!bad(v) || !v.step || v.step == origin.step) continue;
     if (std::find(out.later_steps.begin(), out.later_steps.end(), *v.step) ==
         out.later_steps.end()) {

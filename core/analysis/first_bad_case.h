@@ -17,8 +17,9 @@
 
 namespace attnscope {
 
-// What one analysed case contributes: where it sits and which side of it went wrong.
-struct CaseVerdict {
+// What one analysed case contributes to first_bad_case: where it sits and which side of it
+// went wrong (the browser's badge of a case is core/view's CaseVerdict).
+struct CaseOutcome {
   std::string path;
   std::optional<int64_t> rank;  // the rank that recorded it, in a multi-rank run
   std::optional<int64_t> step, micro_batch, layer;
@@ -31,11 +32,11 @@ struct CaseVerdict {
   int64_t forward_head = -1, backward_head = -1;  // the head of that error; -1 = several / none
 };
 
-CaseVerdict verdict_of(const CaseInfo& info, const CaseAnalysis& analysis,
+CaseOutcome outcome_of(const CaseInfo& info, const CaseAnalysis& analysis,
                        std::optional<int64_t> rank = std::nullopt);
 
 struct FirstBadCase {
-  size_t index = 0;                   // into the verdicts
+  size_t index = 0;                   // into the outcomes
   bool from_backward = false;         // the failure started in this case's backward
   std::vector<size_t> forward_into;   // later cases of the step whose forward it poisoned
   std::vector<size_t> backward_into;  // earlier cases of the step whose gradients it poisoned
@@ -49,9 +50,9 @@ struct FirstBadCase {
   std::string lead;  // the origin's first error message on the side where it started
 };
 
-// Verdicts in case order (core/case_model.h), a run's ranks one after the other; world_size
+// Outcomes in case order (core/case_model.h), a run's ranks one after the other; world_size
 // (0 = unknown: the ranks seen) counts the ranks of a run. nullopt when no case has an error.
-std::optional<FirstBadCase> first_bad_case(const std::vector<CaseVerdict>& verdicts,
+std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& outcomes,
                                            int64_t world_size = 0);
 
 }  // namespace attnscope

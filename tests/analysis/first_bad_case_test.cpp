@@ -10,8 +10,8 @@
 namespace attnscope {
 namespace {
 
-CaseVerdict verdict(int64_t step, int64_t layer, bool forward, bool backward, bool dout_nan) {
-  CaseVerdict v;
+CaseOutcome verdict(int64_t step, int64_t layer, bool forward, bool backward, bool dout_nan) {
+  CaseOutcome v;
   v.path = "/step_" + std::to_string(step) + "/layer_" + std::to_string(layer);
   v.step = step;
   v.layer = layer;
@@ -31,7 +31,7 @@ TEST(FirstBadCase, clean_dump_has_none) {
 }
 
 TEST(FirstBadCase, forward_failure_in_layer_1_poisons_layer_2_forward_and_layer_0_gradients) {
-  const std::vector<CaseVerdict> v = {verdict(0, 0, false, true, true),
+  const std::vector<CaseOutcome> v = {verdict(0, 0, false, true, true),
                                       verdict(0, 1, true, true, true),
                                       verdict(0, 2, true, true, true)};
   const auto first = first_bad_case(v);
@@ -46,7 +46,7 @@ TEST(FirstBadCase, forward_failure_in_layer_1_poisons_layer_2_forward_and_layer_
 
 TEST(FirstBadCase, gradient_only_failure_starts_in_the_last_layer_with_a_finite_do) {
   // Layer 2's backward made NaN (its dO was finite); layers 1 and 0 got it through dO.
-  const std::vector<CaseVerdict> v = {
+  const std::vector<CaseOutcome> v = {
       verdict(0, 0, false, true, true), verdict(0, 1, false, true, true),
       verdict(0, 2, false, true, false), verdict(0, 3, false, false, false)};
   const auto first = first_bad_case(v);
@@ -59,7 +59,7 @@ TEST(FirstBadCase, gradient_only_failure_starts_in_the_last_layer_with_a_finite_
 }
 
 TEST(FirstBadCase, earliest_bad_step_wins_and_later_steps_are_listed) {
-  const std::vector<CaseVerdict> v = {
+  const std::vector<CaseOutcome> v = {
       verdict(3, 0, false, false, false), verdict(4, 0, false, false, false),
       verdict(4, 1, true, false, false), verdict(5, 0, true, false, false),
       verdict(6, 1, true, false, false)};
@@ -70,7 +70,7 @@ TEST(FirstBadCase, earliest_bad_step_wins_and_later_steps_are_listed) {
   EXPECT_NE(first->text.find("2 later steps"), std::string::npos) << first->text;
 }
 
-CaseVerdict on_rank(CaseVerdict v, int64_t rank) {
+CaseOutcome on_rank(CaseOutcome v, int64_t rank) {
   v.rank = rank;
   v.path = "rank_" + std::to_string(rank) + ".h5::" + v.path;
   return v;
@@ -78,7 +78,7 @@ CaseVerdict on_rank(CaseVerdict v, int64_t rank) {
 
 TEST(FirstBadCase, run_earliest_step_wins_over_lower_rank) {
   // Rank 0 fails at step 2, rank 1 at step 1 layer 1 (its own layers propagate within rank 1).
-  const std::vector<CaseVerdict> v = {on_rank(verdict(1, 0, false, false, false), 0),
+  const std::vector<CaseOutcome> v = {on_rank(verdict(1, 0, false, false, false), 0),
                                       on_rank(verdict(1, 1, false, false, false), 0),
                                       on_rank(verdict(2, 0, true, false, false), 0),
                                       on_rank(verdict(1, 0, false, true, true), 1),
@@ -110,7 +110,7 @@ TEST(FirstBadCase, run_earliest_step_wins_over_lower_rank) {
 }
 
 TEST(FirstBadCase, run_scope_counts_ranks_with_errors_in_the_step) {
-  std::vector<CaseVerdict> v;
+  std::vector<CaseOutcome> v;
   for (int64_t rank = 0; rank < 4; ++rank) {
     v.push_back(on_rank(verdict(5, 0, rank == 0 || rank == 2, false, false), rank));
   }
@@ -120,7 +120,7 @@ TEST(FirstBadCase, run_scope_counts_ranks_with_errors_in_the_step) {
   EXPECT_EQ(some->scope, "some_ranks");
   EXPECT_EQ(some->ranks, (std::vector<int64_t>{0, 2}));
   EXPECT_NE(some->text.find("on ranks 0, 2 of 4 ranks"), std::string::npos) << some->text;
-  for (CaseVerdict& c : v) c.forward_error = true;
+  for (CaseOutcome& c : v) c.forward_error = true;
   const auto all = first_bad_case(v, 4);
   ASSERT_TRUE(all);
   EXPECT_EQ(all->scope, "all_ranks");
