@@ -4,6 +4,9 @@
 #include <QAction>
 #include <QKeySequence>
 #include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "app/gui/AnalysisController.h"
 #include "app/gui/ScanController.h"
@@ -57,13 +60,19 @@ void FindingNavigator::previous() {
 }
 
 void FindingNavigator::onScanChanged(const QString& file) {
-  if (!lead_ || lead_->file != file) return;
-  const int fileIndex = context_->indexOfFile(file);
+  if (!lead_) return;
+  const int fileIndex = context_->indexOfFile(lead_->file);
   if (fileIndex < 0 || context_->fileIndex() != fileIndex ||
       context_->casePath() != lead_->openedCase) {
     lead_.reset();  // the user went elsewhere first
     return;
   }
+  const std::vector<int> run = context_->runFiles(fileIndex);
+  if (run.size() > 1) {
+    leadInRun(run);
+    return;
+  }
+  if (lead_->file != file) return;
   const std::shared_ptr<const DumpScan> scan = scans_->scan(file);
   if (!scan) return;
   const std::optional<size_t> first = scan->firstError();
@@ -74,6 +83,26 @@ void FindingNavigator::onScanChanged(const QString& file) {
   lead_.reset();
   const ScannedCase& c = scan->cases[*first];
   goToCase(fileIndex, QString::fromStdString(c.path), c.verdict, Arrival::first);
+}
+
+void FindingNavigator::leadInRun(const std::vector<int>& run) {
+  std::vector<CaseOutcome> outcomes;
+  std::vector<std::pair<int, const ScannedCase*>> where;  // per outcome: file, case
+  std::vector<std::shared_ptr<const DumpScan>> scans;     // keeps `where` alive
+  for (int index : run) {
+    scans.push_back(scans_->scan(context_->file(index).path));
+    if (!scans.back() || !scans.back()->complete()) return;  // every rank first
+    for (const ScannedCase& c : scans.back()->cases) {
+      if (c.state != ScanState::done) continue;
+      outcomes.push_back(c.verdict.outcome);
+      where.emplace_back(index, &c);
+    }
+  }
+  lead_.reset();
+  const std::optional<FirstBadCase> first = first_bad_case(outcomes);
+  if (!first) return;  // no error on any rank: stay on the first case
+  const auto [fileIndex, c] = where[first->index];
+  goToCase(fileIndex, QString::fromStdString(c->path), c->verdict, Arrival::first);
 }
 
 void FindingNavigator::goToCase(int fileIndex, const QString& casePath, const CaseVerdict& verdict,

@@ -1,13 +1,15 @@
 // Leading the user to the problem (DESIGN §6): a dump opened without a case to restore moves,
-// once the background scan knows it, to the first case with an error finding, in a mode the
-// finding shows in, and focuses that finding (head, heatmap tab, rows); F8 / Shift+F8 walk to
-// the next / previous error or warning finding, through the findings list of the case shown
-// and then on to the next / previous case the scan found one in (across the open files).
+// once the background scan knows it, to the first case with an error finding (a run folder:
+// to the run's first bad case, on whichever rank it is), in a mode the finding shows in, and
+// focuses that finding (head, heatmap tab, rows); F8 / Shift+F8 walk to the next / previous
+// error or warning finding, through the findings list of the case shown and then on to the
+// next / previous case the scan found one in (across the open files).
 #pragma once
 
 #include <QObject>
 #include <QString>
 #include <optional>
+#include <vector>
 
 #include "core/analysis/finding.h"
 
@@ -31,7 +33,10 @@ class FindingNavigator : public QObject {
   QAction* previousAction() const { return previous_; }
 
   // `file` was opened on `openedCase` with nothing to restore: move to its first error case
-  // once the scan finds it, unless the user selected another case meanwhile.
+  // once the scan finds it, unless the user selected another case meanwhile. A rank of a run
+  // folder moves, once every rank is scanned, to the run's first bad case (first_bad_case:
+  // the earliest step and layer where a failure starts, on whichever rank), as
+  // `attnscope-cli scan` names it.
   void leadToFirstError(const QString& file, const QString& openedCase);
   bool leading() const { return lead_.has_value(); }
 
@@ -53,6 +58,7 @@ class FindingNavigator : public QObject {
   enum class Arrival { first, last };
 
   void onScanChanged(const QString& file);
+  void leadInRun(const std::vector<int>& run);  // run: the run's open files, by rank
   void onSummaryChanged();
   void step(int direction);
   bool moveToCase(int direction);

@@ -110,8 +110,9 @@ void ScanController::startNext() {
   scans_[dump.path] = std::make_shared<const DumpScan>(progress->scan);
   emit scanChanged(dump.path);
   runner_->submit<DumpScan>(
-      [caseCache = dump.cases, progress](const TaskControl& control,
-                                         QString*) -> std::shared_ptr<const DumpScan> {
+      [caseCache = dump.cases, progress,
+       rank = dump.run.folder.isEmpty() ? std::nullopt : std::optional<int64_t>(dump.run.rank)](
+          const TaskControl& control, QString*) -> std::shared_ptr<const DumpScan> {
         const int total = static_cast<int>(progress->scan.cases.size());
         for (int i = 0; i < total; ++i) {
           std::string path;
@@ -124,7 +125,8 @@ void ScanController::startNext() {
           // Keep::no: the scan walks every case; the one on screen stays cached.
           Result<std::shared_ptr<const CaseData>> data = caseCache->get(path, CaseCache::Keep::no);
           Result<CaseVerdict> v =
-              data ? scan_case(**data, kKernelThreads, [&control] { return control.stale(); })
+              data ? scan_case(
+                         **data, kKernelThreads, [&control] { return control.stale(); }, rank)
                    : Result<CaseVerdict>(data.error());
           if (control.stale()) return nullptr;
           {

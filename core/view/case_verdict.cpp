@@ -41,7 +41,7 @@ std::string verdict_text(const CaseVerdict& v) {
 }
 
 Result<CaseVerdict> scan_case(const CaseData& data, int threads,
-                              const std::function<bool()>& cancelled) {
+                              const std::function<bool()>& cancelled, std::optional<int64_t> rank) {
   AnalysisSettings settings;
   settings.threads = threads;
   settings.cancelled = cancelled;
@@ -50,7 +50,9 @@ Result<CaseVerdict> scan_case(const CaseData& data, int threads,
   if (analysis->interrupted) {
     return Error{ErrorCode::invalid_argument, data.info.path + ": scan cancelled", ""};
   }
-  return verdict_of(analysis->findings);
+  CaseVerdict v = verdict_of(analysis->findings);
+  v.outcome = outcome_of(data.info, *analysis, rank);
+  return v;
 }
 
 }  // namespace attnscope

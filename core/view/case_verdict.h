@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/analysis/finding.h"
+#include "core/analysis/first_bad_case.h"
 #include "core/case_model.h"
 #include "core/result.h"
 
@@ -21,6 +22,9 @@ struct CaseVerdict {
   std::vector<FindingKind> kinds;  // distinct, in report order (errors first)
   // The first finding in report order (an error when there is one): where to look first.
   std::optional<Finding> lead;
+  // Where the case sits and which side went wrong: what first_bad_case orders a run by
+  // (scan_case fills it; verdict_of leaves it empty).
+  CaseOutcome outcome;
 };
 
 // The verdict of findings in report order (sort_findings).
@@ -31,7 +35,9 @@ std::string verdict_text(const CaseVerdict& verdict);
 
 // analyze_case as the scan runs it (recorded semantics, default checks) on `threads` kernel
 // threads; `cancelled` is polled between phases and per kernel tile (a cancelled scan fails).
+// `rank`: the rank of a run folder that recorded the case.
 Result<CaseVerdict> scan_case(const CaseData& data, int threads,
-                              const std::function<bool()>& cancelled);
+                              const std::function<bool()>& cancelled,
+                              std::optional<int64_t> rank = std::nullopt);
 
 }  // namespace attnscope

@@ -3,7 +3,8 @@
 // dump browser: the tree is run folder -> rank N (host, file) -> steps -> layers in rank order
 // (the rank attribute wins over the file name), a rank 1 case opens like any case, the
 // (step x layer) overview has an outlined block of rows per rank, named on its row axis, with
-// each rank's own values, and a folder without a dump is refused with the reason.
+// each rank's own values, a folder without a dump is refused with the reason, and the lead
+// goes to the run's first bad case, on whichever rank.
 #include <qcustomplot.h>
 #include <QAction>
 #include <QDir>
@@ -13,6 +14,7 @@
 #include <QUrl>
 #include <QtTest>
 #include <cmath>
+#include <optional>
 
 #include "app/gui/AnalysisController.h"
 #include "app/gui/ScanController.h"
@@ -30,7 +32,12 @@ namespace {
 
 constexpr int64_t kSq = 3, kSk = 4, kD = 2;  // B = H = 1
 
-// /step_00S/layer_0L, S and L in {0, 1}; with `nan`, v[0] of /step_001/layer_00 is NaN.
+// Where a rank dump holds its NaN: v[0] of /step_00S/layer_0L.
+struct NanAt {
+  int step, layer;
+};
+
+// /step_00S/layer_0L, S and L in {0, 1}, with a NaN in v[0] when `nan` is true.
 CaseData rankCase(int step, int layer, bool nan) {
   CaseData c;
   c.info.path = "/step_00" + std::to_string(step) + "/layer_0" + std::to_string(layer);
@@ -46,18 +53,21 @@ CaseData rankCase(int step, int layer, bool nan) {
   };
   c.tensors["q"] = t(kSq, seed, false);
   c.tensors["k"] = t(kSk, seed + 1, false);
-  c.tensors["v"] = t(kSk, seed + 2, nan && step == 1 && layer == 0);
+  c.tensors["v"] = t(kSk, seed + 2, nan);
   c.tensors["do"] = t(kSq, seed + 3, false);
   return c;
 }
 
-// A rank's dump: four cases, a NaN in rank 1's /step_001/layer_00, the rank's root attributes.
-bool writeRankDump(const QString& path, int rank, const std::string& host) {
+// A rank's dump: four cases, a NaN where `nan` says (default: rank 1's /step_001/layer_00),
+// the rank's root attributes.
+bool writeRankDump(const QString& path, int rank, const std::string& host,
+                   std::optional<NanAt> nan = std::nullopt) {
+  if (!nan && rank == 1) nan = NanAt{1, 0};
   Result<DumpWriter> w = DumpWriter::create(path.toStdString());
   if (!w) return false;
   for (int step = 0; step < 2; ++step) {
     for (int layer = 0; layer < 2; ++layer) {
-      const CaseData c = rankCase(step, layer, rank == 1);
+      const CaseData c = rankCase(step, layer, nan && nan->step == step && nan->layer == layer);
       if (!w->write_case(c.info.path, c)) return false;
     }
   }
@@ -101,12 +111,14 @@ int fileOfRank(const SessionContext* context, int64_t rank) {
   return -1;
 }
 
-// Waits until both ranks are open and the first case of rank 0 is selected.
-bool waitForRun(const ShownWindow& w) {
+// Waits until both ranks are open and the lead reached the run's first bad case: rank 1's
+// /step_001/layer_00 with the default NaNs.
+bool waitForRun(const ShownWindow& w, int64_t rank = 1,
+                const QString& casePath = QStringLiteral("/step_001/layer_00")) {
   return waitShown([&] {
     const SessionContext* c = w.context();
-    return c->fileCount() == 2 && c->fileIndex() == fileOfRank(c, 0) &&
-           c->casePath() == QStringLiteral("/step_000/layer_00");
+    return c->fileCount() == 2 && c->fileIndex() == fileOfRank(c, rank) &&
+           c->casePath() == casePath;
   });
 }
 
@@ -207,7 +219,7 @@ void ViewGapTest::dropped_run_folder_orders_ranks_by_attribute() {
       browser, run,
       {QStringLiteral("rank 0 (node-a, gpu_b.h5)"), QStringLiteral("rank 1 (node-b, gpu_a.h5)")});
   if (QTest::currentTestFailed()) return;
-  QVERIFY(w.context()->file(w.context()->fileIndex()).path.endsWith(QStringLiteral("gpu_b.h5")));
+  QVERIFY(w.context()->file(w.context()->fileIndex()).path.endsWith(QStringLiteral("gpu_a.h5")));
   QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
   // A folder without a dump is refused with the reason; what is open stays.
   const QString empty = dir.filePath(QStringLiteral("empty"));
@@ -216,6 +228,24 @@ void ViewGapTest::dropped_run_folder_orders_ranks_by_attribute() {
   QCOMPARE(w.errors.size(), 1);
   QVERIFY2(w.errors[0].contains(QStringLiteral("no dump in this folder")), qPrintable(w.errors[0]));
   QCOMPARE(w.context()->fileCount(), 2);
+}
+
+// Rank 0 fails at step 1, rank 1 already at step 0: the lead skips rank 0's error (the first
+// in the lowest rank's file) for the run's first bad case, as `attnscope-cli scan` names it.
+void ViewGapTest::run_folder_leads_to_the_runs_first_bad_case() {
+  QTemporaryDir dir;
+  const QString run = dir.filePath(QStringLiteral("two_faults"));
+  QVERIFY(QDir().mkpath(run));
+  QVERIFY(writeRankDump(run + QStringLiteral("/rank_00000.h5"), 0, "node-a", NanAt{1, 0}));
+  QVERIFY(writeRankDump(run + QStringLiteral("/rank_00001.h5"), 1, "node-b", NanAt{0, 1}));
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({run, {}}));
+  QVERIFY(waitForRun(w, 1, QStringLiteral("/step_000/layer_01")));
+  // Rank 0's own error is there (its badge), just later in the run.
+  const QString rank0 = w.window->browser()->caseStatus(fileOfRank(w.context(), 0),
+                                                        QStringLiteral("/step_001/layer_00"));
+  QVERIFY2(rank0.contains(QStringLiteral("nonfinite")), qPrintable(rank0));
+  QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }
 
 }  // namespace attnscope::test

@@ -51,6 +51,7 @@ class ViewGapTest : public QObject {
   // RunFolderTests.cpp
   void run_folder_opens_as_one_run();
   void dropped_run_folder_orders_ranks_by_attribute();
+  void run_folder_leads_to_the_runs_first_bad_case();
 
  private:
   QTemporaryDir settingsDir_;
