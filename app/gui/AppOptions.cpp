@@ -35,7 +35,8 @@ struct Parser {
   Parser() {
     parser.setApplicationDescription(
         "attnscope: visual debugger for fused attention\n"
-        "attnscope --bench-gui [RUNS]: slider-to-render latency at S=2048, D=64 (offscreen)");
+        "attnscope --bench-gui [RUNS [SEQLEN]]: slider-to-render latency at S=SEQLEN (default "
+        "2048), D=64 (offscreen)");
     parser.addHelpOption();
     parser.addOptions(
         {precision, mode, scale, batch, head, matrix, screenshot, stepper, probeTimeout});

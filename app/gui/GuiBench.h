@@ -1,10 +1,11 @@
-// `attnscope --bench-gui [RUNS]`: the slider-to-render latency of DESIGN §7 measured in the
-// real window (offscreen). A one-case dump (B = H = 1, S = 2048, D = 64, fp32, random inputs)
-// is written to a temporary folder and opened; then RUNS times the softmax scale changes as a
-// slider move would, and the time until the new result is applied, the queued replots have run
-// and every widget they changed has painted itself (the event loop runs until a round delivers
-// no event) is taken. Prints each run with the widgets painted, the median, the compute /
-// render split and, for comparison, the time of a repaint of the whole window.
+// `attnscope --bench-gui [RUNS [SEQLEN]]`: the slider-to-render latency of DESIGN §7 measured
+// in the real window (offscreen). A one-case dump (B = H = 1, S = SEQLEN (default 2048), D = 64,
+// fp32, random inputs) is written to a temporary folder and opened; then RUNS times the softmax
+// scale changes as a slider move would, and the time until the new result is applied, the
+// queued replots have run and every widget they changed has painted itself (the event loop runs
+// until a round delivers no event) is taken. Prints each run with the widgets painted, the
+// median, the compute / render split and, for comparison, the time of a repaint of the whole
+// window.
 #pragma once
 
 #include <QString>

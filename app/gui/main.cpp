@@ -60,13 +60,14 @@ void screenshotWhenReady(attnscope::MainWindow& window, const QString& path) {
   });
 }
 
-// `--bench-gui [RUNS]` as the first argument runs the GUI bench (offscreen unless a platform
-// is set) instead of the window.
+// `--bench-gui [RUNS [SEQLEN]]` as the first argument runs the GUI bench (offscreen unless a
+// platform is set) instead of the window.
 int benchMain(int argc, char** argv) {
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   attnscope::GuiBenchOptions options;
   if (argc > 2) options.runs = std::max(1, std::atoi(argv[2]));
+  if (argc > 3) options.seqlen = std::max(1, std::atoi(argv[3]));
   return attnscope::runGuiBench(options);
 }
 
