@@ -24,10 +24,10 @@ using namespace attnscope::bench;
 
 constexpr const char* kUsage =
     "usage: attnscope-bench [--json] [--grid default|full] [--reps N] [--warmup N] "
-    "[--threads N] [--heads N] [--seqlen N] [--head-dim N] [--no-heatmap]\n"
+    "[--threads N] [--heads N] [--seqlen N] [--head-dim N] [--causal] [--no-heatmap]\n"
     "       [--no-gpu | --gpu-only] [--gpu-quick]\n"
     "  default grid: S=2048, D=64, B*H=8, causal off, fp32 and bf16 (--seqlen / --head-dim\n"
-    "                change S / D there)\n"
+    "                change S / D there, --causal makes it causal)\n"
     "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n"
     "  both add a pooled 1024x1024 heatmap of one head at S=16384 (--no-heatmap skips it)\n"
     "  GPU part (CUDA device only): own CUDA kernel vs SDPA flash / efficient / cuDNN at\n"
@@ -37,6 +37,7 @@ constexpr const char* kUsage =
 struct Options {
   bool json = false;
   bool full_grid = false;
+  bool causal = false;  // of the default grid
   bool heatmap = true;
   bool gpu = true, cpu = true, gpu_quick = false;
   int heads = 8;
@@ -59,6 +60,8 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
     const bool has_value = i + 1 < argc;
     if (a == "--json") {
       o.json = true;
+    } else if (a == "--causal") {
+      o.causal = true;
     } else if (a == "--no-heatmap") {
       o.heatmap = false;
     } else if (a == "--no-gpu") {
@@ -98,7 +101,7 @@ std::vector<BenchPoint> grid(const Options& o) {
   const std::vector<int64_t> dims =
       o.full_grid ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{o.head_dim};
   const std::vector<bool> causal =
-      o.full_grid ? std::vector<bool>{false, true} : std::vector<bool>{false};
+      o.full_grid ? std::vector<bool>{false, true} : std::vector<bool>{o.causal};
   for (Precision p : {Precision::f32, Precision::bf16}) {
     for (int64_t s : seqlens) {
       for (int64_t d : dims) {
