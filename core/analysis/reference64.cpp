@@ -87,15 +87,17 @@ void add_weighted_rows(double* acc, const double* w, const int64_t* key, int64_t
 // Key tiles of the blocked forward: KT keys of k (and of v) stay in the core's cache while
 // every row of the block uses them.
 constexpr int64_t kKeyTile = 128;
-// Scores one work item of the forward holds at most (fp64): 16 MiB, e.g. 64 rows of 32768 keys.
-constexpr int64_t kScoreBlockBytes = int64_t{16} << 20;
+// Scores the forward's workers hold at most, all together (fp64; at least one row each): 64 MiB,
+// e.g. 64 rows of 32768 keys on each of 4 workers.
+constexpr int64_t kScoreBytes = int64_t{64} << 20;
 // Query rows per work item at most: rows are independent, so one long head still spreads
 // over every worker.
 constexpr int64_t kForwardRows = 64;
 
-// Query rows per work item for Sk keys: as many as kScoreBlockBytes holds, 1 to kForwardRows.
-int64_t forward_rows_per_item(int64_t Sk) {
-  const int64_t fit = kScoreBlockBytes / (8 * std::max<int64_t>(Sk, 1));
+// Query rows per work item for Sk keys and `workers` workers: as many as each worker's share of
+// kScoreBytes holds, 1 to kForwardRows.
+int64_t forward_rows_per_item(int64_t Sk, int workers) {
+  const int64_t fit = kScoreBytes / std::max(workers, 1) / (8 * std::max<int64_t>(Sk, 1));
   return std::clamp<int64_t>(fit, 1, kForwardRows);
 }
 
@@ -231,7 +233,7 @@ void forward(const CaseInputs& in, int workers, const std::function<bool()>& sto
     for (int64_t e = 0; e < Sk * Dv && v_finite[at(bkv)]; ++e)
       v_finite[at(bkv)] = std::isfinite(v[e]);
   });
-  const int64_t per_item = forward_rows_per_item(Sk);
+  const int64_t per_item = forward_rows_per_item(Sk, workers);
   const int64_t blocks = (p.seqlen_q + per_item - 1) / per_item;
   std::vector<std::vector<double>> scores(at(workers)), accs(at(workers));
   cpu::parallel_for(p.batch * H * blocks, workers, [&](int64_t item, int worker) {

@@ -1,6 +1,7 @@
 // fp64 recomputation of a case for the recorded-output check and precision_loss: the forward
-// streamed row by row (no [Sq, Sk] buffer), the gradients by the naive reference kernel one
-// (batch, kv group) at a time, so memory stays O(group * Sq * Sk) per worker.
+// in blocks of query rows (no [Sq, Sk] buffer: their scores take at most 64 MiB over all
+// workers), the gradients by the naive reference kernel one (batch, kv group) at a time, so
+// memory stays O(group * Sq * Sk) per worker.
 #pragma once
 
 #include <cstdint>
