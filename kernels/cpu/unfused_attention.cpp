@@ -146,7 +146,7 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
           const int64_t e = r0 * Sk;
           unfused_scores(x, u, q + r0 * D, kt_g, w.s.data() + e, w.gf.data() + e);
           unfused_softmax(x, u, w.s.data() + e, w.p.data() + e, w.m.data() + r0, w.l.data() + r0);
-          unfused_dropout(x, u, w.p.data() + e, w.pd.data() + e);
+          unfused_dropout(x, u, w.p.data() + e, x.dropout ? w.pd.data() + e : nullptr);
         });
         if (rec != nullptr) rec->rows_ready(bh, i0, t.rows, w.m.data(), w.l.data(), nullptr);
         const float* pd = x.dropout ? w.pd.data() : w.p.data();
