@@ -7,7 +7,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export ATTNSCOPE_BUILD="${ATTNSCOPE_BUILD:-$ROOT/build}"
 SAMPLE="$ROOT/resources/samples/seed_cases.h5"
-bash "$ROOT/scripts/setup.sh"
+# Set-up and build talk on stderr: stdout is the scan's alone (`run.sh --json | jq` works).
+bash "$ROOT/scripts/setup.sh" >&2
 GUI="$ATTNSCOPE_BUILD/app/attnscope"
 if [[ -x "$GUI" && -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
   exec "$GUI" "$SAMPLE" "$@"
