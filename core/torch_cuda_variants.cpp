@@ -61,7 +61,7 @@ at::Tensor additive_bias(const AttnParams& p, at::ScalarType type) {
   at::Tensor keep;
   if (p.mask != nullptr) keep = broadcast_operand(p.mask, p, p.mask_strides, at::kByte).ne(0);
   if (fold_causal) {
-    const int64_t shift = p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+    const int64_t shift = causal_shift(p);
     const auto idx = at::TensorOptions().dtype(at::kLong);
     const at::Tensor i = at::arange(p.seqlen_q, idx).view({1, 1, p.seqlen_q, 1});
     const at::Tensor j = at::arange(p.seqlen_k, idx).view({1, 1, 1, p.seqlen_k});

@@ -48,7 +48,7 @@ at::Tensor visible_keys(const AttnParams& p) {
   at::Tensor keep = at::ones({1, 1, p.seqlen_q, p.seqlen_k}, at::TensorOptions().dtype(at::kBool));
   if (p.causal) {
     // Visible iff j <= i + shift (shift = Sk - Sq for bottom-right alignment, else 0).
-    const int64_t shift = p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+    const int64_t shift = causal_shift(p);
     const auto index = at::TensorOptions().dtype(at::kLong);
     const at::Tensor i = at::arange(p.seqlen_q, index).view({p.seqlen_q, 1});
     const at::Tensor j = at::arange(p.seqlen_k, index).view({1, p.seqlen_k});

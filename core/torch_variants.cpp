@@ -61,7 +61,7 @@ at::Tensor broadcast_operand(const T* data, const AttnParams& p, const Broadcast
 at::Tensor visible_keys(const AttnParams& p, bool with_causal) {
   at::Tensor keep;
   if (with_causal && p.causal) {
-    const int64_t shift = p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+    const int64_t shift = causal_shift(p);
     const auto index = at::TensorOptions().dtype(at::kLong);
     const at::Tensor i = at::arange(p.seqlen_q, index).view({1, 1, p.seqlen_q, 1});
     const at::Tensor j = at::arange(p.seqlen_k, index).view({1, 1, 1, p.seqlen_k});

@@ -108,11 +108,15 @@ inline double mask_fill_value(MaskFill fill, Precision p) {
   return -std::numeric_limits<double>::infinity();
 }
 
+// Causal masking hides key j from query i iff j > i + causal_shift(p): Sk - Sq for bottom-right
+// alignment, 0 for top-left.
+inline int64_t causal_shift(const AttnParams& p) {
+  return p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+}
+
 // True when causal masking hides key j from query i.
 inline bool causal_hides(const AttnParams& p, int64_t i, int64_t j) {
-  if (!p.causal) return false;
-  const int64_t shift = p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
-  return j > i + shift;
+  return p.causal && j > i + causal_shift(p);
 }
 
 // True when the bool mask or causality hides key j from query i of (batch b, head h).

@@ -56,11 +56,7 @@ int64_t causal_head(const AttnParams& p, int32_t* visible, RowMask* cls) {
   int64_t fill_masked = 0;
   for (int64_t i = 0; i < p.seqlen_q; ++i) {
     int64_t vis = p.seqlen_k;
-    if (p.causal) {
-      const int64_t shift =
-          p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
-      vis = std::clamp<int64_t>(i + shift + 1, 0, p.seqlen_k);
-    }
+    if (p.causal) vis = std::clamp<int64_t>(i + causal_shift(p) + 1, 0, p.seqlen_k);
     fill_masked += p.seqlen_k - vis;
     visible[i] = static_cast<int32_t>(vis);
     cls[i] = classify(vis, 0);

@@ -103,9 +103,7 @@ int64_t forward_rows_per_item(int64_t Sk, int workers) {
 
 // Keys [0, n) may be visible to a row in [i0, i1); causality hides every key from n on.
 int64_t visible_key_end(const AttnParams& p, int64_t i1) {
-  if (!p.causal) return p.seqlen_k;
-  const int64_t shift = p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
-  return std::clamp<int64_t>(i1 + shift, 0, p.seqlen_k);
+  return p.causal ? std::clamp<int64_t>(i1 + causal_shift(p), 0, p.seqlen_k) : p.seqlen_k;
 }
 
 // Forward of rows [i0, i1) of head (b, h), as reference_attention's forward:

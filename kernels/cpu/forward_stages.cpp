@@ -15,10 +15,6 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-int64_t causal_shift(const AttnParams& p) {
-  return p.causal_align == CausalAlign::bottom_right ? p.seqlen_k - p.seqlen_q : 0;
-}
-
 }  // namespace
 
 Precision emulated_precision(Precision p) {

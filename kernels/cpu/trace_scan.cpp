@@ -15,10 +15,8 @@ bool needs_mask_classes(const AttnParams& params) {
 
 int64_t causal_visible_cols(const AttnParams& params, const ScoreTile& t, int64_t r) {
   if (!params.causal) return t.cols;
-  const int64_t shift =
-      params.causal_align == CausalAlign::bottom_right ? params.seqlen_k - params.seqlen_q : 0;
-  // Key j is hidden from query i iff j > i + shift.
-  return std::clamp<int64_t>(t.i0 + r + shift + 1 - t.j0, 0, t.cols);
+  // Key j is hidden from query i iff j > i + causal_shift.
+  return std::clamp<int64_t>(t.i0 + r + causal_shift(params) + 1 - t.j0, 0, t.cols);
 }
 
 void mask_classes(const HeadContext& x, const ScoreTile& t, uint8_t* cls) {
