@@ -87,16 +87,23 @@ QList<Annotation> automaticMarkers(const MatrixGrid& grid, const QString& view, 
                                    qint64 head) {
   QList<Annotation> markers;
   if (grid.empty()) return markers;
-  int64_t firstBad = -1, maxCell = -1;
+  // The first non-finite cell (masked cells are no fault) and the first cell of the largest
+  // finite |value|; branch-free passes over the class and value arrays.
+  const std::vector<CellClass>& cls = grid.cls;
+  const int64_t cells = grid.rows * grid.cols;
+  const auto bad = std::find_if(cls.begin(), cls.begin() + cells, [](CellClass c) {
+    return c != CellClass::finite && c != CellClass::masked;
+  });
+  const int64_t firstBad = bad == cls.begin() + cells ? -1 : bad - cls.begin();
   float maxAbs = -1;
-  for (int64_t n = 0; n < grid.rows * grid.cols; ++n) {
-    const CellClass cls = grid.cls[static_cast<size_t>(n)];
-    if (firstBad < 0 && cls != CellClass::finite && cls != CellClass::masked) firstBad = n;
-    const float v = std::fabs(grid.value[static_cast<size_t>(n)]);
-    if (cls == CellClass::finite && v > maxAbs) {
-      maxAbs = v;
-      maxCell = n;
-    }
+  for (int64_t n = 0; n < cells; ++n) {
+    const size_t i = static_cast<size_t>(n);
+    maxAbs = std::max(maxAbs, cls[i] == CellClass::finite ? std::fabs(grid.value[i]) : -1.f);
+  }
+  int64_t maxCell = -1;
+  for (int64_t n = 0; maxAbs >= 0 && maxCell < 0; ++n) {
+    const size_t i = static_cast<size_t>(n);
+    if (cls[i] == CellClass::finite && std::fabs(grid.value[i]) == maxAbs) maxCell = n;
   }
   auto marker = [&](int64_t cell, const QString& text) {
     const int64_t r = cell / grid.cols, c = cell % grid.cols;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace attnscope {
@@ -126,30 +127,51 @@ QString formatNumber(double v, int significant) {
   return QString::number(v, 'g', significant);
 }
 
+namespace {
+
+// The value at 0-based rank `cut` of the finite values: the top of a max-heap that keeps the
+// cut + 1 smallest seen (Less = std::less), or of rank cut from the top (std::greater). One pass;
+// a value that cannot enter costs one comparison.
+template <class Less>
+float rankValue(const std::vector<float>& values, size_t cut, Less less) {
+  std::vector<float> heap;
+  heap.reserve(cut + 1);
+  for (float v : values) {
+    if (!std::isfinite(v)) continue;
+    if (heap.size() <= cut) {
+      heap.push_back(v);
+      std::push_heap(heap.begin(), heap.end(), less);
+    } else if (less(v, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), less);
+      heap.back() = v;
+      std::push_heap(heap.begin(), heap.end(), less);
+    }
+  }
+  return heap.front();
+}
+
+}  // namespace
+
 std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
                                     const std::vector<float>& values) {
   const bool log = scale == ScaleKind::log;
-  std::vector<double> usable;
-  usable.reserve(values.size());
+  size_t n = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (float f : values) {
     const double v = log ? std::fabs(f) : f;
-    if (std::isfinite(v) && !(log && v == 0)) usable.push_back(v);
+    if (!std::isfinite(v) || (log && v == 0)) continue;
+    ++n;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
   }
-  if (usable.empty()) return {log ? 1e-3 : 0.0, 1.0};
-  const auto [minIt, maxIt] = std::minmax_element(usable.begin(), usable.end());
-  double lo = *minIt, hi = *maxIt;
+  if (n == 0) return {log ? 1e-3 : 0.0, 1.0};
   if (log) return {lo, hi > lo ? hi : lo * 10};
   // Robust ends: a few extreme cells (one P = 1 among thousands) do not set the range; they
   // take the end colours. A range the quantiles would collapse keeps [min, max].
-  const size_t n = usable.size();
   const size_t cut = static_cast<size_t>(static_cast<double>(n) * kRangeTailFraction);
   if (cut > 0) {
-    std::nth_element(usable.begin(), usable.begin() + static_cast<std::ptrdiff_t>(cut),
-                     usable.end());
-    const double qlo = usable[cut];
-    std::nth_element(usable.begin(), usable.begin() + static_cast<std::ptrdiff_t>(n - 1 - cut),
-                     usable.end());
-    const double qhi = usable[n - 1 - cut];
+    const double qlo = rankValue(values, cut, std::less<float>());
+    const double qhi = rankValue(values, cut, std::greater<float>());
     if (qhi > qlo) {
       lo = qlo;
       hi = qhi;

@@ -86,6 +86,12 @@ void ExportTest::automatic_markers_find_first_nonfinite_and_max() {
   // A grid with nothing but masked and finite cells gets only the max marker.
   g.cls[6] = g.cls[8] = CellClass::masked;
   QCOMPARE(automaticMarkers(g, QStringLiteral("S"), 0, 0).size(), 1);
+  // A tie for the largest |value| marks its first cell; a masked cell's value never counts.
+  g.value[0] = 7.5f;
+  g.value[6] = 100.f;
+  const QList<Annotation> tie = automaticMarkers(g, QStringLiteral("S"), 0, 0);
+  QCOMPARE(tie.size(), 1);
+  QCOMPARE(tie[0].text, QStringLiteral("max |S| = 7.5 at (0, 0)"));
 }
 
 void ExportTest::annotation_json_round_trip_rejects_garbage() {

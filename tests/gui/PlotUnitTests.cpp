@@ -1,5 +1,6 @@
 // Units under the GUI: colormaps and value scales, command-line parsing.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -100,6 +101,22 @@ void GuiTest::auto_range_ignores_rare_extremes_and_picks_the_map() {
   QCOMPARE(colormapFor(s), ColormapKind::sequential);
   const auto [slo, shi] = autoRange(colormapFor(s), ScaleKind::linear, s);
   QVERIFY(slo >= 41 && slo < 41.2 && shi > 50.8 && shi <= 51);
+  // The ends are exactly the 0.1 % order statistics of the finite values: 5003 values (one
+  // descending run, many ties, NaN and inf between them) leave out 5 at each end.
+  std::vector<float> ranked;
+  for (int i = 5002; i >= 0; --i) ranked.push_back(static_cast<float>((i * 7919) % 1013) - 500.f);
+  ranked.insert(ranked.begin() + 17, kNaN);
+  ranked.insert(ranked.begin() + 4000, std::numeric_limits<float>::infinity());
+  std::vector<float> sorted(ranked.begin(), ranked.end());
+  sorted.erase(
+      std::remove_if(sorted.begin(), sorted.end(), [](float v) { return !std::isfinite(v); }),
+      sorted.end());
+  std::sort(sorted.begin(), sorted.end());
+  QCOMPARE(sorted.size(), size_t{5003});
+  const auto [rlo, rhi] = autoRange(ColormapKind::sequential, ScaleKind::linear, ranked);
+  QCOMPARE(rlo, double{sorted[5]});
+  QCOMPARE(rhi, double{sorted[5003 - 1 - 5]});
+  QVERIFY(rlo > sorted.front() && rhi < sorted.back());
   // Both signs: diverging, symmetric around 0; non-finite values play no part.
   const std::vector<float> mixed{-2.f, 0.5f, 1.f, kNaN, std::numeric_limits<float>::infinity()};
   QCOMPARE(colormapFor(mixed), ColormapKind::diverging);
