@@ -73,9 +73,12 @@ struct ForwardScratch {
 // The fused forward of q tile qt of head (x.b, x.h) over every kv tile (causally hidden tiles
 // with a -inf fill and finite K / V are skipped). o [rows x Dv], lse, m, l [rows] point at the
 // tile's first row. rec (nullable) records each tile; cancel is checked before each kv tile.
+// pooled (nullable, S selected alone): receives the S of every tile of the q tile that overlaps
+// its window, skipped ones included.
 void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOperands& op,
                           ForwardScratch& w, float* o, float* lse, float* m, float* l,
-                          TraceRecorder* rec, const CancelPoll& cancel = CancelPoll());
+                          TraceRecorder* rec, const CancelPoll& cancel = CancelPoll(),
+                          PooledCells* pooled = nullptr, int worker = 0);
 
 // Tile buffers of the fused backward, [Br x Bc] each (row stride Bc).
 struct BackwardTileBuffers {
@@ -106,9 +109,11 @@ bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, boo
 
 // The drivers check `cancel` before every tile (fused) or row block (unfused) and throw
 // KernelCancelled out of it.
+// pooled (nullable): receives every tile of its head that overlaps its window (the forward's:
+// S alone).
 void fused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
-                   const CpuForwardOutputs& out, TraceRecorder* rec, const CancelPoll& cancel);
-// pooled (nullable): receives every tile of its head that overlaps its window.
+                   const CpuForwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
+                   const CancelPoll& cancel);
 void fused_backward(const AttnParams& params, const PreparedInputs& in, const CpuForwardView& fwd,
                     int threads, const CpuBackwardOutputs& out, TraceRecorder* rec,
                     PooledCells* pooled, const CancelPoll& cancel);

@@ -99,6 +99,21 @@ std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& 
   return finite;
 }
 
+namespace {
+
+// Makes `cells` the cells capture c pools into; staged: the tiles arrive kv tile by kv tile (the
+// fused backward), else q tile by q tile.
+void make_pooled_cells(const AttnParams& params, Mode mode, const PooledCapture& c, int threads,
+                       bool staged, std::optional<PooledCells>& cells) {
+  if (c.b < 0 || c.b >= params.batch || c.h < 0 || c.h >= params.heads) {
+    throw std::invalid_argument("cpu_attention: pooled capture batch / head out of range");
+  }
+  cells.emplace(make_head_context(params, mode, c.b, c.h), c.window, c.out_rows, c.out_cols,
+                c.which, mode == Mode::fused ? kTileCols : params.seqlen_k, threads, staged);
+}
+
+}  // namespace
+
 }  // namespace cpu
 
 void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
@@ -110,13 +125,23 @@ void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& optio
   if (options.trace != nullptr)
     rec.emplace(params, options.mode, in, false, threads, *options.trace);
   cpu::TraceRecorder* r = rec ? &*rec : nullptr;
+  std::optional<cpu::PooledCells> pooled;
+  if (PooledCapture* c = options.pooled_s; c != nullptr) {
+    const MatrixSelection& w = c->which;
+    if (options.mode != Mode::fused || !w.s || w.p || w.dp || w.ds) {
+      throw std::invalid_argument("cpu_attention: a forward pools S alone, in fused mode");
+    }
+    cpu::make_pooled_cells(params, options.mode, *c, threads, false, pooled);
+  }
+  cpu::PooledCells* p = pooled ? &*pooled : nullptr;
   const cpu::CancelPoll cancel(options.cancelled);
   if (options.mode == Mode::fused) {
-    cpu::fused_forward(params, in, threads, out, r, cancel);
+    cpu::fused_forward(params, in, threads, out, r, p, cancel);
   } else {
     cpu::unfused_forward(params, in, threads, out, r, cancel);
   }
   if (r != nullptr) r->finish_forward(out);
+  if (p != nullptr) options.pooled_s->result = p->finish();
 }
 
 void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& options,
@@ -131,12 +156,7 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
   cpu::TraceRecorder* r = rec ? &*rec : nullptr;
   std::optional<cpu::PooledCells> pooled;
   if (PooledCapture* c = options.pooled; c != nullptr) {
-    if (c->b < 0 || c->b >= params.batch || c->h < 0 || c->h >= params.heads) {
-      throw std::invalid_argument("cpu_attention: pooled capture batch / head out of range");
-    }
-    const int64_t tile_cols = options.mode == Mode::fused ? cpu::kTileCols : params.seqlen_k;
-    pooled.emplace(cpu::make_head_context(params, options.mode, c->b, c->h), c->window, c->out_rows,
-                   c->out_cols, c->which, tile_cols, threads, options.mode == Mode::fused);
+    cpu::make_pooled_cells(params, options.mode, *c, threads, options.mode == Mode::fused, pooled);
   }
   cpu::PooledCells* p = pooled ? &*pooled : nullptr;
   const cpu::CancelPoll cancel(options.cancelled);
@@ -149,24 +169,34 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
   if (p != nullptr) options.pooled->result = p->finish();
 }
 
-CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,
-                            const CpuAttnInputs& inputs) {
-  const auto n = [](int64_t c) { return static_cast<size_t>(c); };
-  const int64_t q_rows = params.batch * params.heads * params.seqlen_q;
-  const int64_t kv_rows = params.batch * params.kv_heads * params.seqlen_k;
-  CpuAttnResult r;
-  r.o.resize(n(q_rows * params.head_dim_v));
-  r.lse.resize(n(q_rows));
-  r.m.resize(n(q_rows));
-  r.l.resize(n(q_rows));
-  r.d.resize(n(q_rows));
-  r.dq.resize(n(q_rows * params.head_dim));
-  r.dk.resize(n(kv_rows * params.head_dim));
-  r.dv.resize(n(kv_rows * params.head_dim_v));
+void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
+                           const CpuAttnInputs& inputs, CpuAttnResult& r) {
+  const auto q_rows = static_cast<size_t>(params.batch * params.heads * params.seqlen_q);
+  r.o.resize(q_rows * static_cast<size_t>(params.head_dim_v));
+  r.lse.resize(q_rows);
+  r.m.resize(q_rows);
+  r.l.resize(q_rows);
   cpu_attention_forward(params, options, inputs,
                         {r.o.data(), r.lse.data(), r.m.data(), r.l.data()});
+}
+
+void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs, CpuAttnResult& r) {
+  const auto q_rows = static_cast<size_t>(params.batch * params.heads * params.seqlen_q);
+  const auto kv_rows = static_cast<size_t>(params.batch * params.kv_heads * params.seqlen_k);
+  r.d.resize(q_rows);
+  r.dq.resize(q_rows * static_cast<size_t>(params.head_dim));
+  r.dk.resize(kv_rows * static_cast<size_t>(params.head_dim));
+  r.dv.resize(kv_rows * static_cast<size_t>(params.head_dim_v));
   cpu_attention_backward(params, options, inputs, {r.o.data(), r.m.data(), r.l.data()},
                          {r.d.data(), r.dq.data(), r.dk.data(), r.dv.data()});
+}
+
+CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs) {
+  CpuAttnResult r;
+  cpu_attention_forward(params, options, inputs, r);
+  cpu_attention_backward(params, options, inputs, r);
   return r;
 }
 

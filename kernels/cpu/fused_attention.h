@@ -28,6 +28,10 @@ struct CpuAttnOptions {
   // When set, a backward also pools S, P, dP, dS of one head on the way (head_matrices.h);
   // the outputs are bit-identical with and without it.
   PooledCapture* pooled = nullptr;
+  // When set, a fused forward pools S of one head on the way (its `which` selects S alone; the
+  // forward throws std::invalid_argument otherwise or in unfused mode), the same bits as
+  // `pooled` gives.
+  PooledCapture* pooled_s = nullptr;
   // Polled from the worker threads (so it must be thread-safe) before every tile (fused) or
   // row block (unfused) and every q tile of the head matrices; once it returns true the call
   // stops within about one tile per worker and throws KernelCancelled. Outputs, trace and
@@ -60,5 +64,11 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
 // Forward then backward, allocating every output.
 CpuAttnResult cpu_attention(const AttnParams& params, const CpuAttnOptions& options,
                             const CpuAttnInputs& inputs);
+// cpu_attention in two calls: the forward (re)sizes and fills r.o, lse, m, l; the backward then
+// r.d, dq, dk, dv from them. Bit for bit cpu_attention's results.
+void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
+                           const CpuAttnInputs& inputs, CpuAttnResult& r);
+void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& options,
+                            const CpuAttnInputs& inputs, CpuAttnResult& r);
 
 }  // namespace attnscope

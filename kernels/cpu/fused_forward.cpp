@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/pooled_cells.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_recorder.h"
 
@@ -22,7 +23,8 @@ ForwardScratch::ForwardScratch(int64_t dim_v)
 
 void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOperands& op,
                           ForwardScratch& w, float* o, float* lse, float* m, float* l,
-                          TraceRecorder* rec, const CancelPoll& cancel) {
+                          TraceRecorder* rec, const CancelPoll& cancel, PooledCells* pooled,
+                          int worker) {
   const AttnParams& prm = *x.params;
   const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_kv = tile_count(Sk, kTileCols);
@@ -42,12 +44,14 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
     cancel.check();
     const int64_t j0 = jt * kTileCols;
     const ScoreTile t{i0, j0, rows, std::min(kTileCols, Sk - j0), kTileCols};
-    if (causally_hidden(prm, t) && fill_is_neg_inf(x) && op.kv_finite[jt]) {
-      if (rec != nullptr) rec->skipped_tile(x, t);
-      continue;
-    }
+    const bool pool = pooled != nullptr && pooled->overlaps(t);
+    const bool skip = causally_hidden(prm, t) && fill_is_neg_inf(x) && op.kv_finite[jt];
+    if (skip && rec != nullptr) rec->skipped_tile(x, t);
+    if (skip && !pool) continue;
     score_tile(x, t, q_tile, op.kt + jt * D * kTileCols, kTileCols, w.s.data(), nullptr);
     mask_tile(x, t, w.s.data(), nullptr);
+    if (pool) pooled->add({t, w.s.data(), nullptr, nullptr, nullptr}, worker);
+    if (skip) continue;
     online_softmax_update(t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv);
     accumulate_pv(x, t, w.p.data(), op.v + j0 * Dv, w.acc.data());
     if (rec != nullptr) rec->forward_tile(x, t, w.s.data(), w.p.data(), w.m.data(), w.acc.data());
@@ -56,7 +60,8 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
 }
 
 void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
-                   const CpuForwardOutputs& out, TraceRecorder* rec, const CancelPoll& cancel) {
+                   const CpuForwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
+                   const CancelPoll& cancel) {
   const int64_t H = prm.heads, Hk = prm.kv_heads, Sq = prm.seqlen_q, Sk = prm.seqlen_k;
   const int64_t D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows), n_kv = tile_count(Sk, kTileCols);
@@ -73,9 +78,11 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
     const FusedHeadOperands op{in.q + bh * Sq * D, kt.data() + bkv * n_kv * D * kTileCols,
                                in.v + bkv * Sk * Dv, kv_finite.data() + bkv * n_kv};
     const int64_t row = bh * Sq + qt * kTileRows;
+    const bool pooled_head = pooled != nullptr && b == pooled->head().b && h == pooled->head().h;
     fused_forward_q_tile(make_head_context(prm, Mode::fused, b, h), qt, op,
                          scratch[static_cast<size_t>(worker)], out.o + row * Dv, out.lse + row,
-                         out.m + row, out.l + row, rec, cancel);
+                         out.m + row, out.l + row, rec, cancel, pooled_head ? pooled : nullptr,
+                         worker);
   });
 }
 

@@ -1,7 +1,7 @@
-// Pooled S, P, dP, dS gathered by the backward on the way (CpuAttnOptions::pooled) equal the
-// recomputation cpu_pooled_matrices bit for bit in both modes and every precision, for whole
-// heads, windows and cells that straddle tiles, whatever the thread count, and leave the
-// kernel's outputs untouched.
+// Pooled S, P, dP, dS gathered by the backward on the way (CpuAttnOptions::pooled), and S by the
+// fused forward (pooled_s), equal the recomputation cpu_pooled_matrices bit for bit in both
+// modes and every precision, for whole heads, windows and cells that straddle tiles, whatever
+// the thread count, and leave the kernel's outputs untouched.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -85,6 +85,72 @@ void check_capture(const TestCase& t, Mode mode, int64_t b, int64_t h, const Poo
   const PooledHeadMatrices want = cpu_pooled_matrices(params_of(t), o, inputs_of(t), b, h, pl.rows,
                                                       pl.cols, pl.window, which, &rows);
   expect_identical(capture.result, want);
+}
+
+// The fused forward of head (b, h) with an S capture: outputs as without it, S as recomputed.
+void check_forward_capture(const TestCase& t, int64_t b, int64_t h, const Pooling& pl,
+                           int threads) {
+  CpuAttnOptions o;
+  o.threads = threads;
+  PooledCapture capture;
+  capture.b = b;
+  capture.h = h;
+  capture.out_rows = pl.rows;
+  capture.out_cols = pl.cols;
+  capture.window = pl.window;
+  capture.which = {true, false, false, false};
+  CpuAttnOptions with = o;
+  with.pooled_s = &capture;
+  CpuAttnResult r, plain;
+  cpu_attention_forward(params_of(t), with, inputs_of(t), r);
+  cpu_attention_forward(params_of(t), o, inputs_of(t), plain);
+  EXPECT_TRUE(same_bits(r.o, plain.o));
+  EXPECT_TRUE(same_bits(r.lse, plain.lse));
+  const ForwardRows rows{r.m.data(), r.l.data(), nullptr};
+  const PooledHeadMatrices want = cpu_pooled_matrices(params_of(t), o, inputs_of(t), b, h, pl.rows,
+                                                      pl.cols, pl.window, capture.which, &rows);
+  expect_identical(capture.result, want);
+  EXPECT_FALSE(capture.result.s.max.empty());
+}
+
+TEST(PooledCapture, forward_pools_s_as_recomputed_messy_dropout_causal_any_thread_count) {
+  const Pooling poolings[] = {
+      {37, 23, {}}, {7, 5, {}}, {13, 29, {3, 149, 64, 130}}, {40, 40, {65, 140, 30, 199}}};
+  for (Precision precision : {Precision::f32, Precision::f16, Precision::bf16}) {
+    TestCase t = messy_pooling_case(precision);
+    for (const Pooling& pl : poolings) {
+      SCOPED_TRACE(testing::Message() << "precision " << static_cast<int>(precision) << " "
+                                      << pl.rows << "x" << pl.cols);
+      check_forward_capture(t, 1, 1, pl, 2);
+    }
+    add_dropout(t, 0.3, true, 17);
+    check_forward_capture(t, 0, 1, {9, 11, {}}, 3);
+  }
+  // Causal Sq = Sk = 130: the forward skips the hidden tiles and computes them for the capture.
+  CaseConfig c;
+  c.sq = 130;
+  c.sk = 130;
+  c.d = 59;
+  c.causal = true;
+  const TestCase causal = make_case(c);
+  for (const Pooling& pl : {Pooling{3, 3, {}}, Pooling{130, 130, {}}, Pooling{45, 61, {}}}) {
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << "causal " << pl.rows << " threads " << threads);
+      check_forward_capture(causal, 0, 0, pl, threads);
+    }
+  }
+  // The unfused forward and a selection beyond S are refused.
+  CpuAttnOptions o;
+  PooledCapture capture;
+  capture.which = {true, true, false, false};
+  o.pooled_s = &capture;
+  CpuAttnResult r;
+  EXPECT_THROW(cpu_attention_forward(params_of(causal), o, inputs_of(causal), r),
+               std::invalid_argument);
+  capture.which = {true, false, false, false};
+  o.mode = Mode::unfused;
+  EXPECT_THROW(cpu_attention_forward(params_of(causal), o, inputs_of(causal), r),
+               std::invalid_argument);
 }
 
 TEST(PooledCapture, equals_recomputed_pooling_messy_case_fused_unfused_f32_f16_bf16) {
