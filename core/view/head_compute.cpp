@@ -1,8 +1,9 @@
 // Recomputation of one (batch, head) for the views: the head is cut out of the case into a
-// B = H = Hk = 1 problem (HeadSlice); the CPU kernel's forward + backward runs once and pools
-// the score grids on the way (or its m, l, D feed their recomputation: no second forward); the
-// chosen registry variant (default: the own CPU kernel) gives O, LSE and the gradients. Each
-// stage is skipped when the cache holds it for the same key (see HeadCache).
+// B = H = Hk = 1 problem (HeadSlice); the CPU kernel's forward + backward runs once (the
+// forward alone first when asked) and pools the score grids on the way (or its m, l, D feed
+// their recomputation: no second forward); the chosen registry variant (default: the own CPU
+// kernel) gives O, LSE and the gradients. Each stage is skipped when the cache holds it for the
+// same key (see HeadCache).
 #include "core/view/head_compute.h"
 
 #include <algorithm>
@@ -51,6 +52,16 @@ std::string plan_key(const GridPlan& p) {
   return std::to_string(w.row_begin) + ":" + std::to_string(w.row_end) + "," +
          std::to_string(w.col_begin) + ":" + std::to_string(w.col_end) + "/" +
          (p.full ? "full" : std::to_string(p.rows) + "x" + std::to_string(p.cols));
+}
+
+// Pooling of the `which` score matrices of a pooled plan by a kernel pass on the way.
+PooledCapture pooled_capture(const GridPlan& plan, const ScoreSet& which) {
+  PooledCapture capture;
+  capture.out_rows = plan.rows;
+  capture.out_cols = plan.cols;
+  capture.window = plan.window;
+  capture.which = score_grid_selection(which);
+  return capture;
 }
 
 HeadOutputs cpu_outputs(const CpuAttnResult& r) {
@@ -144,28 +155,52 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
       plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
   const std::string kernel_key = scaled_key + "/" + std::to_string(static_cast<int>(request.mode));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
-  const ScoreSet wanted = plan.full ? kAllScores : request.scores;
-  if (kernel_key != c.kernel_key_) {
+  const bool forward_only = request.forward_only && !plan.full && request.backend.empty() &&
+                            !request.clip_norm && !request.reference && kernel_key != c.kernel_key_;
+  ScoreSet wanted = plan.full ? kAllScores : request.scores;
+  if (forward_only) wanted[2] = wanted[3] = false;  // dP, dS need the backward
+  const bool forward_runs = kernel_key != c.forward_key_;
+  if (forward_runs) {
     for (std::string& key : c.grid_keys_) key.clear();
     c.backend_key_.clear();
+    c.forward_key_.clear();  // c.cpu_ is overwritten in place: no key until it is whole
+    c.kernel_key_.clear();
+    // A pooled S comes from the fused forward's own tiles.
+    std::optional<PooledCapture> capture;
+    CpuAttnOptions kernel = opt;
+    if (!plan.full && wanted[0] && request.mode == Mode::fused) {
+      capture = pooled_capture(plan, {true, false, false, false});
+      kernel.pooled_s = &*capture;
+    }
+    cpu_attention_forward(slice.params, kernel, slice.inputs(), c.cpu_);
+    c.forward_key_ = kernel_key;
+    if (capture) {
+      pooled_score_grids(std::move(capture->result), sq, sk, {true, false, false, false}, c.grids_);
+      c.grid_keys_[0] = grids_key;
+    }
+    if (forward_only) clock.lap(capture ? "cpu fwd+pool" : "cpu fwd");
+  }
+  if (!forward_only && kernel_key != c.kernel_key_) {
     // Pooled score grids come from the backward's own tiles (no second pass over the head).
     std::optional<PooledCapture> capture;
     CpuAttnOptions kernel = opt;
-    if (!plan.full && std::find(wanted.begin(), wanted.end(), true) != wanted.end()) {
-      capture.emplace();
-      capture->out_rows = plan.rows;
-      capture->out_cols = plan.cols;
-      capture->window = plan.window;
-      capture->which = score_grid_selection(wanted);
+    ScoreSet pooled{};
+    for (int k = 0; k < 4; ++k) pooled[k] = wanted[k] && c.grid_keys_[k] != grids_key;
+    if (!plan.full && std::find(pooled.begin(), pooled.end(), true) != pooled.end()) {
+      capture = pooled_capture(plan, pooled);
       kernel.pooled = &*capture;
     }
-    c.cpu_ = cpu_attention(slice.params, kernel, slice.inputs());
+    cpu_attention_backward(slice.params, kernel, slice.inputs(), c.cpu_);
     c.kernel_key_ = kernel_key;
-    clock.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
+    if (forward_runs) {
+      clock.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
+    } else {
+      clock.lap(capture ? "cpu bwd+pool" : "cpu bwd");
+    }
     if (capture) {
-      pooled_score_grids(std::move(capture->result), sq, sk, wanted, c.grids_);
+      pooled_score_grids(std::move(capture->result), sq, sk, pooled, c.grids_);
       for (int k = 0; k < 4; ++k) {
-        if (wanted[k]) c.grid_keys_[k] = grids_key;
+        if (pooled[k]) c.grid_keys_[k] = grids_key;
       }
       clock.lap("score grids");
     }
@@ -174,7 +209,8 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   ScoreSet missing{};
   for (int k = 0; k < 4; ++k) missing[k] = wanted[k] && c.grid_keys_[k] != grids_key;
   if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
-    const ForwardRows rows{c.cpu_.m.data(), c.cpu_.l.data(), c.cpu_.d.data()};
+    const ForwardRows rows{c.cpu_.m.data(), c.cpu_.l.data(),
+                           forward_only ? nullptr : c.cpu_.d.data()};
     score_grids(slice, opt, plan, &rows, missing, c.grids_);
     for (int k = 0; k < 4; ++k) {
       if (missing[k]) c.grid_keys_[k] = grids_key;
@@ -183,7 +219,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   }
 
   const std::string backend_key = kernel_key + "/" + request.backend;
-  if (backend_key != c.backend_key_) {
+  if (!forward_only && backend_key != c.backend_key_) {
     clock.skip();
     if (request.backend.empty()) {
       c.backend_ = cpu_outputs(c.cpu_);
@@ -237,12 +273,14 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   out.seqlen_k = sk;
   out.head_dim = dh;
   out.head_dim_v = dv;
-  out.backend = c.backend_.backend;
+  out.backend = forward_only ? "cpu" : c.backend_.backend;
+  out.gradients = !forward_only;
   SharedGrid* shown[] = {&out.s, &out.p, &out.dp, &out.ds};
   for (int k = 0; k < 4; ++k) {
     if (c.grid_keys_[k] == grids_key) *shown[k] = c.grids_[k];  // shared, not copied
   }
-  HeadOutputs r = c.backend_;  // a copy: clipping scales it in place
+  // A copy: clipping scales it in place.
+  HeadOutputs r = forward_only ? HeadOutputs{"cpu", c.cpu_.o, c.cpu_.lse, {}, {}, {}} : c.backend_;
   if (request.clip_norm) {
     out.clip = c.case_clips_[covering_clip(c.case_grads_, request.clip_scope, request.batch,
                                            request.head)];
@@ -256,11 +294,13 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     out.dv_err = error_grid("dV err", r.dv, ref.dv, sk, dv);
   }
   out.o_norm = row_norms(r.o, sq, dv);
-  out.dq_norm = row_norms(r.dq, sq, dh);
   out.o = dense_grid("O", std::move(r.o), sq, dv);
-  out.dq = dense_grid("dQ", std::move(r.dq), sq, dh);
-  out.dk = dense_grid("dK", std::move(r.dk), sk, dh);
-  out.dv = dense_grid("dV", std::move(r.dv), sk, dv);
+  if (out.gradients) {
+    out.dq_norm = row_norms(r.dq, sq, dh);
+    out.dq = dense_grid("dQ", std::move(r.dq), sq, dh);
+    out.dk = dense_grid("dK", std::move(r.dk), sk, dh);
+    out.dv = dense_grid("dV", std::move(r.dv), sk, dv);
+  }
   out.m = c.cpu_.m;
   out.lse = std::move(r.lse);
   out.l = c.cpu_.l;

@@ -42,6 +42,11 @@ struct HeadRequest {
   std::optional<double> clip_norm;
   ClipScope clip_scope = ClipScope::whole_case;
   bool reference = false;  // compute the error grids against the fp64 reference
+  // Compute the forward stage alone (HeadResult::gradients false): what the S, P and O views
+  // show, a fraction of the whole head's time, so that a slider drag redraws them sooner; the
+  // same request without it then adds the backward from the cache. Honoured for a pooled window
+  // of the own CPU kernel without clip or reference; otherwise the whole head runs.
+  bool forward_only = false;
   // Which of S, P, dP, dS to compute when the window is pooled: pooling each one adds several
   // ms to a long head's forward + backward, so the GUI asks for the visible one and computes
   // another when its tab is shown. Grids at full resolution always hold all four.
@@ -54,7 +59,8 @@ struct HeadRequest {
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
 struct HeadPhase {
   // "inputs", "head slice", "cpu fwd+bwd" (or "cpu fwd+bwd+pool" when it pools the score grids on
-  // the way), "score grids", "backend", "reference", "grids"
+  // the way; "cpu fwd" alone for forward_only, then "cpu bwd" / "cpu bwd+pool"), "score grids",
+  // "backend", "reference", "grids"
   const char* name;
   double ms = 0;
 };
@@ -68,7 +74,9 @@ struct HeadResult {
   double scale = 1.0;                      // the softmax scale that ran
   MaskFill mask_fill = MaskFill::neg_inf;  // the mask fill that ran (the recorded one by default)
   std::string backend = "cpu";             // what computed O, LSE, dQ, dK, dV
-  bool has_dout = false;                   // false: dO = 1 (gradient of sum(O))
+  // False for a forward_only result: dP, dS, dQ, dK, dV, ||dQ_i|| are empty (not computed yet).
+  bool gradients = true;
+  bool has_dout = false;  // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
   // Score-shaped, over request.window, shared with the stage cache; empty when not computed
   // (pooled and not in request.scores).
@@ -91,7 +99,7 @@ struct HeadResult {
 
 // What compute_head computed last, per stage, with the key of the request part it depends on:
 // the case's inputs converted to the run's precision (precision, mask fill; every head, so
-// another head only slices) -> the head slice (+ batch, head) -> CPU forward + backward
+// another head only slices) -> the head slice (+ batch, head) -> CPU forward, then CPU backward
 // (+ scale, mode) -> score grids (+ window, pixels, budget; each matrix on its own) and backend
 // outputs (+ backend); the fp64 reference depends on the slice and the scale. When the kernel
 // stage runs and the grids are pooled, its backward pools the requested ones on the way; a later
@@ -106,12 +114,12 @@ class HeadCache {
 
  private:
   friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, head_key_, kernel_key_, backend_key_, reference_key_, case_grads_key_,
-      case_clips_key_;
+  std::string inputs_key_, head_key_, forward_key_, kernel_key_, backend_key_, reference_key_,
+      case_grads_key_, case_clips_key_;
   std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
   std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
   HeadSlice slice_;
-  CpuAttnResult cpu_;
+  CpuAttnResult cpu_;  // o, lse, m, l from the forward stage; d, dq, dk, dv from the backward
   ScoreGrids grids_ = {empty_grid(), empty_grid(), empty_grid(), empty_grid()};  // S, P, dP, dS
   HeadOutputs backend_;
   HeadReference reference_;

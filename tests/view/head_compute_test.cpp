@@ -3,7 +3,8 @@
 // visibly larger), the stage cache (a clip change reruns neither the kernels nor the score
 // grids; another head reuses the converted case; cached results equal fresh ones and share
 // their score grids), the memory budget (a small full-resolution window
-// over the budget is pooled) and pooled score grids computed per matrix (only those asked for).
+// over the budget is pooled), pooled score grids computed per matrix (only those asked for) and
+// the forward alone first (forward_only), completed from the cache bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -302,6 +303,56 @@ TEST(HeadCompute, pools_requested_score_matrices_only) {
   req.out_rows = req.out_cols = 512;
   const Result<HeadResult> full = compute_head(c, req, &cache);
   ASSERT_TRUE(full.ok() && full->s->complete() && full->p->complete() && full->ds->complete());
+}
+
+TEST(HeadCompute, forward_only_then_the_rest_is_the_whole_head_bit_for_bit) {
+  const CaseData c = smoothCase();
+  HeadRequest req;
+  req.out_rows = 16;  // 40 x 56 scores pooled to 16 x 16 cells
+  req.out_cols = 16;
+  req.scores = {true, false, true, false};  // S and dP shown
+  const Result<HeadResult> whole = compute_head(c, req);
+  ASSERT_TRUE(whole.ok() && whole->gradients);
+
+  HeadCache cache;
+  req.forward_only = true;
+  const Result<HeadResult> fwd = compute_head(c, req, &cache);
+  ASSERT_TRUE(fwd.ok() && !fwd->gradients);
+  // S is pooled by the forward on the way (no pass of its own), the same bits as the whole
+  // head's; dP (asked for) waits for the backward, and no gradient is there.
+  ASSERT_TRUE(ran(*fwd, "cpu fwd+pool") && !ran(*fwd, "score grids"));
+  ASSERT_TRUE(sameGrid(*fwd->s, *whole->s) && sameGrid(fwd->o, whole->o));
+  ASSERT_TRUE(sameBits(fwd->m, whole->m) && sameBits(fwd->l, whole->l) &&
+              sameBits(fwd->lse, whole->lse) && sameBits(fwd->o_norm, whole->o_norm));
+  ASSERT_TRUE(fwd->dp->empty() && fwd->dq.empty() && fwd->dk.empty() && fwd->dv.empty());
+  ASSERT_TRUE(fwd->dq_norm.empty());
+
+  // The same request without forward_only adds the backward (pooling dP on the way) and gives
+  // the whole head's result.
+  req.forward_only = false;
+  const Result<HeadResult> rest = compute_head(c, req, &cache);
+  ASSERT_TRUE(rest.ok() && rest->gradients);
+  ASSERT_TRUE(ran(*rest, "cpu bwd+pool") && !ran(*rest, "cpu fwd+pool") &&
+              !ran(*rest, "cpu fwd+bwd+pool"));
+  ASSERT_TRUE(sameGrid(*rest->s, *whole->s) && sameGrid(*rest->dp, *whole->dp));
+  for (HeadView v : {HeadView::o, HeadView::dq, HeadView::dk, HeadView::dv}) {
+    ASSERT_TRUE(sameGrid(rest->grid(v), whole->grid(v))) << head_view_name(v);
+  }
+  ASSERT_TRUE(sameBits(rest->dq_norm, whole->dq_norm));
+  // With the backward cached, forward_only gives the whole head (nothing left to wait for).
+  req.forward_only = true;
+  const Result<HeadResult> again = compute_head(c, req, &cache);
+  ASSERT_TRUE(again.ok() && again->gradients && sameGrid(again->dq, whole->dq));
+  // Not honoured where the forward alone cannot serve: with the reference, or at full resolution.
+  req.settings.scale = 0.5;
+  req.reference = true;
+  const Result<HeadResult> ref = compute_head(c, req, &cache);
+  ASSERT_TRUE(ref.ok() && ref->gradients && !ref->dq_err.empty());
+  req.reference = false;
+  req.settings.scale = 0.25;
+  req.out_rows = req.out_cols = 512;
+  const Result<HeadResult> full = compute_head(c, req, &cache);
+  ASSERT_TRUE(full.ok() && full->gradients && full->ds->complete());
 }
 
 }  // namespace
