@@ -1,7 +1,11 @@
 // Head recompute jobs on a TaskRunner (see ComputeWorker.h).
 #include "app/gui/ComputeWorker.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <exception>
+#include <future>
 
 namespace attnscope {
 
@@ -13,15 +17,29 @@ struct ComputeWorker::State {
 
 namespace {
 
-// What a job hands back: a result, or the failure's message and hint.
+// What a job hands back: a result (the forward's alone when forwardOnly), or the failure's
+// message and hint.
 struct Outcome {
   std::shared_ptr<const HeadResult> result;
   QString message, hint;
+  bool forwardOnly = false;
 };
 
 std::shared_ptr<const Outcome> failure(const Error& e) {
   return std::make_shared<const Outcome>(
       Outcome{nullptr, QString::fromStdString(e.message), QString::fromStdString(e.hint)});
+}
+
+// The result of `asked` (the request as submitted: no cancel poll, which a request copied from
+// the result must not carry, no forward_only, the submitted thread count).
+std::shared_ptr<const Outcome> success(HeadResult r, const HeadRequest& asked,
+                                       const std::string& file) {
+  r.file_path = file;
+  r.request = asked;
+  r.request.cancelled = nullptr;
+  const bool forwardOnly = !r.gradients;
+  return std::make_shared<const Outcome>(
+      Outcome{std::make_shared<const HeadResult>(std::move(r)), {}, {}, forwardOnly});
 }
 
 }  // namespace
@@ -36,9 +54,10 @@ ComputeWorker::ComputeWorker(QObject* parent) : QObject(parent), state_(std::mak
 ComputeWorker::~ComputeWorker() = default;
 
 quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& casePath,
-                              const HeadRequest& request) {
-  auto job = [state = state_, cases = std::move(cases), path = casePath.toStdString(), request](
-                 const TaskControl& control, QString*) -> std::shared_ptr<const Outcome> {
+                              const HeadRequest& request, bool forwardFirst) {
+  auto job = [state = state_, cases = std::move(cases), path = casePath.toStdString(), request,
+              forwardFirst](const TaskControl& control,
+                            QString*) -> std::shared_ptr<const Outcome> {
     State& s = *state;
     Result<std::shared_ptr<const CaseData>> data = cases->get(path);
     if (!data) return failure(data.error());
@@ -48,13 +67,28 @@ quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& c
     }
     HeadRequest polled = request;
     polled.cancelled = [control] { return control.stale(); };
+    const std::string file = cases->reader()->path();
     try {
+      if (forwardFirst) {
+        polled.forward_only = true;
+        Result<HeadResult> first = compute_head(*s.data, polled, &s.cache);
+        if (!first) return failure(first.error());
+        if (first->gradients) return success(std::move(first).value(), request, file);
+        control.handOver(success(std::move(first).value(), request, file));
+        polled.forward_only = false;
+        // The GUI thread draws the forward's views meanwhile: the backward runs on a thread of
+        // its own at a lower priority (Linux: nice +5 for it and the kernel workers it starts),
+        // so the GUI thread keeps the upper hand on a core they share.
+        Result<HeadResult> r = std::async(std::launch::async, [&] {
+                                 setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
+                                 return compute_head(*s.data, polled, &s.cache);
+                               }).get();
+        if (!r) return failure(r.error());
+        return success(std::move(r).value(), request, file);
+      }
       Result<HeadResult> r = compute_head(*s.data, polled, &s.cache);
       if (!r) return failure(r.error());
-      r->file_path = cases->reader()->path();
-      r->request.cancelled = nullptr;  // a request copied from the result must not carry it
-      return std::make_shared<const Outcome>(
-          Outcome{std::make_shared<const HeadResult>(std::move(r).value()), {}, {}});
+      return success(std::move(r).value(), request, file);
     } catch (const KernelCancelled&) {
       return nullptr;  // stale: TaskRunner drops it; the cache holds only finished stages
     } catch (const std::exception& e) {
@@ -69,7 +103,11 @@ quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& c
     const quint64 id = runner_->latestId();
     if (outcome->result) {
       result_ = outcome->result;
-      emit finished(id);
+      if (outcome->forwardOnly) {
+        emit forwardReady(id);
+      } else {
+        emit finished(id);
+      }
     } else {
       emit failed(id, outcome->message, outcome->hint);
     }

@@ -4,7 +4,9 @@
 // kernels stop at their next tile once a newer request or cancel() makes it stale, and a job
 // that finishes after a newer request is dropped instead of applied. Cases come from the
 // session's CaseCache; the worker thread keeps a HeadCache of the last case, so a settings
-// change neither re-reads the file nor reruns the stages it does not affect.
+// change neither re-reads the file nor reruns the stages it does not affect. A job for a view
+// the forward alone fills (S, P, O) hands that forward's result over first, then the whole
+// head's.
 #pragma once
 
 #include <QObject>
@@ -25,9 +27,10 @@ class ComputeWorker : public QObject {
   ~ComputeWorker() override;
 
   // Queues a recompute of one head of a case; returns its id (increasing). Every earlier job
-  // becomes stale.
+  // becomes stale. forwardFirst: hand over the forward_only result first (forwardReady) when
+  // compute_head honours it.
   quint64 submit(std::shared_ptr<CaseCache> cases, const QString& casePath,
-                 const HeadRequest& request);
+                 const HeadRequest& request, bool forwardFirst = false);
   // Makes every submitted job stale (its result will be dropped, its kernels stop at the next
   // tile) and clears busy.
   void cancel();
@@ -42,6 +45,9 @@ class ComputeWorker : public QObject {
   void started(quint64 id);
   // The latest job finished; result() holds its output.
   void finished(quint64 id);
+  // The latest job's forward is done and it goes on with the backward; result() holds the
+  // forward's output (HeadResult::gradients false) until finished.
+  void forwardReady(quint64 id);
   void failed(quint64 id, const QString& message, const QString& hint);
   // A stale job was skipped or its result discarded.
   void dropped(quint64 id);

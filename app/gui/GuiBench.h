@@ -3,9 +3,10 @@
 // fp32, random inputs) is written to a temporary folder and opened; then RUNS times the softmax
 // scale changes as a slider move would, and the time until the new result is applied, the
 // queued replots have run and every widget they changed has painted itself (the event loop runs
-// until a round delivers no event) is taken. Prints each run with the widgets painted, the
-// median, the compute / render split and, for comparison, the time of a repaint of the whole
-// window.
+// until a round delivers no event) is taken: once for the shown view (S, redrawn from the
+// forward's result), once for every view (the backward's). Prints each run with the widgets
+// painted, the medians, their compute / render split and, for comparison, the time of a
+// repaint of the whole window.
 #pragma once
 
 #include <QString>

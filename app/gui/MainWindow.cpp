@@ -187,6 +187,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(findingNavigator_, &FindingNavigator::notice, statusText_, &QLabel::setText);
   connect(findingNavigator_, &FindingNavigator::findingShown, findings_, &FindingsPanel::selectRow);
   connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
+  connect(worker_, &ComputeWorker::forwardReady, this, &MainWindow::onComputeFinished);
   connect(worker_, &ComputeWorker::failed, this,
           [this](quint64, const QString& message, const QString& hint) {
             statusText_->setText(tr("recompute failed"));
@@ -392,13 +393,17 @@ void MainWindow::showError(const QString& title, const QString& message, const Q
 
 void MainWindow::scheduleCompute() {
   const std::optional<HeadRequest> request = context_->currentRequest();
-  if (request) worker_->submit(context_->cases(), context_->casePath(), *request);
+  if (request) {
+    worker_->submit(context_->cases(), context_->casePath(), *request,
+                    is_forward_view(context_->shownView()));
+  }
 }
 
 void MainWindow::onComputeFinished() {
   const auto result = worker_->result();
   context_->setResult(result);
-  statusText_->setText(tr("%1 · computed in %2 ms")
+  statusText_->setText((result->gradients ? tr("%1 · computed in %2 ms")
+                                          : tr("%1 · forward in %2 ms, backward running…"))
                            .arg(QString::fromStdString(result->case_path))
                            .arg(result->elapsed_ms, 0, 'f', 1));
 }
@@ -416,7 +421,8 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
 bool MainWindow::awaitScoreGrids(QString* error) {
   const auto complete = [this] {
     const auto r = context_->result();
-    return r && !r->s->empty() && !r->p->empty() && !r->dp->empty() && !r->ds->empty();
+    return r && r->gradients && !r->s->empty() && !r->p->empty() && !r->dp->empty() &&
+           !r->ds->empty();
   };
   if (complete()) return true;
   // Pooled grids are computed for the shown tab only: compute the others and wait.

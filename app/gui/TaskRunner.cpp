@@ -36,9 +36,15 @@ quint64 TaskRunner::submitErased(ErasedJob job, ErasedApply apply) {
           return;
         }
         QMetaObject::invokeMethod(this, [this, id] { emit started(id); });
-        const TaskControl control(latest, id, [this](int done, int total) {
-          QMetaObject::invokeMethod(this, [this, done, total] { emit progress(done, total); });
-        });
+        const TaskControl control(
+            latest, id,
+            [this](int done, int total) {
+              QMetaObject::invokeMethod(this, [this, done, total] { emit progress(done, total); });
+            },
+            [this, id, apply](const Erased& first) {
+              QMetaObject::invokeMethod(
+                  this, [this, id, first, apply] { deliverEarly(id, first, apply); });
+            });
         QString error;
         Erased result;
         try {
@@ -63,6 +69,10 @@ void TaskRunner::setBusy(bool busy) {
   if (busy == busy_) return;
   busy_ = busy;
   emit busyChanged(busy);
+}
+
+void TaskRunner::deliverEarly(quint64 id, const Erased& result, const ErasedApply& apply) {
+  if (id == latest_->load()) apply(result);
 }
 
 void TaskRunner::deliver(quint64 id, const Erased& result, const QString& error,

@@ -1,9 +1,9 @@
 // A background job runner for the GUI's secondary computations (case analysis, series of
 // cases, scale sweep, backward stepper): one worker thread per runner, jobs carry an id, the
 // latest submission wins (older queued jobs are skipped, late results dropped), jobs may report
-// progress and poll a cancel flag. Jobs are typed: a job of T hands its std::shared_ptr<const T>
-// to the apply callback of the same submit (on the GUI thread); only inside the runner does the
-// result travel type-erased.
+// progress, hand over a first result before their last, and poll a cancel flag. Jobs are typed: a
+// job of T hands its std::shared_ptr<const T> to the apply callback of the same submit (on the GUI
+// thread); only inside the runner does the result travel type-erased.
 #pragma once
 
 #include <QObject>
@@ -19,18 +19,30 @@ namespace attnscope {
 class TaskControl {
  public:
   TaskControl(std::shared_ptr<std::atomic<quint64>> latest, quint64 id,
-              std::function<void(int, int)> progress)
-      : latest_(std::move(latest)), id_(id), progress_(std::move(progress)) {}
+              std::function<void(int, int)> progress,
+              std::function<void(std::shared_ptr<const void>)> early)
+      : latest_(std::move(latest)),
+        id_(id),
+        progress_(std::move(progress)),
+        early_(std::move(early)) {}
 
   // True once a newer job was submitted or the runner was cancelled: stop early.
   bool stale() const { return latest_->load() != id_; }
   // done of total units finished (posted to the GUI thread as TaskRunner::progress).
   void report(int done, int total) const { progress_(done, total); }
+  // Hands a first result to the job's apply callback on the GUI thread (if the job is still the
+  // latest when it arrives) while the job runs on; busy stays set until the job returns. T is
+  // the job's own result type.
+  template <class T>
+  void handOver(std::shared_ptr<const T> first) const {
+    early_(std::move(first));
+  }
 
  private:
   std::shared_ptr<std::atomic<quint64>> latest_;
   quint64 id_;
   std::function<void(int, int)> progress_;
+  std::function<void(std::shared_ptr<const void>)> early_;
 };
 
 // A job of T returns its result, or nullptr with *error set on failure (or when stale).
@@ -88,6 +100,7 @@ class TaskRunner : public QObject {
   quint64 submitErased(ErasedJob job, ErasedApply apply);
   void setBusy(bool busy);
   void deliver(quint64 id, const Erased& result, const QString& error, const ErasedApply& apply);
+  void deliverEarly(quint64 id, const Erased& result, const ErasedApply& apply);
 
   QThread thread_;
   Worker* worker_ = nullptr;

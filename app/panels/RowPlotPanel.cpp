@@ -70,6 +70,8 @@ void RowPlotPanel::redraw() {
     plot_->clear();
     return;
   }
+  // A forward's result has no ||dQ_i|| yet: the plot keeps the last one until the backward's.
+  if (!r->gradients && series_ == Series::dq_norm) return;
   const HeadRowSeries rows = head_row_series(*r, series_);
   plot_->setData(rowSeriesTitle(*r, series_), rows.series, rows.thresholds);
 }

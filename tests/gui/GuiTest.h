@@ -92,6 +92,7 @@ class GuiTest : public QObject {
   // HeadComputeTests.cpp
   void error_tabs_show_dk_and_dv_errors();
   void pooled_head_computes_shown_score_tab_and_exports_all();
+  void scale_change_draws_the_forward_views_before_the_backward();
 
   // ScreenFitTests.cpp
   void window_fits_1366x768_screen();

@@ -1,11 +1,13 @@
 // compute_head's results on the real window (compute_head itself: tests/view): the error tabs
-// show the dK / dV error grids, and a pooled head computes the shown score tab in the window
-// while export computes the rest.
+// show the dK / dV error grids, a pooled head computes the shown score tab in the window while
+// export computes the rest, and a scale change draws S from the forward before the backward.
 #include <QDir>
+#include <QSignalSpy>
 #include <QTabWidget>
 #include <QtTest>
 
 #include "GuiTest.h"
+#include "app/gui/ComputeWorker.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/view/head_result_checks.h"
@@ -79,6 +81,51 @@ void GuiTest::pooled_head_computes_shown_score_tab_and_exports_all() {
   QVERIFY(written.contains(QDir(dir.path()).filePath(QStringLiteral("P.png"))));
   QVERIFY(heatmaps->view(HeadView::p)->grid() != nullptr);
   QCOMPARE(f.context()->scoresWanted(), (ScoreSet{false, false, false, true}));
+  QVERIFY(f.errors.isEmpty());
+}
+
+void GuiTest::scale_change_draws_the_forward_views_before_the_backward() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), QStringLiteral("/healthy_b2_h8_s1024")}));
+  HeatmapPanel* heatmaps = f.window->heatmaps();
+  QCOMPARE(heatmaps->currentView()->name(), QStringLiteral("S"));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.s->pooled; }));
+  // At the forward's hand-over (after the window applied it): what the S tab shows.
+  std::shared_ptr<const HeadResult> forward;
+  const MatrixGrid* shownS = nullptr;
+  ComputeWorker* worker = f.window->worker();
+  connect(worker, &ComputeWorker::forwardReady, f.window.get(), [&] {
+    forward = f.context()->result();
+    shownS = heatmaps->view(HeadView::s)->grid();
+  });
+  QSignalSpy ready(worker, &ComputeWorker::forwardReady);
+  QSignalSpy finished(worker, &ComputeWorker::finished);
+  const double scale = f.context()->defaultScale() * 3;
+  f.context()->setScale(scale);
+  QVERIFY(waitForResult(*f.window, [&](const HeadResult& r) { return r.scale == scale; }));
+  // (More than one job when the docks were still settling: a new heatmap size recomputes.)
+  QVERIFY(ready.count() >= 1 && finished.count() >= 1);
+  QVERIFY(forward != nullptr && !forward->gradients && forward->scale == scale);
+  QVERIFY(shownS == forward->s.get() && !forward->o.empty());
+  QVERIFY(forward->dq.empty() && forward->dk.empty() && forward->dq_norm.empty());
+  // Then the backward: every gradient, S and O the forward's bits, the whole head's result.
+  const auto r = f.context()->result();
+  QVERIFY(r->gradients && !r->dq.empty() && !r->dq_norm.empty());
+  QVERIFY(sameGrid(*r->s, *forward->s) && sameGrid(r->o, forward->o));
+  Result<CaseData> data = f.context()->reader()->load("/healthy_b2_h8_s1024");
+  QVERIFY(data.ok());
+  const Result<HeadResult> direct = compute_head(*data, r->request);
+  QVERIFY(direct.ok());
+  QVERIFY(sameGrid(*direct->s, *r->s) && sameGrid(direct->dq, r->dq) &&
+          sameGrid(direct->dk, r->dk) && sameGrid(direct->dv, r->dv));
+  // A gradient tab shown: one result, the whole head's, no forward first.
+  heatmaps->tabs()->setCurrentWidget(heatmaps->view(HeadView::dq));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  const int handedOver = ready.count();
+  f.context()->setScale(scale / 2);
+  QVERIFY(waitForResult(*f.window, [&](const HeadResult& r) { return r.scale == scale / 2; }));
+  QCOMPARE(ready.count(), handedOver);
+  QVERIFY(f.context()->result()->gradients);
   QVERIFY(f.errors.isEmpty());
 }
 
