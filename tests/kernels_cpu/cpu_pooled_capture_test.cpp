@@ -59,13 +59,7 @@ struct Pooling {
   MatrixWindow window;
 };
 
-// Runs cpu_attention on head (b, h) with a capture, checks the outputs equal a run without it,
-// and compares the capture with cpu_pooled_matrices given that run's forward rows.
-void check_capture(const TestCase& t, Mode mode, int64_t b, int64_t h, const Pooling& pl,
-                   int threads, MatrixSelection which = {}) {
-  CpuAttnOptions o;
-  o.mode = mode;
-  o.threads = threads;
+PooledCapture capture_of(int64_t b, int64_t h, const Pooling& pl, MatrixSelection which) {
   PooledCapture capture;
   capture.b = b;
   capture.h = h;
@@ -73,6 +67,17 @@ void check_capture(const TestCase& t, Mode mode, int64_t b, int64_t h, const Poo
   capture.out_cols = pl.cols;
   capture.window = pl.window;
   capture.which = which;
+  return capture;
+}
+
+// Runs cpu_attention on head (b, h) with a capture, checks the outputs equal a run without it,
+// and compares the capture with cpu_pooled_matrices given that run's forward rows.
+void check_capture(const TestCase& t, Mode mode, int64_t b, int64_t h, const Pooling& pl,
+                   int threads, MatrixSelection which = {}) {
+  CpuAttnOptions o;
+  o.mode = mode;
+  o.threads = threads;
+  PooledCapture capture = capture_of(b, h, pl, which);
   CpuAttnOptions with = o;
   with.pooled = &capture;
   const CpuAttnResult r = cpu_attention(params_of(t), with, inputs_of(t));
@@ -92,13 +97,7 @@ void check_forward_capture(const TestCase& t, int64_t b, int64_t h, const Poolin
                            int threads) {
   CpuAttnOptions o;
   o.threads = threads;
-  PooledCapture capture;
-  capture.b = b;
-  capture.h = h;
-  capture.out_rows = pl.rows;
-  capture.out_cols = pl.cols;
-  capture.window = pl.window;
-  capture.which = {true, false, false, false};
+  PooledCapture capture = capture_of(b, h, pl, {true, false, false, false});
   CpuAttnOptions with = o;
   with.pooled_s = &capture;
   CpuAttnResult r, plain;
