@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <future>
+#include <vector>
 
 namespace attnscope {
 
@@ -74,6 +75,8 @@ quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& c
         Result<HeadResult> first = compute_head(*s.data, polled, &s.cache);
         if (!first) return failure(first.error());
         if (first->gradients) return success(std::move(first).value(), request, file);
+        const double forwardMs = first->elapsed_ms;
+        std::vector<HeadPhase> phases = first->phases;
         control.handOver(success(std::move(first).value(), request, file));
         polled.forward_only = false;
         // The GUI thread draws the forward's views meanwhile: the backward runs on a thread of
@@ -84,6 +87,10 @@ quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& c
                                  return compute_head(*s.data, polled, &s.cache);
                                }).get();
         if (!r) return failure(r.error());
+        // The whole head's time and phases: the forward's, then the backward's.
+        r->elapsed_ms += forwardMs;
+        phases.insert(phases.end(), r->phases.begin(), r->phases.end());
+        r->phases = std::move(phases);
         return success(std::move(r).value(), request, file);
       }
       Result<HeadResult> r = compute_head(*s.data, polled, &s.cache);

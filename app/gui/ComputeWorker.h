@@ -43,7 +43,8 @@ class ComputeWorker : public QObject {
 
  signals:
   void started(quint64 id);
-  // The latest job finished; result() holds its output.
+  // The latest job finished; result() holds its output (after a forward first, with the time
+  // and phases of both).
   void finished(quint64 id);
   // The latest job's forward is done and it goes on with the backward; result() holds the
   // forward's output (HeadResult::gradients false) until finished.

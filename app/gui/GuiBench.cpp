@@ -161,8 +161,7 @@ int runGuiBench(const GuiBenchOptions& options) {
     if (!pump([&] { return settled() && ctx->result()->gradients; })) return 1;
     drainEvents(counter);
     const HeadResult& r = *ctx->result();
-    const double computeMs = first->gradients ? r.elapsed_ms : first->elapsed_ms + r.elapsed_ms;
-    all.add(elapsed(), computeMs, appliedAt);
+    all.add(elapsed(), r.elapsed_ms, appliedAt);
     std::string paints;
     for (const auto& [cls, n] : counter.painted) paints += " " + cls + "x" + std::to_string(n);
     // For comparison: a repaint of the whole window, unchanged widgets included.
@@ -171,12 +170,9 @@ int runGuiBench(const GuiBenchOptions& options) {
     window.grab();
     grab.push_back(static_cast<double>(g.nsecsElapsed()) / 1e6);
     std::string split;
-    for (const HeadResult* part : {first.get(), &r}) {
-      if (part == &r && first.get() == &r) break;
-      for (const HeadPhase& ph : part->phases) {
-        phases[ph.name].push_back(ph.ms);
-        split += " " + std::string(ph.name) + " " + std::to_string(static_cast<int>(ph.ms + 0.5));
-      }
+    for (const HeadPhase& ph : r.phases) {
+      phases[ph.name].push_back(ph.ms);
+      split += " " + std::string(ph.name) + " " + std::to_string(static_cast<int>(ph.ms + 0.5));
     }
     std::printf(
         "run %2d: shown view %6.1f ms, every view %6.1f ms (compute%s; render %.1f ms; "
