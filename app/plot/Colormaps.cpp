@@ -129,32 +129,43 @@ QString formatNumber(double v, int significant) {
 
 namespace {
 
-// The value at 0-based rank `cut` of the finite values: the top of a max-heap that keeps the
-// cut + 1 smallest seen (Less = std::less), or of rank cut from the top (std::greater). One pass;
-// a value that cannot enter costs one comparison.
+// Keeps the k smallest values offered (Less = std::less; the k largest with std::greater) in a
+// heap whose top is the largest of them; a value that cannot enter costs one comparison.
 template <class Less>
-float rankValue(const std::vector<float>& values, size_t cut, Less less) {
-  std::vector<float> heap;
-  heap.reserve(cut + 1);
-  for (float v : values) {
-    if (!std::isfinite(v)) continue;
-    if (heap.size() <= cut) {
-      heap.push_back(v);
-      std::push_heap(heap.begin(), heap.end(), less);
-    } else if (less(v, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), less);
-      heap.back() = v;
-      std::push_heap(heap.begin(), heap.end(), less);
+class Smallest {
+ public:
+  explicit Smallest(size_t k) : k_(k) { heap_.reserve(k); }
+  void offer(float v) {
+    if (heap_.size() < k_) {
+      heap_.push_back(v);
+      std::push_heap(heap_.begin(), heap_.end(), Less());
+    } else if (Less()(v, heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), Less());
+      heap_.back() = v;
+      std::push_heap(heap_.begin(), heap_.end(), Less());
     }
   }
-  return heap.front();
-}
+  // The value of 0-based rank r (< the values kept) in Less order.
+  float rank(size_t r) {
+    std::sort_heap(heap_.begin(), heap_.end(), Less());
+    return heap_[r];
+  }
+
+ private:
+  size_t k_;
+  std::vector<float> heap_;
+};
 
 }  // namespace
 
 std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
                                     const std::vector<float>& values) {
   const bool log = scale == ScaleKind::log;
+  // One pass: count, min, max and the values of the ends that a cut of at most
+  // kRangeTailFraction of all values (finite or not) can reach.
+  const size_t most = static_cast<size_t>(static_cast<double>(values.size()) * kRangeTailFraction);
+  Smallest<std::less<float>> low(log ? 0 : most + 1);
+  Smallest<std::greater<float>> high(log ? 0 : most + 1);
   size_t n = 0;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (float f : values) {
@@ -163,6 +174,10 @@ std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
     ++n;
     lo = std::min(lo, v);
     hi = std::max(hi, v);
+    if (!log) {
+      low.offer(f);
+      high.offer(f);
+    }
   }
   if (n == 0) return {log ? 1e-3 : 0.0, 1.0};
   if (log) return {lo, hi > lo ? hi : lo * 10};
@@ -170,8 +185,8 @@ std::pair<double, double> autoRange(ColormapKind kind, ScaleKind scale,
   // take the end colours. A range the quantiles would collapse keeps [min, max].
   const size_t cut = static_cast<size_t>(static_cast<double>(n) * kRangeTailFraction);
   if (cut > 0) {
-    const double qlo = rankValue(values, cut, std::less<float>());
-    const double qhi = rankValue(values, cut, std::greater<float>());
+    const double qlo = low.rank(cut);
+    const double qhi = high.rank(cut);
     if (qhi > qlo) {
       lo = qlo;
       hi = qhi;

@@ -117,6 +117,10 @@ void GuiTest::auto_range_ignores_rare_extremes_and_picks_the_map() {
   QCOMPARE(rlo, double{sorted[5]});
   QCOMPARE(rhi, double{sorted[5003 - 1 - 5]});
   QVERIFY(rlo > sorted.front() && rhi < sorted.back());
+  // 3000 NaN cells more: the cut follows the finite values alone.
+  ranked.insert(ranked.begin() + 2500, 3000, kNaN);
+  QCOMPARE(autoRange(ColormapKind::sequential, ScaleKind::linear, ranked),
+           std::make_pair(double{sorted[5]}, double{sorted[5003 - 1 - 5]}));
   // Both signs: diverging, symmetric around 0; non-finite values play no part.
   const std::vector<float> mixed{-2.f, 0.5f, 1.f, kNaN, std::numeric_limits<float>::infinity()};
   QCOMPARE(colormapFor(mixed), ColormapKind::diverging);
