@@ -70,31 +70,35 @@ quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& c
     polled.cancelled = [control] { return control.stale(); };
     const std::string file = cases->reader()->path();
     try {
+      // After a forward handed over first: its time and phases, which the whole head's
+      // result carries too.
+      double forwardMs = 0;
+      std::vector<HeadPhase> phases;
       if (forwardFirst) {
         polled.forward_only = true;
         Result<HeadResult> first = compute_head(*s.data, polled, &s.cache);
         if (!first) return failure(first.error());
         if (first->gradients) return success(std::move(first).value(), request, file);
-        const double forwardMs = first->elapsed_ms;
-        std::vector<HeadPhase> phases = first->phases;
+        forwardMs = first->elapsed_ms;
+        phases = first->phases;
         control.handOver(success(std::move(first).value(), request, file));
         polled.forward_only = false;
-        // The GUI thread draws the forward's views meanwhile: the backward runs on a thread of
-        // its own at a lower priority (Linux: nice +5 for it and the kernel workers it starts),
-        // so the GUI thread keeps the upper hand on a core they share.
-        Result<HeadResult> r = std::async(std::launch::async, [&] {
-                                 setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
-                                 return compute_head(*s.data, polled, &s.cache);
-                               }).get();
-        if (!r) return failure(r.error());
-        // The whole head's time and phases: the forward's, then the backward's.
-        r->elapsed_ms += forwardMs;
-        phases.insert(phases.end(), r->phases.begin(), r->phases.end());
-        r->phases = std::move(phases);
-        return success(std::move(r).value(), request, file);
       }
-      Result<HeadResult> r = compute_head(*s.data, polled, &s.cache);
+      // The GUI thread draws the forward's views meanwhile: the backward runs on a thread of its
+      // own at a lower priority (Linux: nice +5 for it and the kernel workers it starts), so the
+      // GUI thread keeps the upper hand on a core they share.
+      Result<HeadResult> r =
+          forwardFirst ? std::async(std::launch::async,
+                                    [&] {
+                                      setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
+                                      return compute_head(*s.data, polled, &s.cache);
+                                    })
+                             .get()
+                       : compute_head(*s.data, polled, &s.cache);
       if (!r) return failure(r.error());
+      r->elapsed_ms += forwardMs;
+      phases.insert(phases.end(), r->phases.begin(), r->phases.end());
+      r->phases = std::move(phases);
       return success(std::move(r).value(), request, file);
     } catch (const KernelCancelled&) {
       return nullptr;  // stale: TaskRunner drops it; the cache holds only finished stages

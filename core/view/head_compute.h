@@ -59,8 +59,8 @@ struct HeadRequest {
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
 struct HeadPhase {
   // "inputs", "head slice", "cpu fwd+bwd" (or "cpu fwd+bwd+pool" when it pools the score grids on
-  // the way; "cpu fwd" alone for forward_only, then "cpu bwd" / "cpu bwd+pool"), "score grids",
-  // "backend", "reference", "grids"
+  // the way; for forward_only "cpu fwd" / "cpu fwd+pool", later "cpu bwd" / "cpu bwd+pool"),
+  // "score grids", "backend", "reference", "grids"
   const char* name;
   double ms = 0;
 };
@@ -102,12 +102,12 @@ struct HeadResult {
 // another head only slices) -> the head slice (+ batch, head) -> CPU forward, then CPU backward
 // (+ scale, mode) -> score grids (+ window, pixels, budget; each matrix on its own) and backend
 // outputs (+ backend); the fp64 reference depends on the slice and the scale. When the kernel
-// stage runs and the grids are pooled, its backward pools the requested ones on the way; a later
-// window change or request of another matrix recomputes the grids alone. With a clip, the whole
-// case's gradients (+ inputs, scale, mode, backend; not the head) and their clip calls (+ max_norm,
-// scope) are kept too, so another head of the case only picks its clip. Applying the clip and
-// the error grids are cheap post-processes, always rerun. Valid for one CaseData: clear() it when
-// the case changes.
+// stages run and the grids are pooled, they pool the requested ones on the way (the fused
+// forward S, the backward the others); a later window change or request of another matrix
+// recomputes the grids alone. With a clip, the whole case's gradients (+ inputs, scale, mode,
+// backend; not the head) and their clip calls (+ max_norm, scope) are kept too, so another head of
+// the case only picks its clip. Applying the clip and the error grids are cheap post-processes,
+// always rerun. Valid for one CaseData: clear() it when the case changes.
 class HeadCache {
  public:
   void clear() { *this = HeadCache{}; }
