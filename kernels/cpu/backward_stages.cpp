@@ -5,15 +5,21 @@
 #include <limits>
 
 #include "kernels/attn_check.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/precision.h"
 
 namespace attnscope::cpu {
 
-void backward_preprocess(int64_t rows, int64_t dim_v, const float* o, const float* dout, float* d) {
+void backward_preprocess(const HeadContext& x, int64_t rows, const float* o, const float* dout,
+                         float* d) {
+  const int64_t dim_v = x.dim_v;
   ATTNSCOPE_DCHECK(rows > 0 && dim_v > 0 && o != nullptr && dout != nullptr && d != nullptr);
-  for (int64_t r = 0; r < rows; ++r)
-    d[r] = dot_f32_in_order(dout + r * dim_v, o + r * dim_v, dim_v);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dout_r = dout + r * dim_v;
+    const float* o_r = o + r * dim_v;
+    d[r] = x.bf16_dot ? dot_bf16(dout_r, o_r, dim_v) : dot_f32_in_order(dout_r, o_r, dim_v);
+  }
 }
 
 void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
@@ -34,7 +40,7 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
 }
 
 void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
-                   const float* dout, float* dv_acc) {
+                   const float* dout, float* dv_acc, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && p_lo != nullptr && dout != nullptr && dv_acc != nullptr);
   const float* p_mm = p;  // fp32 P is its own rounding at f32
@@ -44,14 +50,16 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
     if (x.dropout) apply_dropout(x, t, p_lo, p_lo, 1.0f);
     p_mm = p_lo;
   }
-  gemm_tile(t.cols, x.dim_v, t.rows, p_mm, 1, t.ld, dout, x.dim_v, dv_acc, x.dim_v, 1.0f, true);
+  tile_matmul(x, t.cols, x.dim_v, t.rows, p_mm, 1, t.ld, dout, x.dim_v, dv_acc, x.dim_v, 1.0f, true,
+              paired);
 }
 
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
-                int64_t ldvt, float* dp) {
+                int64_t ldvt, float* dp, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(dout != nullptr && vt != nullptr && dp != nullptr && ldvt >= t.cols);
-  gemm_tile(t.rows, t.cols, x.dim_v, dout, x.dim_v, 1, vt, ldvt, dp, t.ld, 1.0f, false);
+  tile_matmul(x, t.rows, t.cols, x.dim_v, dout, x.dim_v, 1, vt, ldvt, dp, t.ld, 1.0f, false,
+              paired);
   if (x.dropout) apply_dropout(x, t, dp, dp, x.dropout_scale);
 }
 
@@ -70,17 +78,19 @@ void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const 
 }
 
 void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,
-                   float* dq_acc) {
+                   float* dq_acc, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(ds != nullptr && k != nullptr && dq_acc != nullptr);
-  gemm_tile(t.rows, x.dim, t.cols, ds, t.ld, 1, k, x.dim, dq_acc, x.dim, x.scale, true);
+  tile_matmul(x, t.rows, x.dim, t.cols, ds, t.ld, 1, k, x.dim, dq_acc, x.dim, x.scale, true,
+              paired);
 }
 
 void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, const float* q,
-                   float* dk_acc) {
+                   float* dk_acc, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(ds != nullptr && q != nullptr && dk_acc != nullptr);
-  gemm_tile(t.cols, x.dim, t.rows, ds, 1, t.ld, q, x.dim, dk_acc, x.dim, x.scale, true);
+  tile_matmul(x, t.cols, x.dim, t.rows, ds, 1, t.ld, q, x.dim, dk_acc, x.dim, x.scale, true,
+              paired);
 }
 
 void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out) {

@@ -17,8 +17,10 @@
 
 namespace attnscope::cpu {
 
-// D_r = sum_c dO[r, c] * O[r, c] in fp32 for rows r < rows; o, dout [rows x Dv].
-void backward_preprocess(int64_t rows, int64_t dim_v, const float* o, const float* dout, float* d);
+// D_r = sum_c dO[r, c] * O[r, c] in fp32 for rows r < rows, summed as the kernel's matmuls sum
+// (tile_matmul); o, dout [rows x Dv].
+void backward_preprocess(const HeadContext& x, int64_t rows, const float* o, const float* dout,
+                         float* d);
 
 // The backward's P in fp32, undropped (m, l indexed by tile row):
 //   BackwardP::saved:    P = exp(S - m) / l, the forward's probabilities; exact even when |m| is
@@ -34,13 +36,13 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
 // at f32 without dropout), dout holds rows t.i0.. of dO [rows x Dv], dv_acc [cols x Dv] in
 // fp32. The 1 / (1 - p) of dropout waits for backward_postprocess_dv.
 void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
-                   const float* dout, float* dv_acc);
+                   const float* dout, float* dv_acc, const Bf16Pairs& paired = {});
 
 // dP = Z o (dO_i V_j^T) in fp32, Z = keep * dropout_scale (1 without dropout): the dP that
 // enters dS, and the one the stepper and the head matrices show. dout [rows x Dv] (row stride
 // Dv), vt column t.j0 of V^T [Dv x cols] (row stride ldvt), dp like the score tile.
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
-                int64_t ldvt, float* dp);
+                int64_t ldvt, float* dp, const Bf16Pairs& paired = {});
 
 // dS = round(P * (dP - D) * gf) with fp32 P, dP and D (d indexed by tile row); gf is the
 // softcap derivative, 0 at masked scores. dS is the low-precision operand of both matmuls.
@@ -49,11 +51,11 @@ void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const 
 
 // dQ_i += scale * dS K_j in fp32: k holds rows t.j0.. of K [cols x D], dq_acc [rows x D].
 void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,
-                   float* dq_acc);
+                   float* dq_acc, const Bf16Pairs& paired = {});
 
 // dK_j += scale * dS^T Q_i in fp32: q holds rows t.i0.. of Q [rows x D], dk_acc [cols x D].
 void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, const float* q,
-                   float* dk_acc);
+                   float* dk_acc, const Bf16Pairs& paired = {});
 
 // Stores an fp32 accumulator of n elements rounded once to the precision: out = round(acc).
 void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out);

@@ -66,7 +66,7 @@ struct BackwardStepper::Impl {
   // D of rows [i0, i0 + rows) into d (the kernel's backward_preprocess).
   void preprocess_rows(int64_t i0, int64_t rows, float* d) const {
     const int64_t Dv = prm.head_dim_v;
-    cpu::backward_preprocess(rows, Dv, o + i0 * Dv, op.dout.data() + i0 * Dv, d);
+    cpu::backward_preprocess(op.x, rows, o + i0 * Dv, op.dout.data() + i0 * Dv, d);
   }
 
   cpu::ScoreTile tile_of(int64_t qt, int64_t jt) const {

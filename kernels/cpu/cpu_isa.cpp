@@ -1,16 +1,29 @@
-// Selection of the CPU kernels' instruction set through Highway's target mask (see cpu_isa.h).
-// This file is compiled with the same flags and HWY_DISABLED_TARGETS as tile_math.cpp, so
-// HWY_TARGETS here lists exactly the sets built there.
+// Selection of the CPU kernels' instruction set (see cpu_isa.h): Highway's target mask, plus
+// the flag that sends bf16 matmuls to gemm_bf16.h ("avx512bf16"). This file is compiled with the
+// same flags and HWY_DISABLED_TARGETS as tile_math.cpp, so HWY_TARGETS here lists exactly the
+// sets built there.
 #include "kernels/cpu/cpu_isa.h"
 
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 namespace attnscope::cpu {
 namespace {
+
+// Highway's AVX-512 set with AVX512-BF16 dot products for bf16 matmuls (gemm_bf16.h).
+const std::string kBf16Set = "avx512bf16";
+#if HWY_ARCH_X86
+constexpr bool kBf16SetBuilt = (HWY_TARGETS & HWY_AVX3) != 0;
+#else
+constexpr bool kBf16SetBuilt = false;
+#endif
+// The set in use is kBf16Set (Highway then runs its AVX-512 set).
+std::atomic<bool> bf16_dot_in_use{false};
 
 // One Highway target bit and its name here.
 std::string name_of(int64_t target) {
@@ -56,6 +69,17 @@ int64_t cpu_targets() {
   return targets;
 }
 
+// The built sets this CPU runs, best first.
+std::vector<std::string> available_names() {
+  std::vector<std::string> names = names_of(built_targets_in(cpu_targets()));
+#if HWY_ARCH_X86
+  if (kBf16SetBuilt && (cpu_targets() & HWY_AVX3) != 0 && cpu_has_avx512_bf16()) {
+    names.insert(names.begin(), kBf16Set);
+  }
+#endif
+  return names;
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -63,9 +87,15 @@ std::string joined(const std::vector<std::string>& names) {
 }
 
 bool apply(const std::string& name, std::string* error) {
+  const std::vector<std::string> available = available_names();
+  if (name == kBf16Set && !available.empty() && available.front() == kBf16Set) {
+    bf16_dot_in_use = apply("avx512", error);
+    return bf16_dot_in_use;
+  }
   for (int64_t t : built_targets_in(cpu_targets())) {
     if (name_of(t) != name) continue;
     hwy::DisableTargets(HWY_TARGETS & (t - 1));  // every built set better than t
+    bf16_dot_in_use = false;
     return true;
   }
   const std::vector<std::string> built = cpu_isas_built();
@@ -73,16 +103,20 @@ bool apply(const std::string& name, std::string* error) {
   for (const std::string& b : built) known = known || b == name;
   *error = known ? "this CPU cannot run the instruction set '" + name + "'"
                  : "unknown instruction set '" + name + "' (this build has " + joined(built) + ")";
-  *error += "; available here: " + joined(names_of(built_targets_in(cpu_targets())));
+  *error += "; available here: " + joined(available_names());
   return false;
 }
 
 bool choose_from_environment() {
   const char* wanted = std::getenv("ATTNSCOPE_CPU_ISA");
+  const std::string best = available_names().front();
   std::string error;
   if (wanted != nullptr && *wanted != '\0' && !apply(wanted, &error)) {
     std::fprintf(stderr, "attnscope: ATTNSCOPE_CPU_ISA=%s ignored: %s; running %s\n", wanted,
-                 error.c_str(), name_of(built_targets_in(cpu_targets()).front()).c_str());
+                 error.c_str(), best.c_str());
+    apply(best, &error);
+  } else if (wanted == nullptr || *wanted == '\0') {
+    apply(best, &error);
   }
   return true;
 }
@@ -90,17 +124,24 @@ bool choose_from_environment() {
 }  // namespace
 
 std::vector<std::string> cpu_isas_built() {
-  return names_of(built_targets_in(HWY_TARGETS));
+  std::vector<std::string> names = names_of(built_targets_in(HWY_TARGETS));
+  if (kBf16SetBuilt) names.insert(names.begin(), kBf16Set);
+  return names;
 }
 
 std::vector<std::string> cpu_isas_available() {
   choose_cpu_isa();
-  return names_of(built_targets_in(cpu_targets()));
+  return available_names();
 }
 
 std::string cpu_isa() {
   choose_cpu_isa();
-  return names_of(built_targets_in(hwy::SupportedTargets())).front();
+  return bf16_dot_in_use ? kBf16Set : names_of(built_targets_in(hwy::SupportedTargets())).front();
+}
+
+bool bf16_dot_products() {
+  choose_cpu_isa();
+  return bf16_dot_in_use;
 }
 
 bool select_cpu_isa(const std::string& name, std::string* error) {

@@ -42,6 +42,17 @@ inline int64_t tile_count(int64_t n, int64_t tile) {
 std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
                                       int threads);
 
+// The bf16 pairs (gemm_bf16.h) of kv tiles as the B operand of the forward's matmuls, for
+// HeadContext::bf16_dot. pair_kt_tiles: of the `tiles` blocks of a transpose_kv_tiles result
+// (K^T in S = Q K^T), block i at i * kt_pairs_block(dim). pair_v_tiles: of the rows of each kv
+// tile of `heads` matrices [Sk x dim] (V in P V), tile jt of head g at (g * n_kv + jt) *
+// v_pairs_block(dim).
+int64_t kt_pairs_block(int64_t dim);
+int64_t v_pairs_block(int64_t dim);
+std::vector<uint32_t> pair_kt_tiles(const std::vector<float>& kt, int64_t dim, int threads);
+std::vector<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim,
+                                   int threads);
+
 // Per kv tile [B * Hk][n_kv]: 1 when its K and V rows are all finite. A causally hidden tile
 // is skipped only then, so that 0 * NaN still poisons the output exactly as in the reference.
 std::vector<uint8_t> finite_kv_tiles(const AttnParams& params, const PreparedInputs& in,
@@ -54,19 +65,23 @@ int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements);
 
 // Operands of one (batch, query head) for the fused forward: q [Sq x D] of the head, kt the
 // K^T tiles of its kv head (transpose_kv_tiles layout: n_kv blocks [D x Bc]), v [Sk x Dv] of
-// the kv head, kv_finite [n_kv] (finite_kv_tiles of the kv head).
+// the kv head, kv_finite [n_kv] (finite_kv_tiles of the kv head). kt_pairs, v_pairs (null, or
+// with bf16_dot both): pair_kt_tiles and pair_v_tiles of the kv head.
 struct FusedHeadOperands {
   const float* q = nullptr;
   const float* kt = nullptr;
   const float* v = nullptr;
   const uint8_t* kv_finite = nullptr;
+  const uint32_t* kt_pairs = nullptr;
+  const uint32_t* v_pairs = nullptr;
 };
 
 // Per-worker buffers of the fused forward.
 struct ForwardScratch {
-  std::vector<float> s, p;  // [Br, Bc]
-  std::vector<float> m, l;  // [Br]
-  std::vector<float> acc;   // [Br, Dv]
+  std::vector<float> s, p;        // [Br, Bc]
+  std::vector<float> m, l;        // [Br]
+  std::vector<float> acc;         // [Br, Dv]
+  std::vector<uint32_t> q_pairs;  // [Br, ceil(D / 2)]: pair_rows of the q tile (with kt_pairs)
   explicit ForwardScratch(int64_t dim_v);
 };
 
@@ -92,11 +107,13 @@ enum class TileStage : uint8_t { s, p, dp, ds };
 // The fused backward's intermediates of tile t in stage order, up to `last`: score_tile +
 // mask_tile (s, gf), recompute_p (p), compute_dp (dp), compute_ds (ds). q_tile [rows x D], kt the
 // tile's K^T [D x Bc] and vt its V^T [Dv x Bc] (row stride Bc), do_tile [rows x Dv]; m, l, d
-// at the tile's rows (read from the stage that needs them on).
+// at the tile's rows (read from the stage that needs them on); s_paired and dp_paired: the
+// operands of S's and dP's matmuls already paired (forward_stages.h, tile_matmul).
 void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, const float* q_tile,
                                   const float* kt, const float* do_tile, const float* vt,
                                   const float* m, const float* l, const float* d,
-                                  BackwardTileBuffers& w, TileStage last = TileStage::ds);
+                                  BackwardTileBuffers& w, TileStage last = TileStage::ds,
+                                  const Bf16Pairs& s_paired = {}, const Bf16Pairs& dp_paired = {});
 
 // Whether the rows of a q tile are clean for the backward: q, dO and D finite and every row's
 // P exactly 0 wherever masked (finite m and l, or a safe empty row). rows x D / Dv operands.

@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "kernels/attn_check.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/precision.h"
 
@@ -46,6 +48,7 @@ HeadContext make_head_context(const AttnParams& params, Mode mode, int64_t b, in
             : round_to(x.precision, 1.0f / static_cast<float>(1.0 - params.dropout_p));
   }
   x.p_from_lse = mode == Mode::fused && params.backward_p == BackwardP::from_lse;
+  x.bf16_dot = mode == Mode::fused && x.precision == Precision::bf16 && bf16_dot_products();
   return x;
 }
 
@@ -57,11 +60,21 @@ bool fill_is_neg_inf(const HeadContext& x) {
   return x.fill == -kInf;
 }
 
+void tile_matmul(const HeadContext& x, int64_t m, int64_t n, int64_t k, const float* a,
+                 int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
+                 float alpha, bool accumulate, const Bf16Pairs& paired) {
+  if (x.bf16_dot) {
+    gemm_tile_bf16(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, alpha, accumulate, paired);
+  } else {
+    gemm_tile(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, alpha, accumulate);
+  }
+}
+
 void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
-                int64_t ldkt, float* s, float* gf) {
+                int64_t ldkt, float* s, float* gf, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(q != nullptr && kt != nullptr && s != nullptr && ldkt >= t.cols);
-  gemm_tile(t.rows, t.cols, x.dim, q, x.dim, 1, kt, ldkt, s, t.ld, x.scale, false);
+  tile_matmul(x, t.rows, t.cols, x.dim, q, x.dim, 1, kt, ldkt, s, t.ld, x.scale, false, paired);
   const AttnParams& p = *x.params;
   for (int64_t r = 0; r < t.rows; ++r) {
     float* s_r = s + r * t.ld;
@@ -136,12 +149,13 @@ void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* 
   online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v);
 }
 
-void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc) {
+void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,
+                   const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && v != nullptr && acc != nullptr);
   for (int64_t r = 0; r < t.rows; ++r) round_copy(x.precision, p + r * t.ld, p + r * t.ld, t.cols);
   if (x.dropout) apply_dropout(x, t, p, p, 1.0f);
-  gemm_tile(t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true);
+  tile_matmul(x, t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true, paired);
 }
 
 void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,

@@ -10,6 +10,7 @@
 #include "kernels/attn_params.h"
 #include "kernels/attn_types.h"
 #include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 namespace attnscope::cpu {
 
@@ -27,6 +28,8 @@ struct HeadContext {
   // 1 / l), dP and dV; unfused: the dropout noise value round(1 / (1 - p)) in the precision.
   float dropout_scale = 1;
   bool p_from_lse = false;  // fused with BackwardP::from_lse (the unfused kernel is eager)
+  // Fused bf16 under the set "avx512bf16" (cpu_isa.h): matmuls by gemm_tile_bf16, D by dot_bf16.
+  bool bf16_dot = false;
 };
 
 // f64 is emulated as f32: the CPU kernels compute in fp32.
@@ -66,12 +69,20 @@ bool causally_hidden(const AttnParams& params, const ScoreTile& t);
 // masked tiles may be skipped if no NaN/Inf input could leak through them.
 bool fill_is_neg_inf(const HeadContext& x);
 
+// The kernel's matmul of one tile, gemm_tile's arguments (tile_math.h): gemm_tile_bf16
+// (gemm_bf16.h) where x.bf16_dot, which reads the operands `paired` holds from there; else
+// gemm_tile. Every stage below that multiplies takes such a `paired` for its matmul: a driver
+// pairs its loop-invariant operands once (the same bits).
+void tile_matmul(const HeadContext& x, int64_t m, int64_t n, int64_t k, const float* a,
+                 int64_t a_rs, int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
+                 float alpha, bool accumulate, const Bf16Pairs& paired = {});
+
 // S = scale * Q K^T in fp32, then softcap (s = cap * tanh(s / cap)), then + bias (rounded to
 // the precision). q: rows t.i0.. of Q [rows x D] (row stride D); kt: column t.j0 of K^T
 // [D x cols] (row stride ldkt). gf (nullable, same layout as s): d s / d(scale q.k), i.e.
 // 1 - tanh^2 with softcap, else 1.
 void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
-                int64_t ldkt, float* s, float* gf);
+                int64_t ldkt, float* s, float* gf, const Bf16Pairs& paired = {});
 
 // Sets masked scores (bool mask 0 or causally hidden) to x.fill and their gf to 0 (the fill is
 // a constant: no gradient flows to q or k, yet 0 * NaN stays NaN as in the reference).
@@ -102,7 +113,8 @@ void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* 
 // zeroed (it is the low-precision matmul operand; m and l stay those of the undropped P, and
 // 1 / (1 - p) waits for forward_epilogue), v holds rows t.j0.. of V [cols x Dv] (row stride
 // Dv), acc [rows x Dv].
-void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc);
+void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,
+                   const Bf16Pairs& paired = {});
 
 // Final per-row outputs: O = round(acc * (1 / l)) (with dropout round(acc * (1 / l *
 // dropout_scale)), FA2's epilogue), LSE = lse_of(m, l), m and l as accumulated. A row

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/forward_stages.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/head_matrices.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/pooled_cells.h"
@@ -85,6 +86,36 @@ std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk,
     transpose(std::min(kTileCols, sk - j0), dim, src, dim, t.data() + item * block, kTileCols);
   });
   return t;
+}
+
+int64_t kt_pairs_block(int64_t dim) {
+  return (dim + 1) / 2 * kTileCols;
+}
+
+int64_t v_pairs_block(int64_t dim) {
+  return kTileCols / 2 * paired_ld(dim);
+}
+
+std::vector<uint32_t> pair_kt_tiles(const std::vector<float>& kt, int64_t dim, int threads) {
+  const int64_t tiles = static_cast<int64_t>(kt.size()) / (dim * kTileCols);
+  std::vector<uint32_t> pairs(count(tiles * kt_pairs_block(dim)));
+  parallel_for(tiles, threads, [&](int64_t i, int) {
+    pair_columns(dim, kTileCols, kt.data() + i * dim * kTileCols, kTileCols,
+                 pairs.data() + i * kt_pairs_block(dim));
+  });
+  return pairs;
+}
+
+std::vector<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim,
+                                   int threads) {
+  const int64_t n_kv = tile_count(sk, kTileCols);
+  std::vector<uint32_t> pairs(count(heads * n_kv * v_pairs_block(dim)));
+  parallel_for(heads * n_kv, threads, [&](int64_t item, int) {
+    const int64_t j0 = (item % n_kv) * kTileCols;
+    pair_columns(std::min(kTileCols, sk - j0), dim, v + ((item / n_kv) * sk + j0) * dim, dim,
+                 pairs.data() + item * v_pairs_block(dim));
+  });
+  return pairs;
 }
 
 std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& in, int threads) {

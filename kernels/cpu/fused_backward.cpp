@@ -23,11 +23,13 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Per-worker buffers: the tile intermediates plus K_j^T, V_j^T and the fp32 dK_j, dV_j.
+// Per-worker buffers: the tile intermediates plus K_j^T, V_j^T and the fp32 dK_j, dV_j; with
+// bf16_dot also the pairs (gemm_bf16.h) of K_j^T, V_j^T (B of S and dP) and K_j (B of dQ).
 struct BackwardScratch {
   BackwardTileBuffers tile;
-  std::vector<float> kt, vt;  // [D, Bc], [Dv, Bc]
-  std::vector<float> dk, dv;  // [Bc, D], [Bc, Dv]
+  std::vector<float> kt, vt;                          // [D, Bc], [Dv, Bc]
+  std::vector<float> dk, dv;                          // [Bc, D], [Bc, Dv]
+  std::vector<uint32_t> kt_pairs, vt_pairs, k_pairs;  // pair_columns of kt, vt, K_j
 
   BackwardScratch(int64_t dim, int64_t dim_v)
       : kt(count(dim * kTileCols)),
@@ -71,15 +73,29 @@ class FusedBackward {
   }
 
  private:
-  // D = rowsum(dO * O) per q tile, and whether the tile is clean (q_tile_clean).
+  // D = rowsum(dO * O) per q tile, whether the tile is clean (q_tile_clean), and with
+  // bf16_dot the pairs of Q and dO every kv tile's matmuls read.
   void preprocess() {
     const int64_t Sq = prm_.seqlen_q, D = prm_.head_dim, Dv = prm_.head_dim_v;
-    q_clean_.assign(count(prm_.batch * prm_.heads * n_q_), 0);
-    parallel_for(prm_.batch * prm_.heads * n_q_, threads_, [&](int64_t item, int) {
+    const int64_t q_tiles = prm_.batch * prm_.heads * n_q_;
+    q_clean_.assign(count(q_tiles), 0);
+    if (paired_) {
+      q_rows_.resize(count(q_tiles * kTileRows * q_row_words_));
+      do_rows_.resize(count(q_tiles * kTileRows * do_row_words_));
+      q_cols_.resize(count(q_tiles * q_cols_block_));
+      do_cols_.resize(count(q_tiles * do_cols_block_));
+    }
+    parallel_for(q_tiles, threads_, [&](int64_t item, int) {
       cancel_.check();
       const int64_t i0 = (item % n_q_) * kTileRows, rows = std::min(kTileRows, Sq - i0);
       const int64_t row = (item / n_q_) * Sq + i0;
-      backward_preprocess(rows, Dv, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
+      if (paired_) {
+        pair_rows(rows, D, in_.q + row * D, D, q_rows_.data() + row * q_row_words_);
+        pair_rows(rows, Dv, in_.dout + row * Dv, Dv, do_rows_.data() + row * do_row_words_);
+        pair_columns(rows, D, in_.q + row * D, D, q_cols_.data() + item * q_cols_block_);
+        pair_columns(rows, Dv, in_.dout + row * Dv, Dv, do_cols_.data() + item * do_cols_block_);
+      }
+      backward_preprocess(x0_, rows, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
       q_clean_[count(item)] = q_tile_clean(x0_, rows, in_.q + row * D, in_.dout + row * Dv,
                                            out_.d + row, fwd_.m + row, fwd_.l + row);
       if (rec_ != nullptr) {
@@ -97,6 +113,14 @@ class FusedBackward {
     const float* k_tile = in_.k + (bkv * Sk + j0) * D;
     transpose(cols, D, k_tile, D, w.kt.data(), kTileCols);
     transpose(cols, Dv, in_.v + (bkv * Sk + j0) * Dv, Dv, w.vt.data(), kTileCols);
+    if (paired_) {
+      w.kt_pairs.resize(count((D + 1) / 2 * kTileCols));
+      w.vt_pairs.resize(count((Dv + 1) / 2 * kTileCols));
+      w.k_pairs.resize(count(kTileCols / 2 * paired_ld(D)));
+      pair_columns(D, kTileCols, w.kt.data(), kTileCols, w.kt_pairs.data());
+      pair_columns(Dv, kTileCols, w.vt.data(), kTileCols, w.vt_pairs.data());
+      pair_columns(cols, D, k_tile, D, w.k_pairs.data());
+    }
     std::fill(w.dk.begin(), w.dk.end(), 0.0f);
     std::fill(w.dv.begin(), w.dv.end(), 0.0f);
     const bool kv_clean = kv_clean_[count(bkv * n_kv_ + jt)];
@@ -114,13 +138,25 @@ class FusedBackward {
         const bool skip = backward_skips(x, t, kv_clean, q_clean_[count(bh * n_q_ + qt)]);
         if (skip && rec_ != nullptr) rec_->skipped_tile(x, t);
         if (skip && !pool) continue;
+        const int64_t item = bh * n_q_ + qt;
+        const auto pairs = [&](const std::vector<uint32_t>& v, int64_t at) {
+          return paired_ ? v.data() + at : nullptr;
+        };
+        const Bf16Pairs s_pairs{pairs(q_rows_, row * q_row_words_), q_row_words_, 1,
+                                pairs(w.kt_pairs, 0), kTileCols};
+        const Bf16Pairs dp_pairs{pairs(do_rows_, row * do_row_words_), do_row_words_, 1,
+                                 pairs(w.vt_pairs, 0), kTileCols};
         fused_backward_intermediates(x, t, q_tile, w.kt.data(), do_tile, w.vt.data(), fwd_.m + row,
-                                     fwd_.l + row, out_.d + row, tb);
+                                     fwd_.l + row, out_.d + row, tb, TileStage::ds, s_pairs,
+                                     dp_pairs);
         if (pool) pooled_->add({t, tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data()}, worker);
         if (skip) continue;
-        accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data());
-        accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + row * D);
-        accumulate_dk(x, t, tb.ds.data(), q_tile, w.dk.data());
+        accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data(),
+                      {nullptr, 0, 0, pairs(do_cols_, item * do_cols_block_), paired_ld(Dv)});
+        accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + row * D,
+                      {nullptr, 0, 0, pairs(w.k_pairs, 0), paired_ld(D)});
+        accumulate_dk(x, t, tb.ds.data(), q_tile, w.dk.data(),
+                      {nullptr, 0, 0, pairs(q_cols_, item * q_cols_block_), paired_ld(D)});
         if (rec_ != nullptr) {
           rec_->backward_tile(x, t,
                               {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row,
@@ -164,6 +200,14 @@ class FusedBackward {
   int64_t chunks_ = 1;
   std::vector<uint8_t> q_clean_, kv_clean_;  // [B * H][n_q], [B * Hk][n_kv]
   std::vector<float> dq_extra_;              // [chunks - 1][B, H, Sq, D]
+  // bf16_dot: Q and dO paired once (gemm_bf16.h) as A of S and dP (pair_rows, row by row) and as
+  // B of dK and dV (pair_columns, q tile by q tile); empty otherwise.
+  const bool paired_ = x0_.bf16_dot;
+  const int64_t q_row_words_ = (prm_.head_dim + 1) / 2, do_row_words_ = (prm_.head_dim_v + 1) / 2;
+  const int64_t q_cols_block_ = kTileRows / 2 * paired_ld(prm_.head_dim);
+  const int64_t do_cols_block_ = kTileRows / 2 * paired_ld(prm_.head_dim_v);
+  std::vector<uint32_t> q_rows_, do_rows_;  // [B * H * Sq][q_row_words_ / do_row_words_]
+  std::vector<uint32_t> q_cols_, do_cols_;  // [B * H * n_q][q_cols_block_ / do_cols_block_]
 };
 
 }  // namespace
@@ -188,13 +232,14 @@ BackwardTileBuffers::BackwardTileBuffers() {
 void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, const float* q_tile,
                                   const float* kt, const float* do_tile, const float* vt,
                                   const float* m, const float* l, const float* d,
-                                  BackwardTileBuffers& w, TileStage last) {
+                                  BackwardTileBuffers& w, TileStage last, const Bf16Pairs& s_paired,
+                                  const Bf16Pairs& dp_paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
   ATTNSCOPE_DCHECK(w.s.size() >= static_cast<size_t>(kTileRows * kTileCols));
-  score_tile(x, t, q_tile, kt, kTileCols, w.s.data(), w.gf.data());
+  score_tile(x, t, q_tile, kt, kTileCols, w.s.data(), w.gf.data(), s_paired);
   mask_tile(x, t, w.s.data(), w.gf.data());
   if (last >= TileStage::p) recompute_p(x, t, w.s.data(), m, l, w.p.data());
-  if (last >= TileStage::dp) compute_dp(x, t, do_tile, vt, kTileCols, w.dp.data());
+  if (last >= TileStage::dp) compute_dp(x, t, do_tile, vt, kTileCols, w.dp.data(), dp_paired);
   if (last >= TileStage::ds) compute_ds(x, t, w.p.data(), w.dp.data(), d, w.gf.data(), w.ds.data());
 }
 

@@ -36,6 +36,14 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
                    w.acc.size() >= static_cast<size_t>(kTileRows * Dv));
   ATTNSCOPE_DCHECK(o != nullptr && lse != nullptr && m != nullptr && l != nullptr);
   const float* q_tile = op.q + i0 * D;
+  // With the kv tiles paired (bf16_dot), the q tile is paired once for all of them.
+  const bool paired = op.kt_pairs != nullptr;
+  ATTNSCOPE_DCHECK(!paired || (x.bf16_dot && op.v_pairs != nullptr));
+  const int64_t q_words = (D + 1) / 2;
+  if (paired) {
+    w.q_pairs.resize(static_cast<size_t>(kTileRows * q_words));
+    pair_rows(rows, D, q_tile, D, w.q_pairs.data());
+  }
 
   std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.end(), 0.0f);
@@ -48,12 +56,18 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
     const bool skip = causally_hidden(prm, t) && fill_is_neg_inf(x) && op.kv_finite[jt];
     if (skip && rec != nullptr) rec->skipped_tile(x, t);
     if (skip && !pool) continue;
-    score_tile(x, t, q_tile, op.kt + jt * D * kTileCols, kTileCols, w.s.data(), nullptr);
+    const Bf16Pairs s_pairs = paired ? Bf16Pairs{w.q_pairs.data(), q_words, 1,
+                                                 op.kt_pairs + jt * kt_pairs_block(D), kTileCols}
+                                     : Bf16Pairs{};
+    score_tile(x, t, q_tile, op.kt + jt * D * kTileCols, kTileCols, w.s.data(), nullptr, s_pairs);
     mask_tile(x, t, w.s.data(), nullptr);
     if (pool) pooled->add({t, w.s.data(), nullptr, nullptr, nullptr}, worker);
     if (skip) continue;
     online_softmax_update(t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv);
-    accumulate_pv(x, t, w.p.data(), op.v + j0 * Dv, w.acc.data());
+    const Bf16Pairs pv_pairs =
+        paired ? Bf16Pairs{nullptr, 0, 0, op.v_pairs + jt * v_pairs_block(Dv), paired_ld(Dv)}
+               : Bf16Pairs{};
+    accumulate_pv(x, t, w.p.data(), op.v + j0 * Dv, w.acc.data(), pv_pairs);
     if (rec != nullptr) rec->forward_tile(x, t, w.s.data(), w.p.data(), w.m.data(), w.acc.data());
   }
   forward_epilogue(x, rows, w.m.data(), w.l.data(), w.acc.data(), o, lse, m, l);
@@ -67,6 +81,12 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
   const int64_t n_q = tile_count(Sq, kTileRows), n_kv = tile_count(Sk, kTileCols);
 
   const std::vector<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
+  // bf16_dot: K^T and V paired once here rather than once per q tile.
+  const bool pair = make_head_context(prm, Mode::fused, 0, 0).bf16_dot;
+  const std::vector<uint32_t> kt_pairs =
+      pair ? pair_kt_tiles(kt, D, threads) : std::vector<uint32_t>();
+  const std::vector<uint32_t> v_pairs =
+      pair ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : std::vector<uint32_t>();
   const std::vector<uint8_t> kv_finite = finite_kv_tiles(prm, in, threads);
   std::vector<ForwardScratch> scratch(static_cast<size_t>(threads), ForwardScratch(Dv));
 
@@ -75,8 +95,12 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
     const int64_t bh = item / n_q, qt = n_q - 1 - item % n_q;
     const int64_t b = bh / H, h = bh % H;
     const int64_t bkv = b * Hk + prm.kv_head_of(h);
-    const FusedHeadOperands op{in.q + bh * Sq * D, kt.data() + bkv * n_kv * D * kTileCols,
-                               in.v + bkv * Sk * Dv, kv_finite.data() + bkv * n_kv};
+    const FusedHeadOperands op{in.q + bh * Sq * D,
+                               kt.data() + bkv * n_kv * D * kTileCols,
+                               in.v + bkv * Sk * Dv,
+                               kv_finite.data() + bkv * n_kv,
+                               pair ? kt_pairs.data() + bkv * n_kv * kt_pairs_block(D) : nullptr,
+                               pair ? v_pairs.data() + bkv * n_kv * v_pairs_block(Dv) : nullptr};
     const int64_t row = bh * Sq + qt * kTileRows;
     const bool pooled_head = pooled != nullptr && b == pooled->head().b && h == pooled->head().h;
     fused_forward_q_tile(make_head_context(prm, Mode::fused, b, h), qt, op,

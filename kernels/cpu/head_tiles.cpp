@@ -200,7 +200,7 @@ void HeadTiles::fused_q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scr
     const FusedHeadOperands fop{op_.q, op_.kt.data(), op_.v, op_.kv_finite.data()};
     fused_forward_q_tile(x, qt, fop, w.fwd, w.o.data(), w.lse.data(), w.m.data(), w.l.data(),
                          nullptr);
-    backward_preprocess(rows, Dv, w.o.data(), op_.dout + i0 * Dv, w.d.data());
+    backward_preprocess(x, rows, w.o.data(), op_.dout + i0 * Dv, w.d.data());
   } else if (last_ >= TileStage::p) {
     forward_stats(qt, w);
   }

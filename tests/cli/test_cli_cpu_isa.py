@@ -4,7 +4,7 @@ best set (kind, severity, tensor, where, how many, under which modes) and the sa
 case; an unknown set is named on stderr with the sets available, and the scan still runs."""
 from cli_support import SAMPLE, CliTestCase
 
-SETS = ("avx512", "avx2", "sse4", "sse2")
+SETS = ("avx512bf16", "avx512", "avx2", "sse4", "sse2")
 
 
 def findings_of(doc):

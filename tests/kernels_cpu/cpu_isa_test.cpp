@@ -2,12 +2,14 @@
 // of sets it lacks, the set ATTNSCOPE_CPU_ISA forces, and the same cases run under every
 // available set: fp32 within 1e-5 of the fp64 reference, fp16 / bf16 within the low-precision
 // rule (fused error <= 2x unfused error + 1e-6, 3x for gradients), and on every set the same
-// non-finite positions and the same provenance of each non-finite output as on the best set.
+// non-finite positions and the same provenance of each non-finite output as on the best set;
+// avx512bf16 takes the fused bf16 matmuls alone, and keeps dS exactly 0 where a row sees one key.
 #include "kernels/cpu/cpu_isa.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iterator>
 #include <limits>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "cpu_test_util.h"
+#include "kernels/attn_names.h"
+#include "kernels/cpu/forward_stages.h"
 
 namespace attnscope::test {
 namespace {
@@ -194,6 +198,50 @@ TEST(CpuIsa, every_set_same_overflow_and_masked_row_f16) {
   TestCase masked = fully_masked_row_case(MaskFill::neg_inf, Precision::f16);
   masked.config.name = "fully_masked_row_f16";
   expect_same_on_every_set(masked, true);
+}
+
+TEST(CpuIsa, avx512bf16_sends_fused_bf16_matmuls_to_dot_products_and_nothing_else) {
+  const std::vector<std::string> available = cpu_isas_available();
+  AttnParams prm;
+  prm.precision = Precision::bf16;
+  for (const std::string& isa : available) {
+    ScopedIsa scoped(isa);
+    const bool bf16_set = isa == "avx512bf16";
+    EXPECT_EQ(cpu::bf16_dot_products(), bf16_set) << isa;
+    for (const Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+      prm.precision = p;
+      EXPECT_EQ(cpu::make_head_context(prm, Mode::fused, 0, 0).bf16_dot,
+                bf16_set && p == Precision::bf16)
+          << isa << " " << precision_name(p);
+      EXPECT_FALSE(cpu::make_head_context(prm, Mode::unfused, 0, 0).bf16_dot) << isa;
+    }
+  }
+}
+
+TEST(CpuIsa, every_set_zero_dq_on_rows_with_one_visible_key_bf16) {
+  // Causal row 0 sees key 0 alone: P = 1, O = V_0, so dS = P (dP - D) must vanish exactly,
+  // which needs D = dO . O summed as the dP matmul sums (dot_bf16 under avx512bf16).
+  CaseConfig config;
+  config.name = "causal_first_row_bf16";
+  config.heads = 4;
+  config.sq = config.sk = 70;
+  config.d = 59;
+  config.causal = true;
+  config.precision = Precision::bf16;
+  TestCase c = make_case(config);
+  // dO spread over 2^18 (powers of two keep it bf16): products of 16 significant bits then no
+  // longer sum exactly in fp32, so the order of the sum shows.
+  for (size_t i = 0; i < c.dout.size(); ++i) c.dout[i] = std::ldexp(c.dout[i], 3 * (i % 7));
+  for (const std::string& isa : cpu_isas_available()) {
+    ScopedIsa scoped(isa);
+    const CpuAttnResult r = run_cpu(c, Mode::fused);
+    for (int64_t h = 0; h < config.heads; ++h) {
+      for (int64_t e = 0; e < config.d; ++e) {
+        ASSERT_EQ(r.dq[static_cast<size_t>(h * config.sq * config.d + e)], 0.0f)
+            << isa << " head " << h << " dim " << e;
+      }
+    }
+  }
 }
 
 }  // namespace
