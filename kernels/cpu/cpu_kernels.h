@@ -87,7 +87,9 @@ struct ForwardScratch {
 
 // The fused forward of q tile qt of head (x.b, x.h) over every kv tile (causally hidden tiles
 // with a -inf fill and finite K / V are skipped). o [rows x Dv], lse, m, l [rows] point at the
-// tile's first row. rec (nullable) records each tile; cancel is checked before each kv tile.
+// tile's first row. o null: the statistics alone (m, l, LSE; the same bits), without P V (op.v
+// may be null then, and rec must be). rec (nullable) records each tile; cancel is checked
+// before each kv tile.
 // pooled (nullable, S selected alone): receives the S of every tile of the q tile that overlaps
 // its window, skipped ones included.
 void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOperands& op,
@@ -127,7 +129,8 @@ bool backward_skips(const HeadContext& x, const ScoreTile& t, bool kv_clean, boo
 // The drivers check `cancel` before every tile (fused) or row block (unfused) and throw
 // KernelCancelled out of it.
 // pooled (nullable): receives every tile of its head that overlaps its window (the forward's:
-// S alone).
+// S alone). The fused forward with out.o null computes the statistics alone
+// (fused_forward_q_tile).
 void fused_forward(const AttnParams& params, const PreparedInputs& in, int threads,
                    const CpuForwardOutputs& out, TraceRecorder* rec, PooledCells* pooled,
                    const CancelPoll& cancel);

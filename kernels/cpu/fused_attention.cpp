@@ -150,6 +150,10 @@ void make_pooled_cells(const AttnParams& params, Mode mode, const PooledCapture&
 void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
                            const CpuAttnInputs& inputs, const CpuForwardOutputs& out) {
   cpu::validate(params, inputs);
+  if (out.o == nullptr && (options.mode != Mode::fused || options.trace != nullptr)) {
+    throw std::invalid_argument(
+        "cpu_attention: a forward without O (the statistics alone) runs fused, untraced");
+  }
   const int threads = cpu::resolve_threads(options.threads);
   const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, false, threads);
   std::optional<cpu::TraceRecorder> rec;

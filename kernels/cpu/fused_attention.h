@@ -52,6 +52,9 @@ class KernelCancelled : public std::runtime_error {
 // neg_inf gives NaN in O, l, LSE and the gradients that row touches, as PyTorch eager does;
 // the finite fills (-1e9, finfo.min) give a uniform row. Real FlashAttention returns 0 for
 // such a row; pick MaskFill::safe to see that behaviour.
+// out.o null: the row statistics alone (m, l, LSE, the bits a whole forward gives) and any
+// pooled_s, without P V (about half the forward); fused mode without a trace only, else
+// std::invalid_argument.
 void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& options,
                            const CpuAttnInputs& inputs, const CpuForwardOutputs& out);
 

@@ -30,15 +30,16 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
   const int64_t n_kv = tile_count(Sk, kTileCols);
   const int64_t i0 = qt * kTileRows, rows = std::min(kTileRows, Sq - i0);
   ATTNSCOPE_DCHECK(qt >= 0 && i0 < Sq);
-  ATTNSCOPE_DCHECK(op.q != nullptr && op.kt != nullptr && op.v != nullptr &&
-                   op.kv_finite != nullptr);
+  const bool stats_only = o == nullptr;  // P V left out: it feeds neither m nor l
+  ATTNSCOPE_DCHECK(op.q != nullptr && op.kt != nullptr && op.kv_finite != nullptr &&
+                   (op.v != nullptr || stats_only) && (rec == nullptr || !stats_only));
   ATTNSCOPE_DCHECK(w.s.size() >= static_cast<size_t>(kTileRows * kTileCols) &&
                    w.acc.size() >= static_cast<size_t>(kTileRows * Dv));
-  ATTNSCOPE_DCHECK(o != nullptr && lse != nullptr && m != nullptr && l != nullptr);
+  ATTNSCOPE_DCHECK(lse != nullptr && m != nullptr && l != nullptr);
   const float* q_tile = op.q + i0 * D;
   // With the kv tiles paired (bf16_dot), the q tile is paired once for all of them.
   const bool paired = op.kt_pairs != nullptr;
-  ATTNSCOPE_DCHECK(!paired || (x.bf16_dot && op.v_pairs != nullptr));
+  ATTNSCOPE_DCHECK(!paired || (x.bf16_dot && (op.v_pairs != nullptr || stats_only)));
   const int64_t q_words = (D + 1) / 2;
   if (paired) {
     w.q_pairs.resize(static_cast<size_t>(kTileRows * q_words));
@@ -63,6 +64,10 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
     mask_tile(x, t, w.s.data(), nullptr);
     if (pool) pooled->add({t, w.s.data(), nullptr, nullptr, nullptr}, worker);
     if (skip) continue;
+    if (stats_only) {
+      online_softmax_update(t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), nullptr, 0);
+      continue;
+    }
     online_softmax_update(t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv);
     const Bf16Pairs pv_pairs =
         paired ? Bf16Pairs{nullptr, 0, 0, op.v_pairs + jt * v_pairs_block(Dv), paired_ld(Dv)}
@@ -70,7 +75,9 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
     accumulate_pv(x, t, w.p.data(), op.v + j0 * Dv, w.acc.data(), pv_pairs);
     if (rec != nullptr) rec->forward_tile(x, t, w.s.data(), w.p.data(), w.m.data(), w.acc.data());
   }
-  forward_epilogue(x, rows, w.m.data(), w.l.data(), w.acc.data(), o, lse, m, l);
+  // Stats only: acc stays 0 and the epilogue's O goes back into it.
+  forward_epilogue(x, rows, w.m.data(), w.l.data(), w.acc.data(), stats_only ? w.acc.data() : o,
+                   lse, m, l);
 }
 
 void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
@@ -85,8 +92,9 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
   const bool pair = make_head_context(prm, Mode::fused, 0, 0).bf16_dot;
   const std::vector<uint32_t> kt_pairs =
       pair ? pair_kt_tiles(kt, D, threads) : std::vector<uint32_t>();
+  const bool pair_v = pair && out.o != nullptr;  // out.o null: the statistics alone, no P V
   const std::vector<uint32_t> v_pairs =
-      pair ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : std::vector<uint32_t>();
+      pair_v ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : std::vector<uint32_t>();
   const std::vector<uint8_t> kv_finite = finite_kv_tiles(prm, in, threads);
   std::vector<ForwardScratch> scratch(static_cast<size_t>(threads), ForwardScratch(Dv));
 
@@ -100,13 +108,13 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
                                in.v + bkv * Sk * Dv,
                                kv_finite.data() + bkv * n_kv,
                                pair ? kt_pairs.data() + bkv * n_kv * kt_pairs_block(D) : nullptr,
-                               pair ? v_pairs.data() + bkv * n_kv * v_pairs_block(Dv) : nullptr};
+                               pair_v ? v_pairs.data() + bkv * n_kv * v_pairs_block(Dv) : nullptr};
     const int64_t row = bh * Sq + qt * kTileRows;
     const bool pooled_head = pooled != nullptr && b == pooled->head().b && h == pooled->head().h;
     fused_forward_q_tile(make_head_context(prm, Mode::fused, b, h), qt, op,
-                         scratch[static_cast<size_t>(worker)], out.o + row * Dv, out.lse + row,
-                         out.m + row, out.l + row, rec, cancel, pooled_head ? pooled : nullptr,
-                         worker);
+                         scratch[static_cast<size_t>(worker)],
+                         out.o != nullptr ? out.o + row * Dv : nullptr, out.lse + row, out.m + row,
+                         out.l + row, rec, cancel, pooled_head ? pooled : nullptr, worker);
   });
 }
 

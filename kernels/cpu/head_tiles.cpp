@@ -164,27 +164,9 @@ void HeadTiles::q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scratch& 
 }
 
 void HeadTiles::forward_stats(int64_t qt, Scratch& w) const {
-  const HeadContext& x = op_.x;
-  const AttnParams& prm = *x.params;
-  const int64_t Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = x.dim;
-  const int64_t i0 = qt * kTileRows, rows = std::min(kTileRows, Sq - i0);
-  ForwardScratch& f = w.fwd;
-  std::fill(f.m.begin(), f.m.end(), -std::numeric_limits<float>::infinity());
-  std::fill(f.l.begin(), f.l.end(), 0.0f);
-  // Same tiles, skips and stages as fused_forward_q_tile; P V is left out (it does not feed m
-  // or l), so acc stays 0 and only the epilogue's m, l are kept.
-  for (int64_t jt = 0; jt < op_.n_kv; ++jt) {
-    const int64_t j0 = jt * kTileCols;
-    const ScoreTile t{i0, j0, rows, std::min(kTileCols, Sk - j0), kTileCols};
-    if (causally_hidden(prm, t) && fill_is_neg_inf(x) && op_.kv_finite[count(jt)]) continue;
-    score_tile(x, t, op_.q + i0 * D, op_.kt.data() + jt * D * kTileCols, kTileCols, f.s.data(),
-               nullptr);
-    mask_tile(x, t, f.s.data(), nullptr);
-    online_softmax_update(t, f.s.data(), f.p.data(), f.m.data(), f.l.data(), nullptr, 0);
-  }
-  std::fill(f.acc.begin(), f.acc.end(), 0.0f);
-  forward_epilogue(x, rows, f.m.data(), f.l.data(), f.acc.data(), w.o.data(), w.lse.data(),
-                   w.m.data(), w.l.data());
+  const FusedHeadOperands fop{op_.q, op_.kt.data(), nullptr, op_.kv_finite.data()};
+  fused_forward_q_tile(op_.x, qt, fop, w.fwd, nullptr, w.lse.data(), w.m.data(), w.l.data(),
+                       nullptr);
 }
 
 void HeadTiles::fused_q_tile(int64_t qt, int64_t col_begin, int64_t col_end, Scratch& w,

@@ -59,8 +59,8 @@ class HeadTiles {
   HeadTiles(const AttnParams& params, Mode mode, const CpuAttnInputs& inputs, int64_t b, int64_t h,
             TileStage last, const ForwardRows* rows = nullptr);
   // `last`: the last intermediate needed (TileStage). From P on, the forward's m and l are
-  // recomputed per q tile by a statistics pass (score_tile, mask_tile, online_softmax_update
-  // without P V, so bit for bit the forward's); for dS the full forward runs for
+  // recomputed per q tile by the forward's statistics pass (fused_forward_q_tile without O, so
+  // bit for bit the forward's); for dS the full forward runs for
   // D = rowsum(dO * O). Fused with `rows`: m, l and D are read from there instead.
 
   // Per-worker buffers.

@@ -110,9 +110,20 @@ void check_forward_capture(const TestCase& t, int64_t b, int64_t h, const Poolin
                                                       pl.cols, pl.window, capture.which, &rows);
   expect_identical(capture.result, want);
   EXPECT_FALSE(capture.result.s.max.empty());
+  // The statistics alone (out.o null, no P V): the same m, l, LSE and pooled S.
+  PooledCapture stats_capture = capture_of(b, h, pl, {true, false, false, false});
+  CpuAttnOptions stats = o;
+  stats.pooled_s = &stats_capture;
+  std::vector<float> lse(plain.lse.size()), m(plain.m.size()), l(plain.l.size());
+  cpu_attention_forward(params_of(t), stats, inputs_of(t),
+                        CpuForwardOutputs{nullptr, lse.data(), m.data(), l.data()});
+  EXPECT_TRUE(same_bits(lse, plain.lse));
+  EXPECT_TRUE(same_bits(m, plain.m));
+  EXPECT_TRUE(same_bits(l, plain.l));
+  expect_identical(stats_capture.result, want);
 }
 
-TEST(PooledCapture, forward_pools_s_as_recomputed_messy_dropout_causal_any_thread_count) {
+TEST(PooledCapture, forward_pools_s_as_recomputed_with_or_without_o_messy_dropout_causal_threads) {
   const Pooling poolings[] = {
       {37, 23, {}}, {7, 5, {}}, {13, 29, {3, 149, 64, 130}}, {40, 40, {65, 140, 30, 199}}};
   for (Precision precision : {Precision::f32, Precision::f16, Precision::bf16}) {
@@ -149,6 +160,17 @@ TEST(PooledCapture, forward_pools_s_as_recomputed_messy_dropout_causal_any_threa
   capture.which = {true, false, false, false};
   o.mode = Mode::unfused;
   EXPECT_THROW(cpu_attention_forward(params_of(causal), o, inputs_of(causal), r),
+               std::invalid_argument);
+  // The statistics alone run neither unfused nor traced.
+  std::vector<float> rows(static_cast<size_t>(causal.config.sq));
+  const CpuForwardOutputs no_o{nullptr, rows.data(), rows.data(), rows.data()};
+  o.pooled_s = nullptr;
+  EXPECT_THROW(cpu_attention_forward(params_of(causal), o, inputs_of(causal), no_o),
+               std::invalid_argument);
+  CpuTrace trace;
+  o.mode = Mode::fused;
+  o.trace = &trace;
+  EXPECT_THROW(cpu_attention_forward(params_of(causal), o, inputs_of(causal), no_o),
                std::invalid_argument);
 }
 
