@@ -55,10 +55,9 @@ ComputeWorker::ComputeWorker(QObject* parent) : QObject(parent), state_(std::mak
 ComputeWorker::~ComputeWorker() = default;
 
 quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& casePath,
-                              const HeadRequest& request, bool forwardFirst) {
+                              const HeadRequest& request, First first) {
   auto job = [state = state_, cases = std::move(cases), path = casePath.toStdString(), request,
-              forwardFirst](const TaskControl& control,
-                            QString*) -> std::shared_ptr<const Outcome> {
+              first](const TaskControl& control, QString*) -> std::shared_ptr<const Outcome> {
     State& s = *state;
     Result<std::shared_ptr<const CaseData>> data = cases->get(path);
     if (!data) return failure(data.error());
@@ -70,31 +69,33 @@ quint64 ComputeWorker::submit(std::shared_ptr<CaseCache> cases, const QString& c
     polled.cancelled = [control] { return control.stale(); };
     const std::string file = cases->reader()->path();
     try {
-      // After a forward handed over first: its time and phases, which the whole head's
-      // result carries too.
+      // After a forward (or its statistics) handed over first: its time and phases, which the
+      // whole head's result carries too.
       double forwardMs = 0;
       std::vector<HeadPhase> phases;
-      if (forwardFirst) {
+      const bool handsOver = first != First::none;
+      if (handsOver) {
         polled.forward_only = true;
-        Result<HeadResult> first = compute_head(*s.data, polled, &s.cache);
-        if (!first) return failure(first.error());
-        if (first->gradients) return success(std::move(first).value(), request, file);
-        forwardMs = first->elapsed_ms;
-        phases = first->phases;
-        control.handOver(success(std::move(first).value(), request, file));
-        polled.forward_only = false;
+        polled.forward_stats_only = first == First::statistics;
+        Result<HeadResult> early = compute_head(*s.data, polled, &s.cache);
+        if (!early) return failure(early.error());
+        if (early->gradients) return success(std::move(early).value(), request, file);
+        forwardMs = early->elapsed_ms;
+        phases = early->phases;
+        control.handOver(success(std::move(early).value(), request, file));
+        polled.forward_only = polled.forward_stats_only = false;
       }
       // The GUI thread draws the forward's views meanwhile: the backward runs on a thread of its
       // own at a lower priority (Linux: nice +5 for it and the kernel workers it starts), so the
       // GUI thread keeps the upper hand on a core they share.
       Result<HeadResult> r =
-          forwardFirst ? std::async(std::launch::async,
-                                    [&] {
-                                      setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
-                                      return compute_head(*s.data, polled, &s.cache);
-                                    })
-                             .get()
-                       : compute_head(*s.data, polled, &s.cache);
+          handsOver ? std::async(std::launch::async,
+                                 [&] {
+                                   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
+                                   return compute_head(*s.data, polled, &s.cache);
+                                 })
+                          .get()
+                    : compute_head(*s.data, polled, &s.cache);
       if (!r) return failure(r.error());
       r->elapsed_ms += forwardMs;
       phases.insert(phases.end(), r->phases.begin(), r->phases.end());

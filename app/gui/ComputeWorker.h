@@ -26,11 +26,14 @@ class ComputeWorker : public QObject {
   explicit ComputeWorker(QObject* parent = nullptr);
   ~ComputeWorker() override;
 
+  // What a job hands over (forwardReady) before the whole head, when compute_head honours it:
+  // nothing, the forward_only result, or the forward's statistics (forward_stats_only).
+  enum class First { none, forward, statistics };
+
   // Queues a recompute of one head of a case; returns its id (increasing). Every earlier job
-  // becomes stale. forwardFirst: hand over the forward_only result first (forwardReady) when
-  // compute_head honours it.
+  // becomes stale.
   quint64 submit(std::shared_ptr<CaseCache> cases, const QString& casePath,
-                 const HeadRequest& request, bool forwardFirst = false);
+                 const HeadRequest& request, First first = First::none);
   // Makes every submitted job stale (its result will be dropped, its kernels stop at the next
   // tile) and clears busy.
   void cancel();
@@ -46,8 +49,9 @@ class ComputeWorker : public QObject {
   // The latest job finished; result() holds its output (after a forward first, with the time
   // and phases of both).
   void finished(quint64 id);
-  // The latest job's forward is done and it goes on with the backward; result() holds the
-  // forward's output (HeadResult::gradients false) until finished.
+  // The latest job's forward (or its statistics) is done and it goes on with the rest; result()
+  // holds that output (HeadResult::gradients false; outputs false after the statistics) until
+  // finished.
   void forwardReady(quint64 id);
   void failed(quint64 id, const QString& message, const QString& hint);
   // A stale job was skipped or its result discarded.

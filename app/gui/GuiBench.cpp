@@ -120,9 +120,10 @@ int runGuiBench(const GuiBenchOptions& options) {
   const MatrixGrid& s = *ctx->result()->scoreGrid();
   std::printf("score grids: %s %lld x %lld cells\n", s.pooled ? "pooled to" : "full resolution,",
               static_cast<long long>(s.rows), static_cast<long long>(s.cols));
-  // Per run: until the shown view (S) is redrawn (what scrubbing sees: with the forward first,
-  // its result), until every view is (the backward's result); each with its compute, wait+apply
-  // (queue, compute, delivery and every panel's update) and render (queued replots, painting).
+  // Per run: until the shown view (S) is redrawn (what scrubbing sees: the forward's statistics
+  // handed over first), until every view is (the whole head's result); each with its compute,
+  // wait+apply (queue, compute, delivery and every panel's update) and render (queued replots,
+  // painting).
   struct Latency {
     std::vector<double> total, compute, applied, render;
     void add(double totalMs, double computeMs, double appliedMs) {

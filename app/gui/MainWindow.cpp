@@ -394,18 +394,23 @@ void MainWindow::showError(const QString& title, const QString& message, const Q
 void MainWindow::scheduleCompute() {
   const std::optional<HeadRequest> request = context_->currentRequest();
   if (request) {
+    const HeadView shown = context_->shownView();
     worker_->submit(context_->cases(), context_->casePath(), *request,
-                    is_forward_view(context_->shownView()));
+                    is_statistics_view(shown) ? ComputeWorker::First::statistics
+                    : is_forward_view(shown)  ? ComputeWorker::First::forward
+                                              : ComputeWorker::First::none);
   }
 }
 
 void MainWindow::onComputeFinished() {
   const auto result = worker_->result();
   context_->setResult(result);
-  statusText_->setText((result->gradients ? tr("%1 · computed in %2 ms")
-                                          : tr("%1 · forward in %2 ms, backward running…"))
-                           .arg(QString::fromStdString(result->case_path))
-                           .arg(result->elapsed_ms, 0, 'f', 1));
+  const QString text = result->gradients ? tr("%1 · computed in %2 ms")
+                       : result->outputs
+                           ? tr("%1 · forward in %2 ms, backward running…")
+                           : tr("%1 · scores in %2 ms, forward and backward running…");
+  statusText_->setText(
+      text.arg(QString::fromStdString(result->case_path)).arg(result->elapsed_ms, 0, 'f', 1));
 }
 
 bool MainWindow::exportCurrentView(const QString& path, QString* error) {

@@ -70,8 +70,10 @@ void RowPlotPanel::redraw() {
     plot_->clear();
     return;
   }
-  // A forward's result has no ||dQ_i|| yet: the plot keeps the last one until the backward's.
+  // A forward's result has no ||dQ_i|| yet, the statistics' no ||O_i||: the plot keeps the last
+  // one until the result that has it.
   if (!r->gradients && series_ == Series::dq_norm) return;
+  if (!r->outputs && series_ == Series::o_norm) return;
   const HeadRowSeries rows = head_row_series(*r, series_);
   plot_->setData(rowSeriesTitle(*r, series_), rows.series, rows.thresholds);
 }

@@ -160,25 +160,45 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   ScoreSet wanted = plan.full ? kAllScores : request.scores;
   if (forward_only) wanted[2] = wanted[3] = false;  // dP, dS need the backward
   const bool forward_runs = kernel_key != c.forward_key_;
-  if (forward_runs) {
+  // The statistics stage stands in for the forward where that is all the request needs.
+  const bool stats_only =
+      forward_only && forward_runs && request.forward_stats_only && request.mode == Mode::fused;
+  if (forward_runs && kernel_key != c.stats_key_) {  // new kernel inputs: every product is stale
     for (std::string& key : c.grid_keys_) key.clear();
     c.backend_key_.clear();
-    c.forward_key_.clear();  // c.cpu_ is overwritten in place: no key until it is whole
+  }
+  if (forward_runs && !(stats_only && kernel_key == c.stats_key_)) {
+    c.stats_key_.clear();  // c.cpu_ is overwritten in place: no key until it is whole
+    c.forward_key_.clear();
     c.kernel_key_.clear();
     // A pooled S comes from the fused forward's own tiles.
     std::optional<PooledCapture> capture;
     CpuAttnOptions kernel = opt;
-    if (!plan.full && wanted[0] && request.mode == Mode::fused) {
+    if (!plan.full && wanted[0] && request.mode == Mode::fused && c.grid_keys_[0] != grids_key) {
       capture = pooled_capture(plan, {true, false, false, false});
       kernel.pooled_s = &*capture;
     }
-    cpu_attention_forward(slice.params, kernel, slice.inputs(), c.cpu_);
-    c.forward_key_ = kernel_key;
+    if (stats_only) {
+      const auto rows = static_cast<size_t>(slice.params.batch * slice.params.heads * sq);
+      c.cpu_.lse.resize(rows);
+      c.cpu_.m.resize(rows);
+      c.cpu_.l.resize(rows);
+      cpu_attention_forward(slice.params, kernel, slice.inputs(),
+                            {nullptr, c.cpu_.lse.data(), c.cpu_.m.data(), c.cpu_.l.data()});
+    } else {
+      cpu_attention_forward(slice.params, kernel, slice.inputs(), c.cpu_);
+      c.forward_key_ = kernel_key;
+    }
+    c.stats_key_ = kernel_key;
     if (capture) {
       pooled_score_grids(std::move(capture->result), sq, sk, {true, false, false, false}, c.grids_);
       c.grid_keys_[0] = grids_key;
     }
-    if (forward_only) clock.lap(capture ? "cpu fwd+pool" : "cpu fwd");
+    if (stats_only) {
+      clock.lap(capture ? "cpu stats+pool" : "cpu stats");
+    } else if (forward_only) {
+      clock.lap(capture ? "cpu fwd+pool" : "cpu fwd");
+    }
   }
   if (!forward_only && kernel_key != c.kernel_key_) {
     // Pooled score grids come from the backward's own tiles (no second pass over the head).
@@ -275,12 +295,17 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   out.head_dim_v = dv;
   out.backend = forward_only ? "cpu" : c.backend_.backend;
   out.gradients = !forward_only;
+  out.outputs = !stats_only;
   SharedGrid* shown[] = {&out.s, &out.p, &out.dp, &out.ds};
   for (int k = 0; k < 4; ++k) {
     if (c.grid_keys_[k] == grids_key) *shown[k] = c.grids_[k];  // shared, not copied
   }
   // A copy: clipping scales it in place.
-  HeadOutputs r = forward_only ? HeadOutputs{"cpu", c.cpu_.o, c.cpu_.lse, {}, {}, {}} : c.backend_;
+  HeadOutputs r =
+      forward_only
+          ? HeadOutputs{"cpu", out.outputs ? c.cpu_.o : std::vector<float>{}, c.cpu_.lse, {}, {},
+                        {}}
+          : c.backend_;
   if (request.clip_norm) {
     out.clip = c.case_clips_[covering_clip(c.case_grads_, request.clip_scope, request.batch,
                                            request.head)];
@@ -293,8 +318,10 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     out.dk_err = error_grid("dK err", r.dk, ref.dk, sk, dh);
     out.dv_err = error_grid("dV err", r.dv, ref.dv, sk, dv);
   }
-  out.o_norm = row_norms(r.o, sq, dv);
-  out.o = dense_grid("O", std::move(r.o), sq, dv);
+  if (out.outputs) {
+    out.o_norm = row_norms(r.o, sq, dv);
+    out.o = dense_grid("O", std::move(r.o), sq, dv);
+  }
   if (out.gradients) {
     out.dq_norm = row_norms(r.dq, sq, dh);
     out.dq = dense_grid("dQ", std::move(r.dq), sq, dh);

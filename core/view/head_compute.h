@@ -47,6 +47,10 @@ struct HeadRequest {
   // same request without it then adds the backward from the cache. Honoured for a pooled window
   // of the own CPU kernel without clip or reference; otherwise the whole head runs.
   bool forward_only = false;
+  // With forward_only: the forward's row statistics alone (m, l, LSE, and S pooled on the way;
+  // no P V, so O is left out: HeadResult::outputs false), all the S view shows, in about half
+  // the forward's time; the same request without it then computes the forward. Fused only.
+  bool forward_stats_only = false;
   // Which of S, P, dP, dS to compute when the window is pooled: pooling each one adds several
   // ms to a long head's forward + backward, so the GUI asks for the visible one and computes
   // another when its tab is shown. Grids at full resolution always hold all four.
@@ -59,7 +63,8 @@ struct HeadRequest {
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).
 struct HeadPhase {
   // "inputs", "head slice", "cpu fwd+bwd" (or "cpu fwd+bwd+pool" when it pools the score grids on
-  // the way; for forward_only "cpu fwd" / "cpu fwd+pool", later "cpu bwd" / "cpu bwd+pool"),
+  // the way; for forward_only "cpu fwd" / "cpu fwd+pool" ("cpu stats" / "cpu stats+pool" for
+  // forward_stats_only), later "cpu bwd" / "cpu bwd+pool"),
   // "score grids", "backend", "reference", "grids"
   const char* name;
   double ms = 0;
@@ -76,6 +81,8 @@ struct HeadResult {
   std::string backend = "cpu";             // what computed O, LSE, dQ, dK, dV
   // False for a forward_only result: dP, dS, dQ, dK, dV, ||dQ_i|| are empty (not computed yet).
   bool gradients = true;
+  // False for a forward_stats_only result: O and ||O_i|| are empty too (not computed yet).
+  bool outputs = true;
   bool has_dout = false;  // false: dO = 1 (gradient of sum(O))
   int64_t seqlen_q = 0, seqlen_k = 0, head_dim = 0, head_dim_v = 0;
   // Score-shaped, over request.window, shared with the stage cache; empty when not computed
@@ -99,27 +106,30 @@ struct HeadResult {
 
 // What compute_head computed last, per stage, with the key of the request part it depends on:
 // the case's inputs converted to the run's precision (precision, mask fill; every head, so
-// another head only slices) -> the head slice (+ batch, head) -> CPU forward, then CPU backward
-// (+ scale, mode) -> score grids (+ window, pixels, budget; each matrix on its own) and backend
-// outputs (+ backend); the fp64 reference depends on the slice and the scale. When the kernel
-// stages run and the grids are pooled, they pool the requested ones on the way (the fused
-// forward S, the backward the others); a later window change or request of another matrix
-// recomputes the grids alone. With a clip, the whole case's gradients (+ inputs, scale, mode,
-// backend; not the head) and their clip calls (+ max_norm, scope) are kept too, so another head of
-// the case only picks its clip. Applying the clip and the error grids are cheap post-processes,
-// always rerun. Valid for one CaseData: clear() it when the case changes.
+// another head only slices) -> the head slice (+ batch, head) -> CPU forward statistics (m, l,
+// LSE alone, forward_stats_only) or forward, then CPU backward (+ scale, mode) -> score grids (+
+// window, pixels, budget; each matrix on its own) and backend outputs (+ backend); the fp64
+// reference depends on the slice and the scale. When the kernel stages run and the grids are
+// pooled, they pool the requested ones on the way (the fused forward S, the backward the others); a
+// later window change or request of another matrix recomputes the grids alone. With a clip, the
+// whole case's gradients (+ inputs, scale, mode, backend; not the head) and their clip calls (+
+// max_norm, scope) are kept too, so another head of the case only picks its clip. Applying the clip
+// and the error grids are cheap post-processes, always rerun. Valid for one CaseData: clear() it
+// when the case changes.
 class HeadCache {
  public:
   void clear() { *this = HeadCache{}; }
 
  private:
   friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, head_key_, forward_key_, kernel_key_, backend_key_, reference_key_,
-      case_grads_key_, case_clips_key_;
+  std::string inputs_key_, head_key_, stats_key_, forward_key_, kernel_key_, backend_key_,
+      reference_key_, case_grads_key_, case_clips_key_;
   std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
   std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
   HeadSlice slice_;
-  CpuAttnResult cpu_;  // o, lse, m, l from the forward stage; d, dq, dk, dv from the backward
+  // lse, m, l from the statistics or forward stage, o from the forward; d, dq, dk, dv from the
+  // backward.
+  CpuAttnResult cpu_;
   ScoreGrids grids_ = {empty_grid(), empty_grid(), empty_grid(), empty_grid()};  // S, P, dP, dS
   HeadOutputs backend_;
   HeadReference reference_;

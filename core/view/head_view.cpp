@@ -72,6 +72,10 @@ bool is_forward_view(HeadView view) {
   return view == HeadView::s || view == HeadView::p || view == HeadView::o;
 }
 
+bool is_statistics_view(HeadView view) {
+  return view == HeadView::s;
+}
+
 bool is_error_view(HeadView view) {
   return view == HeadView::o_err || view == HeadView::dq_err || view == HeadView::dk_err ||
          view == HeadView::dv_err;

@@ -49,6 +49,8 @@ std::optional<HeadView> head_view_of_tensor(std::string_view tensor);
 bool is_score_view(HeadView view);
 // S, P and O: what the forward alone computes (HeadRequest::forward_only).
 bool is_forward_view(HeadView view);
+// S: what the forward's statistics alone compute (HeadRequest::forward_stats_only).
+bool is_statistics_view(HeadView view);
 // The error grids (computed only when one is shown).
 bool is_error_view(HeadView view);
 // Rows are keys j ([Sk x D] dK, [Sk x Dv] dV and their errors); otherwise query rows i.

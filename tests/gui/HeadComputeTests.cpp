@@ -90,7 +90,8 @@ void GuiTest::scale_change_draws_the_forward_views_before_the_backward() {
   HeatmapPanel* heatmaps = f.window->heatmaps();
   QCOMPARE(heatmaps->currentView()->name(), QStringLiteral("S"));
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.s->pooled; }));
-  // At the forward's hand-over (after the window applied it): what the S tab shows.
+  // At the hand-over (after the window applied it): what the S tab shows, from the forward's
+  // statistics alone.
   std::shared_ptr<const HeadResult> forward;
   const MatrixGrid* shownS = nullptr;
   ComputeWorker* worker = f.window->worker();
@@ -105,19 +106,28 @@ void GuiTest::scale_change_draws_the_forward_views_before_the_backward() {
   QVERIFY(waitForResult(*f.window, [&](const HeadResult& r) { return r.scale == scale; }));
   // (More than one job when the docks were still settling: a new heatmap size recomputes.)
   QVERIFY(ready.count() >= 1 && finished.count() >= 1);
-  QVERIFY(forward != nullptr && !forward->gradients && forward->scale == scale);
-  QVERIFY(shownS == forward->s.get() && !forward->o.empty());
+  QVERIFY(forward != nullptr && !forward->gradients && !forward->outputs);
+  QVERIFY(forward->scale == scale && shownS == forward->s.get() && !forward->lse.empty());
+  QVERIFY(forward->o.empty() && forward->o_norm.empty());
   QVERIFY(forward->dq.empty() && forward->dk.empty() && forward->dq_norm.empty());
-  // Then the backward: every gradient, S and O the forward's bits, the whole head's result.
+  // Then the forward and the backward: S and the row statistics the same bits, the whole head.
   const auto r = f.context()->result();
-  QVERIFY(r->gradients && !r->dq.empty() && !r->dq_norm.empty());
-  QVERIFY(sameGrid(*r->s, *forward->s) && sameGrid(r->o, forward->o));
+  QVERIFY(r->gradients && r->outputs && !r->o.empty() && !r->dq.empty() && !r->dq_norm.empty());
+  QVERIFY(sameGrid(*r->s, *forward->s) && sameBits(r->lse, forward->lse));
   Result<CaseData> data = f.context()->reader()->load("/healthy_b2_h8_s1024");
   QVERIFY(data.ok());
   const Result<HeadResult> direct = compute_head(*data, r->request);
   QVERIFY(direct.ok());
   QVERIFY(sameGrid(*direct->s, *r->s) && sameGrid(direct->dq, r->dq) &&
           sameGrid(direct->dk, r->dk) && sameGrid(direct->dv, r->dv));
+  // The O tab shown: the forward's result (with O) first.
+  heatmaps->tabs()->setCurrentWidget(heatmaps->view(HeadView::o));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  forward.reset();
+  f.context()->setScale(scale * 2);
+  QVERIFY(waitForResult(*f.window, [&](const HeadResult& r) { return r.scale == scale * 2; }));
+  QVERIFY(forward != nullptr && !forward->gradients && forward->outputs && !forward->o.empty());
+  QVERIFY(sameGrid(f.context()->result()->o, forward->o));
   // A gradient tab shown: one result, the whole head's, no forward first.
   heatmaps->tabs()->setCurrentWidget(heatmaps->view(HeadView::dq));
   QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));

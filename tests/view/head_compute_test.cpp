@@ -355,5 +355,63 @@ TEST(HeadCompute, forward_only_then_the_rest_is_the_whole_head_bit_for_bit) {
   ASSERT_TRUE(full.ok() && full->gradients && full->ds->complete());
 }
 
+TEST(HeadCompute, forward_stats_then_forward_then_backward_is_the_whole_head_bit_for_bit) {
+  const CaseData c = smoothCase();
+  HeadRequest req;
+  req.out_rows = 16;  // 40 x 56 scores pooled to 16 x 16 cells
+  req.out_cols = 16;
+  req.scores = {true, false, false, false};  // the S tab shown
+  const Result<HeadResult> whole = compute_head(c, req);
+  ASSERT_TRUE(whole.ok() && whole->gradients && whole->outputs);
+
+  HeadCache cache;
+  req.forward_only = req.forward_stats_only = true;
+  const Result<HeadResult> stats = compute_head(c, req, &cache);
+  ASSERT_TRUE(stats.ok() && !stats->gradients && !stats->outputs);
+  // S pooled by the statistics pass on the way, and the row statistics: the whole head's bits;
+  // O is left out.
+  ASSERT_TRUE(ran(*stats, "cpu stats+pool") && !ran(*stats, "cpu fwd+pool"));
+  ASSERT_TRUE(sameGrid(*stats->s, *whole->s));
+  ASSERT_TRUE(sameBits(stats->m, whole->m) && sameBits(stats->l, whole->l) &&
+              sameBits(stats->lse, whole->lse));
+  ASSERT_TRUE(stats->o.empty() && stats->o_norm.empty() && stats->dq.empty());
+  // Asked again: served from the cache, no kernel runs.
+  const Result<HeadResult> cached = compute_head(c, req, &cache);
+  ASSERT_TRUE(cached.ok() && !cached->outputs && !ran(*cached, "cpu stats") &&
+              !ran(*cached, "cpu stats+pool"));
+  ASSERT_TRUE(sameGrid(*cached->s, *whole->s));
+
+  // The forward next keeps the pooled S (no second pooling), then the backward.
+  req.forward_stats_only = false;
+  const Result<HeadResult> fwd = compute_head(c, req, &cache);
+  ASSERT_TRUE(fwd.ok() && fwd->outputs && !fwd->gradients);
+  ASSERT_TRUE(ran(*fwd, "cpu fwd") && !ran(*fwd, "cpu fwd+pool"));
+  ASSERT_TRUE(sameGrid(fwd->o, whole->o) && sameBits(fwd->o_norm, whole->o_norm));
+  req.forward_only = false;
+  const Result<HeadResult> rest = compute_head(c, req, &cache);
+  ASSERT_TRUE(rest.ok() && rest->gradients && rest->outputs && ran(*rest, "cpu bwd"));
+  ASSERT_TRUE(sameGrid(*rest->s, *whole->s));
+  for (HeadView v : {HeadView::o, HeadView::dq, HeadView::dk, HeadView::dv}) {
+    ASSERT_TRUE(sameGrid(rest->grid(v), whole->grid(v))) << head_view_name(v);
+  }
+
+  // From the statistics straight to the whole head: the forward and backward run, S is kept.
+  HeadCache other;
+  req.settings.scale = 0.5;
+  req.forward_only = req.forward_stats_only = true;
+  ASSERT_TRUE(compute_head(c, req, &other).ok());
+  req.forward_only = req.forward_stats_only = false;
+  const Result<HeadResult> after = compute_head(c, req, &other);
+  const Result<HeadResult> direct = compute_head(c, req);
+  ASSERT_TRUE(after.ok() && direct.ok() && ran(*after, "cpu fwd+bwd"));
+  ASSERT_TRUE(sameGrid(*after->s, *direct->s) && sameGrid(after->o, direct->o) &&
+              sameGrid(after->dq, direct->dq));
+  // Unfused: not honoured, the forward runs.
+  req.mode = Mode::unfused;
+  req.forward_only = req.forward_stats_only = true;
+  const Result<HeadResult> unfused = compute_head(c, req, &other);
+  ASSERT_TRUE(unfused.ok() && unfused->outputs && !unfused->o.empty());
+}
+
 }  // namespace
 }  // namespace attnscope::test
