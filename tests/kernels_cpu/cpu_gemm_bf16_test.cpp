@@ -8,7 +8,6 @@
 
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -20,12 +19,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
 
 // A(r, t) = a[r * a_rs + t * a_cs] of an [m x k] A in each layout gemm_tile_bf16 takes.
 struct Layout {
@@ -68,7 +61,7 @@ TEST_F(GemmBf16, matches_fp64_sums_on_odd_shapes_every_layout_alpha_accumulate) 
           for (int64_t x = 0; x < ldc; ++x) {
             const size_t at = static_cast<size_t>(r * ldc + x);
             if (x >= n) {  // past the n columns: untouched
-              ASSERT_EQ(bits(c[at]), bits(c0[at])) << r << "," << x;
+              ASSERT_EQ(float_bits(c[at]), float_bits(c0[at])) << r << "," << x;
               continue;
             }
             double ref = 0, size = std::abs(accumulate ? c0[at] : 0.0f);
@@ -125,7 +118,7 @@ TEST_F(GemmBf16, dot_bf16_is_one_element_of_the_matmul_bit_for_bit) {
       for (int64_t x = 0; x < n; ++x) {
         std::vector<float> col(static_cast<size_t>(k));
         for (int64_t t = 0; t < k; ++t) col[static_cast<size_t>(t)] = b[t * n + x];
-        ASSERT_EQ(bits(dot_bf16(a.data() + r * k, col.data(), k)), bits(c[r * n + x]))
+        ASSERT_EQ(float_bits(dot_bf16(a.data() + r * k, col.data(), k)), float_bits(c[r * n + x]))
             << "k " << k << " at " << r << "," << x;
       }
     }
