@@ -1,7 +1,7 @@
 // AVX512-BF16 tile matmuls (see gemm_bf16.h). A and B are cut into pairs of bf16 along k, one
 // 32-bit word per pair (Bf16Pairs), then a register-blocked micro-kernel adds one pair per
-// vdpbf16ps. Only the functions between the target pragmas use AVX-512; the
-// file is compiled for the x86-64 baseline and is entered only where the CPU has the set.
+// vdpbf16ps. Only the functions marked ATTNSCOPE_AVX512_BF16 use AVX-512; the file is compiled
+// for the x86-64 baseline and is entered only where the CPU has the set.
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -30,8 +30,10 @@ uint32_t pair_word(const float* lo, const float* hi) {
 
 }  // namespace
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+// The AVX-512 functions: attributes rather than a target pragma, which clang ignores.
+#define ATTNSCOPE_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
 namespace {
 
 // kMicroRows x kMicroVecs accumulators + kMicroVecs B registers + the A broadcast <= 32.
@@ -45,8 +47,8 @@ struct WordIndex {
 
 // out[p * ldo + x] = pair(X(2p, x), X(2p + 1, x)) for p < ceil(k / 2), x < n, zero for
 // n <= x < ldo: X [k x n] with row stride ldx. ldo is a multiple of kLanes.
-void pair_columns_avx512(int64_t k, int64_t n, const float* x, int64_t ldx, int64_t ldo,
-                         uint32_t* out) {
+ATTNSCOPE_AVX512_BF16 void pair_columns_avx512(int64_t k, int64_t n, const float* x, int64_t ldx,
+                                               int64_t ldo, uint32_t* out) {
   // Word 2i: the high word of lane i of the even row; word 2i + 1: that of the odd row.
   static const WordIndex interleave = [] {
     WordIndex ix{};
@@ -82,7 +84,8 @@ void pair_columns_avx512(int64_t k, int64_t n, const float* x, int64_t ldx, int6
 
 // out[r * kp + p] = pair(A(r, 2p), A(r, 2p + 1)), kp = ceil(k / 2): A [m x k] with rows
 // contiguous (row stride lda).
-void pair_rows_avx512(int64_t m, int64_t k, const float* a, int64_t lda, uint32_t* out) {
+ATTNSCOPE_AVX512_BF16 void pair_rows_avx512(int64_t m, int64_t k, const float* a, int64_t lda,
+                                            uint32_t* out) {
   const int64_t kp = (k + 1) / 2;
   // Word i: the high word of element i of the 32 floats in (v0, v1).
   static const WordIndex odd_words = [] {
@@ -107,9 +110,9 @@ void pair_rows_avx512(int64_t m, int64_t k, const float* a, int64_t lda, uint32_
 // alpha * (A B) (+ C where kAccumulate): A pair p of row r at ap[r * ap_rs + p * ap_ps], B pairs
 // [kp x ldbp].
 template <int MR, int NV, bool kAccumulate>
-inline void micro_kernel(int64_t kp, const uint32_t* ap, int64_t ap_rs, int64_t ap_ps,
-                         const uint32_t* bp, int64_t ldbp, __mmask16 last, float* c, int64_t ldc,
-                         float alpha) {
+ATTNSCOPE_AVX512_BF16 inline void micro_kernel(int64_t kp, const uint32_t* ap, int64_t ap_rs,
+                                               int64_t ap_ps, const uint32_t* bp, int64_t ldbp,
+                                               __mmask16 last, float* c, int64_t ldc, float alpha) {
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -137,8 +140,9 @@ inline void micro_kernel(int64_t kp, const uint32_t* ap, int64_t ap_rs, int64_t 
 
 // MR rows of C across all n columns: blocks of kMicroVecs registers, then one of fewer.
 template <int MR, bool kAccumulate>
-inline void row_block(int64_t n, int64_t kp, const uint32_t* ap, int64_t ap_rs, int64_t ap_ps,
-                      const uint32_t* bp, int64_t ldbp, float* c, int64_t ldc, float alpha) {
+ATTNSCOPE_AVX512_BF16 inline void row_block(int64_t n, int64_t kp, const uint32_t* ap,
+                                            int64_t ap_rs, int64_t ap_ps, const uint32_t* bp,
+                                            int64_t ldbp, float* c, int64_t ldc, float alpha) {
   int64_t x = 0;
   for (; x + kMicroVecs * kLanes <= n; x += kMicroVecs * kLanes) {
     micro_kernel<MR, kMicroVecs, kAccumulate>(kp, ap, ap_rs, ap_ps, bp + x, ldbp, 0xffff, c + x,
@@ -167,9 +171,9 @@ inline void row_block(int64_t n, int64_t kp, const uint32_t* ap, int64_t ap_rs, 
 
 // row_block<rows> for the last rows < kMicroRows (the template argument counts down to it).
 template <int MR, bool kAccumulate>
-inline void last_rows(int64_t rows, int64_t n, int64_t kp, const uint32_t* ap, int64_t ap_rs,
-                      int64_t ap_ps, const uint32_t* bp, int64_t ldbp, float* c, int64_t ldc,
-                      float alpha) {
+ATTNSCOPE_AVX512_BF16 inline void last_rows(int64_t rows, int64_t n, int64_t kp, const uint32_t* ap,
+                                            int64_t ap_rs, int64_t ap_ps, const uint32_t* bp,
+                                            int64_t ldbp, float* c, int64_t ldc, float alpha) {
   if constexpr (MR > 0) {
     if (rows == MR) {
       row_block<MR, kAccumulate>(n, kp, ap, ap_rs, ap_ps, bp, ldbp, c, ldc, alpha);
@@ -180,8 +184,9 @@ inline void last_rows(int64_t rows, int64_t n, int64_t kp, const uint32_t* ap, i
 }
 
 template <bool kAccumulate>
-void gemm_pairs(int64_t m, int64_t n, int64_t kp, const uint32_t* ap, int64_t ap_rs, int64_t ap_ps,
-                const uint32_t* bp, int64_t ldbp, float* c, int64_t ldc, float alpha) {
+ATTNSCOPE_AVX512_BF16 void gemm_pairs(int64_t m, int64_t n, int64_t kp, const uint32_t* ap,
+                                      int64_t ap_rs, int64_t ap_ps, const uint32_t* bp,
+                                      int64_t ldbp, float* c, int64_t ldc, float alpha) {
   int64_t r = 0;
   for (; r + kMicroRows <= m; r += kMicroRows) {
     row_block<kMicroRows, kAccumulate>(n, kp, ap + r * ap_rs, ap_rs, ap_ps, bp, ldbp, c + r * ldc,
@@ -191,7 +196,7 @@ void gemm_pairs(int64_t m, int64_t n, int64_t kp, const uint32_t* ap, int64_t ap
                                          c + r * ldc, ldc, alpha);
 }
 
-float dot_pairs(const float* a, const float* b, int64_t n) {
+ATTNSCOPE_AVX512_BF16 float dot_pairs(const float* a, const float* b, int64_t n) {
   __m128 acc = _mm_setzero_ps();
   for (int64_t t = 0; t < n; t += 2) {
     const bool pair = t + 1 < n;
@@ -205,7 +210,6 @@ float dot_pairs(const float* a, const float* b, int64_t n) {
 }
 
 }  // namespace
-#pragma GCC pop_options
 
 bool cpu_has_avx512_bf16() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
