@@ -114,9 +114,10 @@ class FusedBackward {
     transpose(cols, D, k_tile, D, w.kt.data(), kTileCols);
     transpose(cols, Dv, in_.v + (bkv * Sk + j0) * Dv, Dv, w.vt.data(), kTileCols);
     if (paired_) {
-      w.kt_pairs.resize(count((D + 1) / 2 * kTileCols));
-      w.vt_pairs.resize(count((Dv + 1) / 2 * kTileCols));
-      w.k_pairs.resize(count(kTileCols / 2 * paired_ld(D)));
+      // The forward's layouts of paired kv tiles: K^T and V^T as its K^T, K as its V.
+      w.kt_pairs.resize(count(kt_pairs_block(D)));
+      w.vt_pairs.resize(count(kt_pairs_block(Dv)));
+      w.k_pairs.resize(count(v_pairs_block(D)));
       pair_columns(D, kTileCols, w.kt.data(), kTileCols, w.kt_pairs.data());
       pair_columns(Dv, kTileCols, w.vt.data(), kTileCols, w.vt_pairs.data());
       pair_columns(cols, D, k_tile, D, w.k_pairs.data());
