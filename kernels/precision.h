@@ -49,6 +49,11 @@ inline float round_to_bf16(float x) {
   return bf16_bits_to_float(float_to_bf16_bits(x));
 }
 
+// True when round_to changes some fp32 values: the precision is narrower than fp32.
+inline bool rounds(Precision p) {
+  return p == Precision::f16 || p == Precision::bf16;
+}
+
 // Rounds an fp32 value to the precision and back (identity for f32 and f64).
 inline float round_to(Precision p, float x) {
   switch (p) {

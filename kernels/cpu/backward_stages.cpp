@@ -27,15 +27,19 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(s != nullptr && m != nullptr && l != nullptr && p != nullptr);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < t.rows; ++r) {
-    float* p_r = p + r * t.ld;
-    if (m[r] == kNegInf && x.safe) {
-      std::fill(p_r, p_r + t.cols, 0.0f);
-    } else if (x.p_from_lse) {
-      exp_shifted_scaled(s + r * t.ld, lse_of(m[r], l[r]), 1.0f, p_r, t.cols);
-    } else {
-      exp_shifted_scaled(s + r * t.ld, m[r], 1.0f / l[r], p_r, t.cols);
+  // Rows in blocks of up to Br: each row's exponent base and factor, then one call per block.
+  float base[kTileRows], factor[kTileRows];
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kTileRows) {
+    const int64_t rows = std::min<int64_t>(kTileRows, t.rows - r0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float m_r = m[r0 + r], l_r = l[r0 + r];
+      base[r] = x.p_from_lse ? lse_of(m_r, l_r) : m_r;
+      factor[r] = x.p_from_lse ? 1.0f : 1.0f / l_r;
     }
+    exp_shifted_scaled_rows(rows, t.cols, t.ld, s + r0 * t.ld, base, factor, p + r0 * t.ld);
+  }
+  for (int64_t r = 0; r < t.rows && x.safe; ++r) {
+    if (m[r] == kNegInf) std::fill(p + r * t.ld, p + r * t.ld + t.cols, 0.0f);
   }
 }
 
@@ -45,8 +49,7 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
   ATTNSCOPE_DCHECK(p != nullptr && p_lo != nullptr && dout != nullptr && dv_acc != nullptr);
   const float* p_mm = p;  // fp32 P is its own rounding at f32
   if (x.precision != Precision::f32 || x.dropout) {
-    for (int64_t r = 0; r < t.rows; ++r)
-      round_copy(x.precision, p + r * t.ld, p_lo + r * t.ld, t.cols);
+    round_rows(x.precision, t.rows, t.cols, t.ld, p, p_lo);
     if (x.dropout) apply_dropout(x, t, p_lo, p_lo, 1.0f);
     p_mm = p_lo;
   }
@@ -67,14 +70,7 @@ void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const 
                 const float* d, const float* gf, float* ds) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && dp != nullptr && d != nullptr && gf != nullptr && ds != nullptr);
-  for (int64_t r = 0; r < t.rows; ++r) {
-    const float* p_r = p + r * t.ld;
-    const float* dp_r = dp + r * t.ld;
-    const float* gf_r = gf + r * t.ld;
-    float* ds_r = ds + r * t.ld;
-    softmax_grad_row(p_r, dp_r, d[r], gf_r, ds_r, t.cols);
-    round_copy(x.precision, ds_r, ds_r, t.cols);
-  }
+  softmax_grad_rows(t.rows, t.cols, t.ld, p, dp, d, gf, x.precision, ds);
 }
 
 void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,

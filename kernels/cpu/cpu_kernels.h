@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/attn_params.h"
+#include "kernels/cpu/buffer.h"
 #include "kernels/cpu/cancel_poll.h"
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/fused_attention.h"
@@ -22,7 +23,7 @@ struct PreparedInputs {
   const float* k = nullptr;     // [B, Hk, Sk, D]
   const float* v = nullptr;     // [B, Hk, Sk, Dv]
   const float* dout = nullptr;  // [B, H, Sq, Dv]
-  std::vector<float> q_copy, k_copy, v_copy, dout_copy;
+  Buffer<float> q_copy, k_copy, v_copy, dout_copy;
 };
 
 // Checks sizes and pointers; throws std::invalid_argument naming the offending field.
@@ -39,8 +40,8 @@ inline int64_t tile_count(int64_t n, int64_t tile) {
 // K^T (or V^T) in kv tiles: x holds `heads` matrices [Sk x dim]; the result holds, per head
 // and kv tile jt, the block [dim x Bc] with element (e, c) = x[jt * Bc + c][e] (columns past
 // the last key are left 0). Tile jt of head g starts at (g * tile_count(Sk, Bc) + jt) * dim * Bc.
-std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
-                                      int threads);
+Buffer<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
+                                 int threads);
 
 // The bf16 pairs (gemm_bf16.h) of kv tiles as the B operand of the forward's matmuls, for
 // HeadContext::bf16_dot. pair_kt_tiles: of the `tiles` blocks of a transpose_kv_tiles result
@@ -49,9 +50,8 @@ std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk,
 // v_pairs_block(dim).
 int64_t kt_pairs_block(int64_t dim);
 int64_t v_pairs_block(int64_t dim);
-std::vector<uint32_t> pair_kt_tiles(const std::vector<float>& kt, int64_t dim, int threads);
-std::vector<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim,
-                                   int threads);
+Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads);
+Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim, int threads);
 
 // Per kv tile [B * Hk][n_kv]: 1 when its K and V rows are all finite. A causally hidden tile
 // is skipped only then, so that 0 * NaN still poisons the output exactly as in the reference.

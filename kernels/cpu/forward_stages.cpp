@@ -141,19 +141,18 @@ void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, flo
   }
 }
 
-void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
-                           float* acc, int64_t dim_v) {
+void online_softmax_update(const HeadContext& x, const ScoreTile& t, const float* s, float* p,
+                           float* m, float* l, float* acc, int64_t dim_v) {
   ATTNSCOPE_DCHECK(t.rows > 0 && t.rows <= attnscope::kTileRows && t.cols > 0 && t.cols <= t.ld);
   ATTNSCOPE_DCHECK(s != nullptr && p != nullptr && m != nullptr && l != nullptr);
   ATTNSCOPE_DCHECK(dim_v >= 0 && (acc != nullptr || dim_v == 0));  // acc null: statistics only
-  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v);
+  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v, x.precision);
 }
 
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,
                    const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && v != nullptr && acc != nullptr);
-  for (int64_t r = 0; r < t.rows; ++r) round_copy(x.precision, p + r * t.ld, p + r * t.ld, t.cols);
   if (x.dropout) apply_dropout(x, t, p, p, 1.0f);
   tile_matmul(x, t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true, paired);
 }

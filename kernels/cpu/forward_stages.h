@@ -104,15 +104,15 @@ void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, flo
 //   m_new = max(m, rowmax S)        (NaN if a score is NaN, as torch.max: the row is NaN)
 //   alpha = exp(m - m_new);  P = exp(S - m_new);  l = alpha * l + rowsum P;  acc *= alpha
 // With m_new = -inf (nothing visible yet) the exponent base is 0, so P = 0 and alpha = 0.
+// P is stored rounded to x.precision, the low-precision matmul operand (l sums it unrounded).
 // Invariant after kv tile j: m = max of the scores of keys < (j + 1) Bc, l = sum over those
 // keys of exp(s - m), acc = sum of exp(s - m) v (acc [rows x Dv], row stride dim_v).
-void online_softmax_update(const ScoreTile& t, const float* s, float* p, float* m, float* l,
-                           float* acc, int64_t dim_v);
+void online_softmax_update(const HeadContext& x, const ScoreTile& t, const float* s, float* p,
+                           float* m, float* l, float* acc, int64_t dim_v);
 
-// acc += round(P o keep) V: P is rounded in place and, with dropout, its dropped entries
-// zeroed (it is the low-precision matmul operand; m and l stay those of the undropped P, and
-// 1 / (1 - p) waits for forward_epilogue), v holds rows t.j0.. of V [cols x Dv] (row stride
-// Dv), acc [rows x Dv].
+// acc += (P o keep) V: P comes rounded from online_softmax_update; with dropout its dropped
+// entries are zeroed in place (m and l stay those of the undropped P, and 1 / (1 - p) waits
+// for forward_epilogue), v holds rows t.j0.. of V [cols x Dv] (row stride Dv), acc [rows x Dv].
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,
                    const Bf16Pairs& paired = {});
 

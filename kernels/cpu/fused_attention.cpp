@@ -25,7 +25,7 @@ size_t count(int64_t n) {
 }
 
 // Rounds n values of src into copy (in parallel chunks) unless the precision is f32.
-const float* rounded(Precision precision, const float* src, int64_t n, std::vector<float>& copy,
+const float* rounded(Precision precision, const float* src, int64_t n, Buffer<float>& copy,
                      int threads) {
   if (precision == Precision::f32) return src;
   copy.resize(count(n));
@@ -76,14 +76,17 @@ PreparedInputs prepare_inputs(const AttnParams& p, const CpuAttnInputs& in, bool
   return x;
 }
 
-std::vector<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
-                                      int threads) {
+Buffer<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
+                                 int threads) {
   const int64_t n_kv = tile_count(sk, kTileCols), block = dim * kTileCols;
-  std::vector<float> t(count(heads * n_kv * block), 0.0f);
+  Buffer<float> t(count(heads * n_kv * block));
   parallel_for(heads * n_kv, threads, [&](int64_t item, int) {
-    const int64_t j0 = (item % n_kv) * kTileCols;
-    const float* src = x + ((item / n_kv) * sk + j0) * dim;
-    transpose(std::min(kTileCols, sk - j0), dim, src, dim, t.data() + item * block, kTileCols);
+    const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, sk - j0);
+    float* dst = t.data() + item * block;
+    transpose(cols, dim, x + ((item / n_kv) * sk + j0) * dim, dim, dst, kTileCols);
+    for (int64_t e = 0; e < dim && cols < kTileCols; ++e) {
+      std::fill(dst + e * kTileCols + cols, dst + (e + 1) * kTileCols, 0.0f);
+    }
   });
   return t;
 }
@@ -96,9 +99,9 @@ int64_t v_pairs_block(int64_t dim) {
   return kTileCols / 2 * paired_ld(dim);
 }
 
-std::vector<uint32_t> pair_kt_tiles(const std::vector<float>& kt, int64_t dim, int threads) {
+Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads) {
   const int64_t tiles = static_cast<int64_t>(kt.size()) / (dim * kTileCols);
-  std::vector<uint32_t> pairs(count(tiles * kt_pairs_block(dim)));
+  Buffer<uint32_t> pairs(count(tiles * kt_pairs_block(dim)));
   parallel_for(tiles, threads, [&](int64_t i, int) {
     pair_columns(dim, kTileCols, kt.data() + i * dim * kTileCols, kTileCols,
                  pairs.data() + i * kt_pairs_block(dim));
@@ -106,10 +109,9 @@ std::vector<uint32_t> pair_kt_tiles(const std::vector<float>& kt, int64_t dim, i
   return pairs;
 }
 
-std::vector<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim,
-                                   int threads) {
+Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim, int threads) {
   const int64_t n_kv = tile_count(sk, kTileCols);
-  std::vector<uint32_t> pairs(count(heads * n_kv * v_pairs_block(dim)));
+  Buffer<uint32_t> pairs(count(heads * n_kv * v_pairs_block(dim)));
   parallel_for(heads * n_kv, threads, [&](int64_t item, int) {
     const int64_t j0 = (item % n_kv) * kTileCols;
     pair_columns(std::min(kTileCols, sk - j0), dim, v + ((item / n_kv) * sk + j0) * dim, dim,

@@ -27,9 +27,9 @@ size_t count(int64_t n) {
 // bf16_dot also the pairs (gemm_bf16.h) of K_j^T, V_j^T (B of S and dP) and K_j (B of dQ).
 struct BackwardScratch {
   BackwardTileBuffers tile;
-  std::vector<float> kt, vt;                          // [D, Bc], [Dv, Bc]
-  std::vector<float> dk, dv;                          // [Bc, D], [Bc, Dv]
-  std::vector<uint32_t> kt_pairs, vt_pairs, k_pairs;  // pair_columns of kt, vt, K_j
+  std::vector<float> kt, vt;                     // [D, Bc], [Dv, Bc]
+  std::vector<float> dk, dv;                     // [Bc, D], [Bc, Dv]
+  Buffer<uint32_t> kt_pairs, vt_pairs, k_pairs;  // pair_columns of kt, vt, K_j
 
   BackwardScratch(int64_t dim, int64_t dim_v)
       : kt(count(dim * kTileCols)),
@@ -140,7 +140,7 @@ class FusedBackward {
         if (skip && rec_ != nullptr) rec_->skipped_tile(x, t);
         if (skip && !pool) continue;
         const int64_t item = bh * n_q_ + qt;
-        const auto pairs = [&](const std::vector<uint32_t>& v, int64_t at) {
+        const auto pairs = [&](const Buffer<uint32_t>& v, int64_t at) {
           return paired_ ? v.data() + at : nullptr;
         };
         const Bf16Pairs s_pairs{pairs(q_rows_, row * q_row_words_), q_row_words_, 1,
@@ -207,8 +207,8 @@ class FusedBackward {
   const int64_t q_row_words_ = (prm_.head_dim + 1) / 2, do_row_words_ = (prm_.head_dim_v + 1) / 2;
   const int64_t q_cols_block_ = kTileRows / 2 * paired_ld(prm_.head_dim);
   const int64_t do_cols_block_ = kTileRows / 2 * paired_ld(prm_.head_dim_v);
-  std::vector<uint32_t> q_rows_, do_rows_;  // [B * H * Sq][q_row_words_ / do_row_words_]
-  std::vector<uint32_t> q_cols_, do_cols_;  // [B * H * n_q][q_cols_block_ / do_cols_block_]
+  Buffer<uint32_t> q_rows_, do_rows_;  // [B * H * Sq][q_row_words_ / do_row_words_]
+  Buffer<uint32_t> q_cols_, do_cols_;  // [B * H * n_q][q_cols_block_ / do_cols_block_]
 };
 
 }  // namespace

@@ -65,10 +65,10 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
     if (pool) pooled->add({t, w.s.data(), nullptr, nullptr, nullptr}, worker);
     if (skip) continue;
     if (stats_only) {
-      online_softmax_update(t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), nullptr, 0);
+      online_softmax_update(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), nullptr, 0);
       continue;
     }
-    online_softmax_update(t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv);
+    online_softmax_update(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv);
     const Bf16Pairs pv_pairs =
         paired ? Bf16Pairs{nullptr, 0, 0, op.v_pairs + jt * v_pairs_block(Dv), paired_ld(Dv)}
                : Bf16Pairs{};
@@ -87,14 +87,13 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
   const int64_t D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows), n_kv = tile_count(Sk, kTileCols);
 
-  const std::vector<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
+  const Buffer<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
   // bf16_dot: K^T and V paired once here rather than once per q tile.
   const bool pair = make_head_context(prm, Mode::fused, 0, 0).bf16_dot;
-  const std::vector<uint32_t> kt_pairs =
-      pair ? pair_kt_tiles(kt, D, threads) : std::vector<uint32_t>();
+  const Buffer<uint32_t> kt_pairs = pair ? pair_kt_tiles(kt, D, threads) : Buffer<uint32_t>();
   const bool pair_v = pair && out.o != nullptr;  // out.o null: the statistics alone, no P V
-  const std::vector<uint32_t> v_pairs =
-      pair_v ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : std::vector<uint32_t>();
+  const Buffer<uint32_t> v_pairs =
+      pair_v ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : Buffer<uint32_t>();
   const std::vector<uint8_t> kv_finite = finite_kv_tiles(prm, in, threads);
   std::vector<ForwardScratch> scratch(static_cast<size_t>(threads), ForwardScratch(Dv));
 

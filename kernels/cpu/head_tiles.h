@@ -20,7 +20,7 @@ struct HeadOperands {
   int64_t n_q = 0, n_kv = 0;
   std::vector<float> q, dout;      // [Sq x D], [Sq x Dv] (dout all ones when absent)
   std::vector<float> k, v;         // [Sk x D], [Sk x Dv] of kv head h / (H / Hk)
-  std::vector<float> kt, vt;       // K^T, V^T in the transpose_kv_tiles layout (one head)
+  Buffer<float> kt, vt;            // K^T, V^T in the transpose_kv_tiles layout (one head)
   std::vector<uint8_t> kv_finite;  // [n_kv] finite_kv_tiles of the kv head
 };
 
@@ -39,7 +39,7 @@ struct TileOperands {
   const float* q = nullptr;        // [Sq x D]
   const float* v = nullptr;        // [Sk x Dv] (null before dS)
   const float* dout = nullptr;     // [Sq x Dv] (null before dP; all ones when absent)
-  std::vector<float> kt, vt;       // transpose_kv_tiles layout of K (always) and V (from dP on)
+  Buffer<float> kt, vt;            // transpose_kv_tiles layout of K (always) and V (from dP on)
   std::vector<uint8_t> kv_finite;  // [n_kv] finite_kv_tiles of the kv head (rounded K and V)
   std::vector<float> q_copy, v_copy, dout_copy;  // owners of q / v / dout when rounded
 };

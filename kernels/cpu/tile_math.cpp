@@ -144,9 +144,11 @@ struct Lanes8 {
 };
 
 // Round to bfloat16 as float_to_bf16_bits: nearest-even on the top 16 bits, NaN made quiet.
-HWY_INLINE V RoundBf16(V x) {
-  const DU du;
-  const DI di;
+// DF: any fp32 vector tag.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundBf16(DF d, hn::Vec<DF> x) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
   const auto u = hn::BitCast(du, x);
   const auto top = hn::Set(du, 0xffff0000u);
   const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
@@ -154,7 +156,31 @@ HWY_INLINE V RoundBf16(V x) {
   const auto quiet_nan = hn::Or(hn::And(u, top), hn::Set(du, 0x00400000u));
   // |x| bits above those of inf: NaN (compared as int32: both sides are below 2^31).
   const auto nan = hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))) > hn::Set(di, 0x7f800000);
-  return hn::BitCast(D(), hn::IfThenElse(hn::RebindMask(du, nan), quiet_nan, rounded));
+  return hn::BitCast(d, hn::IfThenElse(hn::RebindMask(du, nan), quiet_nan, rounded));
+}
+
+// F16C converts to nearest even (MXCSR's default), overflows to inf, keeps subnormals and
+// quiets NaN exactly as float_to_half_bits. Highway's emulation on older targets truncates,
+// so those round f16 lane by lane.
+constexpr bool kVectorF16 = HWY_TARGET <= HWY_AVX2;
+
+// Stores round_to(precision, x) at p (precision f32, bf16, or f16 where kVectorF16).
+template <class DF>
+HWY_INLINE void StoreRounded(Precision precision, DF d, hn::Vec<DF> x, float* p) {
+  if (precision == Precision::bf16) {
+    x = RoundBf16(d, x);
+  } else if (precision == Precision::f16) {
+#if HWY_TARGET <= HWY_AVX2
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    x = hn::PromoteTo(d, hn::DemoteTo(dh, x));
+#endif
+  }
+  hn::StoreU(x, d, p);
+}
+
+// Whether StoreRounded rounds to `precision` on this target.
+HWY_INLINE bool VectorRounds(Precision precision) {
+  return precision != Precision::f16 || kVectorF16;
 }
 
 // C block of MR rows x kLanes*NV columns: acc = sum_t A(r, t) B(t, x), then C (+)= alpha acc.
@@ -251,9 +277,13 @@ float ExpF32(float x) {
   return hn::GetLane(Exp(D(), Splat(x)));
 }
 
-float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
+// p[x] = round_to(precision, exp(s[x] - base)); returns the sum of the fp32 exps, in dot_f32's
+// order.
+float ExpShiftedSumRounded(const float* s, float base, float* p, int64_t n, Precision precision) {
   const D d;
   const D8 d8;
+  // Where this target cannot round in registers (f16 before AVX2), the lanes round afterwards.
+  const Precision in_vector = VectorRounds(precision) ? precision : Precision::f32;
   Lanes8 acc;
   int64_t x = 0;
   // Full-width exps, their lanes added to the virtual lanes in element order.
@@ -261,22 +291,30 @@ float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
   for (; x + kBlock <= n; x += kBlock) {
     for (int64_t at = x; at < x + kBlock; at += kLanes) {
       const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
-      hn::StoreU(e, d, p + at);
+      StoreRounded(in_vector, d, e, p + at);
       acc.add(e, at - x);
     }
   }
   // A last whole block of 8 where registers are wider (the same order as narrower sets).
   for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
     const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
-    hn::StoreU(e, d8, p + x);
+    StoreRounded(in_vector, d8, e, p + x);
     acc.v[0] = hn::Add(acc.v[0], e);
+  }
+  if (in_vector != precision) {
+    for (int64_t i = 0; i < x; ++i) p[i] = round_to(precision, p[i]);
   }
   float sum = acc.sum();
   for (; x < n; ++x) {
-    p[x] = ExpF32(s[x] - base);
-    sum += p[x];
+    const float e = ExpF32(s[x] - base);
+    p[x] = round_to(precision, e);
+    sum += e;
   }
   return sum;
+}
+
+float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
+  return ExpShiftedSumRounded(s, base, p, n, Precision::f32);
 }
 
 void ExpDifferences(const float* a, const float* b, float* out, int64_t n) {
@@ -288,13 +326,19 @@ void ExpDifferences(const float* a, const float* b, float* out, int64_t n) {
   for (; x < n; ++x) out[x] = ExpF32(a[x] - b[x]);
 }
 
-void ExpShiftedScaled(const float* s, float base, float factor, float* p, int64_t n) {
+void ExpShiftedScaledRows(int64_t rows, int64_t cols, int64_t ld, const float* s, const float* base,
+                          const float* factor, float* p) {
   const D d;
-  int64_t x = 0;
-  for (; x + kLanes <= n; x += kLanes) {
-    hn::StoreU(hn::Mul(Exp(d, hn::Sub(hn::LoadU(d, s + x), Splat(base))), Splat(factor)), d, p + x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s_r = s + r * ld;
+    float* p_r = p + r * ld;
+    const V vb = Splat(base[r]), vf = Splat(factor[r]);
+    int64_t x = 0;
+    for (; x + kLanes <= cols; x += kLanes) {
+      hn::StoreU(hn::Mul(Exp(d, hn::Sub(hn::LoadU(d, s_r + x), vb)), vf), d, p_r + x);
+    }
+    for (; x < cols; ++x) p_r[x] = ExpF32(s_r[x] - base[r]) * factor[r];
   }
-  for (; x < n; ++x) p[x] = ExpF32(s[x] - base) * factor;
 }
 
 float MaxPropagatingNan(const float* x, int64_t n) {
@@ -341,20 +385,48 @@ void ScaleInPlace(float* x, float alpha, int64_t n) {
   for (; i < n; ++i) x[i] *= alpha;
 }
 
-void SoftmaxGradRow(const float* p, const float* dp, float d, const float* gf, float* ds,
-                    int64_t n) {
-  const D df;
-  const V vd = Splat(d);
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    const V diff = hn::Sub(hn::LoadU(df, dp + c), vd);
-    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, p + c), diff), hn::LoadU(df, gf + c)), df, ds + c);
+void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
+  const D d;
+  int64_t i = 0;
+  if (VectorRounds(precision)) {
+    for (; i + kLanes <= n; i += kLanes) StoreRounded(precision, d, hn::LoadU(d, src + i), dst + i);
   }
-  for (; c < n; ++c) ds[c] = p[c] * (dp[c] - d) * gf[c];
+  for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
+}
+
+void RoundRows(Precision precision, int64_t rows, int64_t cols, int64_t ld, const float* src,
+               float* dst) {
+  if (cols == ld) {  // one contiguous block
+    RoundCopy(precision, src, dst, rows * cols);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) RoundCopy(precision, src + r * ld, dst + r * ld, cols);
+}
+
+void SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+                     const float* d, const float* gf, Precision precision, float* ds) {
+  const D df;
+  // Where this target cannot round in registers (f16 before AVX2), each row rounds afterwards.
+  const Precision in_vector = VectorRounds(precision) ? precision : Precision::f32;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t at = r * ld;
+    const V vd = Splat(d[r]);
+    int64_t c = 0;
+    for (; c + kLanes <= cols; c += kLanes) {
+      const V diff = hn::Sub(hn::LoadU(df, dp + at + c), vd);
+      StoreRounded(in_vector, df,
+                   hn::Mul(hn::Mul(hn::LoadU(df, p + at + c), diff), hn::LoadU(df, gf + at + c)),
+                   ds + at + c);
+    }
+    const int64_t rounded = in_vector == precision ? c : 0;  // entries already rounded
+    for (; c < cols; ++c) ds[at + c] = p[at + c] * (dp[at + c] - d[r]) * gf[at + c];
+    if (!rounds(precision)) continue;
+    for (c = rounded; c < cols; ++c) ds[at + c] = round_to(precision, ds[at + c]);
+  }
 }
 
 void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
-                       float* l, float* acc, int64_t dim_v) {
+                       float* l, float* acc, int64_t dim_v, Precision precision) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   // Each row's base (m_new, or 0 while nothing is visible), then every alpha = exp(m - base)
   // in one vector pass.
@@ -366,29 +438,10 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
   }
   ExpDifferences(m, base, alpha, rows);
   for (int64_t r = 0; r < rows; ++r) {
-    l[r] = alpha[r] * l[r] + ExpShiftedSum(s + r * ld, base[r], p + r * ld, cols);
+    l[r] = alpha[r] * l[r] + ExpShiftedSumRounded(s + r * ld, base[r], p + r * ld, cols, precision);
     if (alpha[r] != 1.0f) ScaleInPlace(acc + r * dim_v, alpha[r], dim_v);
     m[r] = m_new[r];
   }
-}
-
-void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
-  const D d;
-  int64_t i = 0;
-  if (precision == Precision::bf16) {
-    for (; i + kLanes <= n; i += kLanes) hn::StoreU(RoundBf16(hn::LoadU(d, src + i)), d, dst + i);
-  } else if (precision == Precision::f16) {
-#if HWY_TARGET <= HWY_AVX2
-    // F16C converts to nearest even (MXCSR's default), overflows to inf, keeps subnormals and
-    // quiets NaN exactly as float_to_half_bits. Highway's emulation on older targets truncates,
-    // so those take the scalar loop below.
-    const hn::Rebind<hwy::float16_t, D> dh;
-    for (; i + kLanes <= n; i += kLanes) {
-      hn::StoreU(hn::PromoteTo(d, hn::DemoteTo(dh, hn::LoadU(d, src + i))), d, dst + i);
-    }
-#endif
-  }
-  for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
 }
 
 // x * 0 is 0 for finite x and NaN otherwise, so a sum of such products is NaN iff some entry
@@ -486,14 +539,15 @@ namespace attnscope::cpu {
 HWY_EXPORT(GemmTile);
 HWY_EXPORT(ExpF32);
 HWY_EXPORT(ExpShiftedSum);
-HWY_EXPORT(ExpShiftedScaled);
+HWY_EXPORT(ExpShiftedScaledRows);
 HWY_EXPORT(MaxPropagatingNan);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(DotF32InOrder);
 HWY_EXPORT(ScaleInPlace);
 HWY_EXPORT(RoundCopy);
+HWY_EXPORT(RoundRows);
 HWY_EXPORT(OnlineSoftmaxRows);
-HWY_EXPORT(SoftmaxGradRow);
+HWY_EXPORT(SoftmaxGradRows);
 HWY_EXPORT(AllFinite);
 HWY_EXPORT(FiniteBlockMax);
 HWY_EXPORT(FiniteMax);
@@ -530,9 +584,11 @@ float exp_shifted_sum(const float* s, float base, float* p, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(ExpShiftedSum)(s, base, p, n);
 }
 
-void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n) {
+void exp_shifted_scaled_rows(int64_t rows, int64_t cols, int64_t ld, const float* s,
+                             const float* base, const float* factor, float* p) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
   choose_cpu_isa();
-  HWY_DYNAMIC_DISPATCH(ExpShiftedScaled)(s, base, factor, p, n);
+  HWY_DYNAMIC_DISPATCH(ExpShiftedScaledRows)(rows, cols, ld, s, base, factor, p);
 }
 
 float max_propagating_nan(const float* x, int64_t n) {
@@ -556,7 +612,7 @@ void scale_in_place(float* x, float alpha, int64_t n) {
 }
 
 void round_copy(Precision precision, const float* src, float* dst, int64_t n) {
-  if (precision == Precision::f32 || precision == Precision::f64) {  // nothing to round
+  if (!rounds(precision)) {
     if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
     return;
   }
@@ -564,17 +620,34 @@ void round_copy(Precision precision, const float* src, float* dst, int64_t n) {
   HWY_DYNAMIC_DISPATCH(RoundCopy)(precision, src, dst, n);
 }
 
-void softmax_grad_row(const float* p, const float* dp, float d, const float* gf, float* ds,
-                      int64_t n) {
+void round_rows(Precision precision, int64_t rows, int64_t cols, int64_t ld, const float* src,
+                float* dst) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
+  if (!rounds(precision)) {
+    if (dst == src) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(dst + r * ld, src + r * ld, static_cast<size_t>(cols) * sizeof(float));
+    }
+    return;
+  }
   choose_cpu_isa();
-  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, dp, d, gf, ds, n);
+  HWY_DYNAMIC_DISPATCH(RoundRows)(precision, rows, cols, ld, src, dst);
+}
+
+void softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+                       const float* d, const float* gf, Precision precision, float* ds) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRows)
+  (rows, cols, ld, p, dp, d, gf, precision, ds);
 }
 
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
-                         float* l, float* acc, int64_t dim_v) {
+                         float* l, float* acc, int64_t dim_v, Precision precision) {
   ATTNSCOPE_DCHECK(rows > 0 && rows <= kTileRows && cols > 0 && cols <= ld);
   choose_cpu_isa();
-  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxRows)(rows, cols, ld, s, p, m, l, acc, dim_v);
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxRows)
+  (rows, cols, ld, s, p, m, l, acc, dim_v, precision);
 }
 
 bool all_finite(const float* x, int64_t n) {

@@ -35,20 +35,23 @@ float exp_f32(float x);
 // p[x] = exp(s[x] - base) for x < n; returns the fp32 sum of p, summed in dot_f32's order.
 float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
 
-// p[x] = exp(s[x] - base) * factor for x < n.
-void exp_shifted_scaled(const float* s, float base, float factor, float* p, int64_t n);
+// p[r][x] = exp(s[r][x] - base[r]) * factor[r] for r < rows, x < cols (row stride ld).
+void exp_shifted_scaled_rows(int64_t rows, int64_t cols, int64_t ld, const float* s,
+                             const float* base, const float* factor, float* p);
 
 // The online-softmax update of one kv tile over `rows` (<= kTileRows) rows, all fp32 (see
 // forward_stages.h, online_softmax_update): s, p [rows x cols] with row stride ld; m, l
 // [rows]; acc [rows x dim_v] (unused when dim_v = 0). Per row: m_new = max(m, rowmax s) (NaN
 // if any is), base = m_new or 0 when -inf, alpha = exp(m - base), p = exp(s - base),
-// l = alpha * l + rowsum p (one FMA where the set has it), acc *= alpha, m = m_new.
+// l = alpha * l + rowsum p (one FMA where the set has it), acc *= alpha, m = m_new; p is then
+// stored rounded to `precision` (the matmul operand of P V; l sums the fp32 values).
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
-                         float* l, float* acc, int64_t dim_v);
+                         float* l, float* acc, int64_t dim_v, Precision precision);
 
-// ds[c] = p[c] * (dp[c] - d) * gf[c] for c < n, in that order on every instruction set.
-void softmax_grad_row(const float* p, const float* dp, float d, const float* gf, float* ds,
-                      int64_t n);
+// ds = round_to(precision, p * (dp - d[r]) * gf) for the `rows` rows r of `cols` entries (row
+// stride ld), multiplied in that order on every instruction set.
+void softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+                       const float* d, const float* gf, Precision precision, float* ds);
 
 // Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.
 float max_propagating_nan(const float* x, int64_t n);
@@ -74,6 +77,10 @@ void scale_in_place(float* x, float alpha, int64_t n);
 
 // dst[0:n] = round_to(precision, src[0:n]); dst may equal src. f32 / f64 only copy.
 void round_copy(Precision precision, const float* src, float* dst, int64_t n);
+
+// round_copy of `rows` rows of `cols` values with row stride ld, in one call.
+void round_rows(Precision precision, int64_t rows, int64_t cols, int64_t ld, const float* src,
+                float* dst);
 
 // True when every x[0:n] is finite.
 bool all_finite(const float* x, int64_t n);

@@ -63,7 +63,7 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
   const int64_t D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows);
   const int64_t n_kv = tile_count(Sk, kTileCols);
-  const std::vector<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
+  const Buffer<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
   std::vector<UnfusedScratch> scratch = make_scratch(prm, threads);
 
   parallel_for(prm.batch * H * n_q, threads, [&](int64_t item, int worker) {
@@ -109,8 +109,8 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
   const int64_t groups = prm.batch * Hk;
   const int outer = groups >= threads ? threads : 1;  // workers over groups
   const int inner = groups >= threads ? 1 : threads;  // workers within a q tile
-  const std::vector<float> kt = transpose_kv_tiles(in.k, groups, Sk, D, threads);
-  const std::vector<float> vt = transpose_kv_tiles(in.v, groups, Sk, Dv, threads);
+  const Buffer<float> kt = transpose_kv_tiles(in.k, groups, Sk, D, threads);
+  const Buffer<float> vt = transpose_kv_tiles(in.v, groups, Sk, Dv, threads);
   std::vector<UnfusedScratch> scratch = make_scratch(prm, outer);
   std::vector<std::vector<float>> dk_head(static_cast<size_t>(outer)), dv_head(dk_head.size());
 

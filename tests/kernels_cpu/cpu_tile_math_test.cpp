@@ -46,6 +46,56 @@ TEST(TileMath, round_copy_matches_round_to_bit_for_bit_f16_bf16) {
   }
 }
 
+// The stages that round while they compute (P in the online softmax, dS in the softmax
+// gradient, round_rows) store round_to of what they store at f32, on rows with a vector tail
+// and a row stride past the row; the online softmax's l sums the unrounded P.
+TEST(TileMath, rounding_row_stages_store_round_to_of_their_f32_values_f16_bf16) {
+  constexpr int64_t kRows = 5, kCols = 61, kLd = 64;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  std::vector<float> s(kRows * kLd), dp(s.size()), gf(s.size(), 1.0f), d(kRows);
+  for (float& x : s) x = normal(gen);
+  for (float& x : dp) x = normal(gen);
+  for (float& x : d) x = normal(gen);
+  s[3] = kNaN;               // row 0 is NaN throughout
+  dp[kLd + 60] = kInf;       // row 1's tail
+  dp[2 * kLd + 7] = 1e-38f;  // a subnormal product in row 2
+  gf[2 * kLd + 7] = 1e-3f;
+  const auto run = [&](Precision precision, std::vector<float>& p, std::vector<float>& l,
+                       std::vector<float>& ds, std::vector<float>& copy) {
+    std::vector<float> m(kRows, -kInf), acc;
+    p.assign(s.size(), 0.0f);
+    l.assign(kRows, 0.0f);
+    online_softmax_rows(kRows, kCols, kLd, s.data(), p.data(), m.data(), l.data(), acc.data(), 0,
+                        precision);
+    ds.assign(s.size(), 0.0f);
+    softmax_grad_rows(kRows, kCols, kLd, s.data(), dp.data(), d.data(), gf.data(), precision,
+                      ds.data());
+    copy.assign(s.size(), 0.0f);
+    round_rows(precision, kRows, kCols, kLd, dp.data(), copy.data());
+  };
+  std::vector<float> p32, l32, ds32, copy32;
+  run(Precision::f32, p32, l32, ds32, copy32);
+  for (Precision pr : {Precision::f16, Precision::bf16}) {
+    std::vector<float> p, l, ds, copy;
+    run(pr, p, l, ds, copy);
+    int64_t mismatches = 0;
+    for (int64_t r = 0; r < kRows; ++r) {
+      mismatches += bits(l[r]) != bits(l32[r]);
+      for (int64_t c = 0; c < kLd; ++c) {
+        const int64_t i = r * kLd + c;
+        const bool in_row = c < kCols;
+        mismatches += bits(p[i]) != bits(in_row ? round_to(pr, p32[i]) : 0.0f);
+        mismatches += bits(ds[i]) != bits(in_row ? round_to(pr, ds32[i]) : 0.0f);
+        mismatches += bits(copy[i]) != bits(in_row ? round_to(pr, dp[i]) : 0.0f);
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << (pr == Precision::f16 ? "f16" : "bf16");
+  }
+  EXPECT_TRUE(std::isnan(l32[0]));
+  EXPECT_NE(bits(copy32[kLd + 60]), bits(0.0f));  // f32: a plain copy
+}
+
 TEST(TileMath, exp_within_2_ulp_and_ieee_special_cases) {
   double worst = 0;
   for (float x = -86.4f; x < 88.7f; x += 0.0137f) {
