@@ -234,7 +234,8 @@ void write_json(std::ostream& os, const BenchReport& report) {
   for (size_t i = 0; i < report.cpu_isas_available.size(); ++i) {
     os << (i ? ", " : "") << json_quoted(report.cpu_isas_available[i]);
   }
-  os << "],\n  \"torch_sgemm\": {\"n\": " << report.roof.n
+  os << "],\n  \"omp_wait_policy\": " << json_quoted(report.omp_wait_policy)
+     << ",\n  \"torch_sgemm\": {\"n\": " << report.roof.n
      << ", \"gflops\": " << json_number(report.roof.gflops)
      << ", \"torch_cpu_isa\": " << json_quoted(report.roof.torch_cpu_isa) << "},\n";
   if (report.has_heatmap) heatmap_json(os, report.heatmap);
@@ -252,7 +253,8 @@ void write_table(std::ostream& os, const BenchReport& report) {
   os << "attnscope-bench: " << report.settings.threads << " threads, median of up to "
      << report.settings.reps << " reps (GFLOP/s: fwd 4*B*H*S*S*D, bwd 2.5x, halved if causal)\n"
      << "CPU kernels on " << report.cpu_isa << "; LibTorch (" << report.roof.torch_cpu_isa
-     << ") sgemm " << report.roof.n << "^3: " << json_number(report.roof.gflops) << " GFLOP/s\n";
+     << ") sgemm " << report.roof.n << "^3: " << json_number(report.roof.gflops)
+     << " GFLOP/s; OMP_WAIT_POLICY=" << report.omp_wait_policy << "\n";
   for (const PointResult& r : report.points) {
     const BenchPoint& p = r.point;
     std::snprintf(line, sizeof line, "\nB=%lld H=%lld S=%lld D=%lld %s %s\n",

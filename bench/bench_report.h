@@ -24,6 +24,7 @@ struct BenchReport {
   // CPU offers, and LibTorch's sgemm rate measured in this run, the roof of the forward.
   std::string cpu_isa;
   std::vector<std::string> cpu_isas_available;
+  std::string omp_wait_policy;  // what LibTorch's OpenMP workers ran with (main.cpp)
   MatmulRoof roof;
   std::vector<PointResult> points;
   bool has_heatmap = false;

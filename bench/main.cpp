@@ -2,6 +2,8 @@
 // math attention with autograd and PyTorch's CPU flash SDPA kernel, in one process and one run,
 // through the kernel-variant registry (DESIGN §7); on a CUDA machine also our CUDA kernel against
 // PyTorch's CUDA SDPA backends (gpu_bench.h). Exit codes: 0 ran, 2 bad usage.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -124,9 +126,21 @@ PointResult run_point(const BenchPoint& point, const BenchSettings& settings) {
   return {point, time_point(plan, point, settings, make_bench_inputs(point))};
 }
 
+// LibTorch's OpenMP workers (libgomp) spin for a while after each parallel region by default and
+// so take the cores from the variant timed next (measured on 2 cores: our fwd+bwd ~15 % slower
+// right after a LibTorch sample, 2x with OMP_WAIT_POLICY=ACTIVE; LibTorch's own times did not
+// change with PASSIVE). libgomp reads the policy when it is loaded, before main, so the bench
+// runs itself again with OMP_WAIT_POLICY=PASSIVE unless the caller set a policy.
+void let_openmp_workers_sleep(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: the bench then runs as it is
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  let_openmp_workers_sleep(argv);
   Options options;
   std::string error;
   if (!parse(argc, argv, options, error)) {
@@ -141,6 +155,8 @@ int main(int argc, char** argv) {
   report.settings = options.settings;
   report.cpu_isa = attnscope::cpu::cpu_isa();
   report.cpu_isas_available = attnscope::cpu::cpu_isas_available();
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  report.omp_wait_policy = policy != nullptr ? policy : "unset (libgomp: spin, then sleep)";
   if (options.cpu) {
     std::fprintf(stderr, "attnscope-bench: CPU kernels on %s; LibTorch sgemm roof\n",
                  report.cpu_isa.c_str());

@@ -164,23 +164,32 @@ HWY_INLINE hn::Vec<DF> RoundBf16(DF d, hn::Vec<DF> x) {
 // so those round f16 lane by lane.
 constexpr bool kVectorF16 = HWY_TARGET <= HWY_AVX2;
 
-// Stores round_to(precision, x) at p (precision f32, bf16, or f16 where kVectorF16).
-template <class DF>
-HWY_INLINE void StoreRounded(Precision precision, DF d, hn::Vec<DF> x, float* p) {
-  if (precision == Precision::bf16) {
-    x = RoundBf16(d, x);
-  } else if (precision == Precision::f16) {
+// Stores round_to(kP, x) at p (kP f32, bf16, or f16 where kVectorF16).
+template <Precision kP, class DF>
+HWY_INLINE void StoreRounded(DF d, hn::Vec<DF> x, float* p) {
+  if constexpr (kP == Precision::bf16) x = RoundBf16(d, x);
 #if HWY_TARGET <= HWY_AVX2
+  if constexpr (kP == Precision::f16) {
     const hn::Rebind<hwy::float16_t, DF> dh;
     x = hn::PromoteTo(d, hn::DemoteTo(dh, x));
-#endif
   }
+#endif
   hn::StoreU(x, d, p);
 }
 
-// Whether StoreRounded rounds to `precision` on this target.
-HWY_INLINE bool VectorRounds(Precision precision) {
-  return precision != Precision::f16 || kVectorF16;
+template <Precision kP>
+struct RoundTag {
+  static constexpr Precision value = kP;
+};
+
+// Returns body(RoundTag<P>()), P the precision StoreRounded rounds to in registers here:
+// `precision`, or f32 where it cannot (f16 before AVX2: the body rounds those lanes one by
+// one). The precision is fixed per call, so the body's loops carry no branch on it.
+template <class Body>
+HWY_INLINE auto WithVectorRounding(Precision precision, const Body& body) {
+  if (precision == Precision::bf16) return body(RoundTag<Precision::bf16>());
+  if (precision == Precision::f16 && kVectorF16) return body(RoundTag<Precision::f16>());
+  return body(RoundTag<Precision::f32>());
 }
 
 // C block of MR rows x kLanes*NV columns: acc = sum_t A(r, t) B(t, x), then C (+)= alpha acc.
@@ -280,37 +289,38 @@ float ExpF32(float x) {
 // p[x] = round_to(precision, exp(s[x] - base)); returns the sum of the fp32 exps, in dot_f32's
 // order.
 float ExpShiftedSumRounded(const float* s, float base, float* p, int64_t n, Precision precision) {
-  const D d;
-  const D8 d8;
-  // Where this target cannot round in registers (f16 before AVX2), the lanes round afterwards.
-  const Precision in_vector = VectorRounds(precision) ? precision : Precision::f32;
-  Lanes8 acc;
-  int64_t x = 0;
-  // Full-width exps, their lanes added to the virtual lanes in element order.
-  constexpr int64_t kBlock = HWY_MAX(kLanes, kVirtualLanes);
-  for (; x + kBlock <= n; x += kBlock) {
-    for (int64_t at = x; at < x + kBlock; at += kLanes) {
-      const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
-      StoreRounded(in_vector, d, e, p + at);
-      acc.add(e, at - x);
+  return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
+    constexpr Precision kInVector = decltype(tag)::value;
+    const D d;
+    const D8 d8;
+    Lanes8 acc;
+    int64_t x = 0;
+    // Full-width exps, their lanes added to the virtual lanes in element order.
+    constexpr int64_t kBlock = HWY_MAX(kLanes, kVirtualLanes);
+    for (; x + kBlock <= n; x += kBlock) {
+      for (int64_t at = x; at < x + kBlock; at += kLanes) {
+        const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
+        StoreRounded<kInVector>(d, e, p + at);
+        acc.add(e, at - x);
+      }
     }
-  }
-  // A last whole block of 8 where registers are wider (the same order as narrower sets).
-  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
-    const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
-    StoreRounded(in_vector, d8, e, p + x);
-    acc.v[0] = hn::Add(acc.v[0], e);
-  }
-  if (in_vector != precision) {
-    for (int64_t i = 0; i < x; ++i) p[i] = round_to(precision, p[i]);
-  }
-  float sum = acc.sum();
-  for (; x < n; ++x) {
-    const float e = ExpF32(s[x] - base);
-    p[x] = round_to(precision, e);
-    sum += e;
-  }
-  return sum;
+    // A last whole block of 8 where registers are wider (the same order as narrower sets).
+    for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
+      const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
+      StoreRounded<kInVector>(d8, e, p + x);
+      acc.v[0] = hn::Add(acc.v[0], e);
+    }
+    if (kInVector != precision) {
+      for (int64_t i = 0; i < x; ++i) p[i] = round_to(precision, p[i]);
+    }
+    float sum = acc.sum();
+    for (; x < n; ++x) {
+      const float e = ExpF32(s[x] - base);
+      p[x] = round_to(precision, e);
+      sum += e;
+    }
+    return sum;
+  });
 }
 
 float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
@@ -386,12 +396,16 @@ void ScaleInPlace(float* x, float alpha, int64_t n) {
 }
 
 void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
-  const D d;
-  int64_t i = 0;
-  if (VectorRounds(precision)) {
-    for (; i + kLanes <= n; i += kLanes) StoreRounded(precision, d, hn::LoadU(d, src + i), dst + i);
-  }
-  for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
+  WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
+    constexpr Precision kInVector = decltype(tag)::value;
+    const D d;
+    int64_t i = 0;
+    if (kInVector == precision) {
+      for (; i + kLanes <= n; i += kLanes)
+        StoreRounded<kInVector>(d, hn::LoadU(d, src + i), dst + i);
+    }
+    for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
+  });
 }
 
 void RoundRows(Precision precision, int64_t rows, int64_t cols, int64_t ld, const float* src,
@@ -405,24 +419,24 @@ void RoundRows(Precision precision, int64_t rows, int64_t cols, int64_t ld, cons
 
 void SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
                      const float* d, const float* gf, Precision precision, float* ds) {
-  const D df;
-  // Where this target cannot round in registers (f16 before AVX2), each row rounds afterwards.
-  const Precision in_vector = VectorRounds(precision) ? precision : Precision::f32;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t at = r * ld;
-    const V vd = Splat(d[r]);
-    int64_t c = 0;
-    for (; c + kLanes <= cols; c += kLanes) {
-      const V diff = hn::Sub(hn::LoadU(df, dp + at + c), vd);
-      StoreRounded(in_vector, df,
-                   hn::Mul(hn::Mul(hn::LoadU(df, p + at + c), diff), hn::LoadU(df, gf + at + c)),
-                   ds + at + c);
+  WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
+    constexpr Precision kInVector = decltype(tag)::value;
+    const D df;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = r * ld;
+      const V vd = Splat(d[r]);
+      int64_t c = 0;
+      for (; c + kLanes <= cols; c += kLanes) {
+        const V diff = hn::Sub(hn::LoadU(df, dp + at + c), vd);
+        const V g = hn::Mul(hn::Mul(hn::LoadU(df, p + at + c), diff), hn::LoadU(df, gf + at + c));
+        StoreRounded<kInVector>(df, g, ds + at + c);
+      }
+      const int64_t rounded = kInVector == precision ? c : 0;  // entries already rounded
+      for (; c < cols; ++c) ds[at + c] = p[at + c] * (dp[at + c] - d[r]) * gf[at + c];
+      if (!rounds(precision)) continue;
+      for (c = rounded; c < cols; ++c) ds[at + c] = round_to(precision, ds[at + c]);
     }
-    const int64_t rounded = in_vector == precision ? c : 0;  // entries already rounded
-    for (; c < cols; ++c) ds[at + c] = p[at + c] * (dp[at + c] - d[r]) * gf[at + c];
-    if (!rounds(precision)) continue;
-    for (c = rounded; c < cols; ++c) ds[at + c] = round_to(precision, ds[at + c]);
-  }
+  });
 }
 
 void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
