@@ -286,27 +286,53 @@ float ExpF32(float x) {
   return hn::GetLane(Exp(D(), Splat(x)));
 }
 
-// p[x] = round_to(precision, exp(s[x] - base)); returns the sum of the fp32 exps, in dot_f32's
-// order.
-float ExpShiftedSumRounded(const float* s, float base, float* p, int64_t n, Precision precision) {
+float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
+  const D d;
+  const D8 d8;
+  Lanes8 acc;
+  int64_t x = 0;
+  // Full-width exps, their lanes added to the virtual lanes in element order.
+  constexpr int64_t kBlock = HWY_MAX(kLanes, kVirtualLanes);
+  for (; x + kBlock <= n; x += kBlock) {
+    for (int64_t at = x; at < x + kBlock; at += kLanes) {
+      const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
+      hn::StoreU(e, d, p + at);
+      acc.add(e, at - x);
+    }
+  }
+  // A last whole block of 8 where registers are wider (the same order as narrower sets).
+  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
+    const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
+    hn::StoreU(e, d8, p + x);
+    acc.v[0] = hn::Add(acc.v[0], e);
+  }
+  float sum = acc.sum();
+  for (; x < n; ++x) {
+    p[x] = ExpF32(s[x] - base);
+    sum += p[x];
+  }
+  return sum;
+}
+
+// The sum of p[0:n] in ExpShiftedSum's order, storing each p[x] back rounded to `precision` on
+// the way: with an exp pass before it, ExpShiftedSum's bits and P rounded.
+float SumRounding(float* p, int64_t n, Precision precision) {
   return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
     constexpr Precision kInVector = decltype(tag)::value;
     const D d;
     const D8 d8;
     Lanes8 acc;
     int64_t x = 0;
-    // Full-width exps, their lanes added to the virtual lanes in element order.
     constexpr int64_t kBlock = HWY_MAX(kLanes, kVirtualLanes);
     for (; x + kBlock <= n; x += kBlock) {
       for (int64_t at = x; at < x + kBlock; at += kLanes) {
-        const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
+        const V e = hn::LoadU(d, p + at);
         StoreRounded<kInVector>(d, e, p + at);
         acc.add(e, at - x);
       }
     }
-    // A last whole block of 8 where registers are wider (the same order as narrower sets).
     for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
-      const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
+      const auto e = hn::LoadU(d8, p + x);
       StoreRounded<kInVector>(d8, e, p + x);
       acc.v[0] = hn::Add(acc.v[0], e);
     }
@@ -315,16 +341,11 @@ float ExpShiftedSumRounded(const float* s, float base, float* p, int64_t n, Prec
     }
     float sum = acc.sum();
     for (; x < n; ++x) {
-      const float e = ExpF32(s[x] - base);
-      p[x] = round_to(precision, e);
-      sum += e;
+      sum += p[x];
+      p[x] = round_to(precision, p[x]);
     }
     return sum;
   });
-}
-
-float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
-  return ExpShiftedSumRounded(s, base, p, n, Precision::f32);
 }
 
 void ExpDifferences(const float* a, const float* b, float* out, int64_t n) {
@@ -344,6 +365,12 @@ void ExpShiftedScaledRows(int64_t rows, int64_t cols, int64_t ld, const float* s
     float* p_r = p + r * ld;
     const V vb = Splat(base[r]), vf = Splat(factor[r]);
     int64_t x = 0;
+    // Four registers per step: their exps interleave, so the dependency chains overlap.
+    for (; x + 4 * kLanes <= cols; x += 4 * kLanes) {
+      V e[4];
+      for (int i = 0; i < 4; ++i) e[i] = Exp(d, hn::Sub(hn::LoadU(d, s_r + x + i * kLanes), vb));
+      for (int i = 0; i < 4; ++i) hn::StoreU(hn::Mul(e[i], vf), d, p_r + x + i * kLanes);
+    }
     for (; x + kLanes <= cols; x += kLanes) {
       hn::StoreU(hn::Mul(Exp(d, hn::Sub(hn::LoadU(d, s_r + x), vb)), vf), d, p_r + x);
     }
@@ -451,8 +478,13 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
     base[r] = m_new[r] == -kInf ? 0.0f : m_new[r];
   }
   ExpDifferences(m, base, alpha, rows);
+  // The exps of every row first (independent vectors, so their latencies overlap; times 1 is
+  // exact), then each row's sum with P rounded on the way: ExpShiftedSum's bits.
+  float ones[kTileRows];
+  std::fill(ones, ones + rows, 1.0f);
+  ExpShiftedScaledRows(rows, cols, ld, s, base, ones, p);
   for (int64_t r = 0; r < rows; ++r) {
-    l[r] = alpha[r] * l[r] + ExpShiftedSumRounded(s + r * ld, base[r], p + r * ld, cols, precision);
+    l[r] = alpha[r] * l[r] + SumRounding(p + r * ld, cols, precision);
     if (alpha[r] != 1.0f) ScaleInPlace(acc + r * dim_v, alpha[r], dim_v);
     m[r] = m_new[r];
   }

@@ -48,7 +48,8 @@ TEST(TileMath, round_copy_matches_round_to_bit_for_bit_f16_bf16) {
 
 // The stages that round while they compute (P in the online softmax, dS in the softmax
 // gradient, round_rows) store round_to of what they store at f32, on rows with a vector tail
-// and a row stride past the row; the online softmax's l sums the unrounded P.
+// and a row stride past the row; the online softmax's l sums the unrounded P in
+// exp_shifted_sum's order.
 TEST(TileMath, rounding_row_stages_store_round_to_of_their_f32_values_f16_bf16) {
   constexpr int64_t kRows = 5, kCols = 61, kLd = 64;
   std::mt19937 gen(11);
@@ -91,6 +92,14 @@ TEST(TileMath, rounding_row_stages_store_round_to_of_their_f32_values_f16_bf16) 
       }
     }
     EXPECT_EQ(mismatches, 0) << (pr == Precision::f16 ? "f16" : "bf16");
+  }
+  // One tile from m = -inf: l is the row's exp sum exactly as exp_shifted_sum sums it.
+  for (int64_t r = 1; r < kRows; ++r) {
+    std::vector<float> tmp(kCols);
+    const float* s_r = s.data() + r * kLd;
+    const float base = max_propagating_nan(s_r, kCols);
+    EXPECT_EQ(bits(l32[r]), bits(exp_shifted_sum(s_r, base, tmp.data(), kCols))) << "row " << r;
+    for (int64_t c = 0; c < kCols; ++c) ASSERT_EQ(bits(p32[r * kLd + c]), bits(tmp[c]));
   }
   EXPECT_TRUE(std::isnan(l32[0]));
   EXPECT_NE(bits(copy32[kLd + 60]), bits(0.0f));  // f32: a plain copy
