@@ -48,13 +48,16 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && p_lo != nullptr && dout != nullptr && dv_acc != nullptr);
   const float* p_mm = p;  // fp32 P is its own rounding at f32
-  if (x.precision != Precision::f32 || x.dropout) {
+  Bf16Pairs pairs = paired;
+  if (x.bf16_dot && !x.dropout) {
+    pairs.a_rounds = true;  // the matmul rounds P as it pairs it
+  } else if (x.precision != Precision::f32 || x.dropout) {
     round_rows(x.precision, t.rows, t.cols, t.ld, p, p_lo);
     if (x.dropout) apply_dropout(x, t, p_lo, p_lo, 1.0f);
     p_mm = p_lo;
   }
   tile_matmul(x, t.cols, x.dim_v, t.rows, p_mm, 1, t.ld, dout, x.dim_v, dv_acc, x.dim_v, 1.0f, true,
-              paired);
+              pairs);
 }
 
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,

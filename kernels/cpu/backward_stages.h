@@ -33,8 +33,9 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
                  const float* l, float* p);
 
 // dV_j += round(P o keep)^T dO_i: p_lo receives round(P o keep) (same layout as p; untouched
-// at f32 without dropout), dout holds rows t.i0.. of dO [rows x Dv], dv_acc [cols x Dv] in
-// fp32. The 1 / (1 - p) of dropout waits for backward_postprocess_dv.
+// without dropout at f32 and with bf16_dot, whose matmul rounds P as it pairs it), dout holds
+// rows t.i0.. of dO [rows x Dv], dv_acc [cols x Dv] in fp32. The 1 / (1 - p) of dropout waits for
+// backward_postprocess_dv.
 void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, float* p_lo,
                    const float* dout, float* dv_acc, const Bf16Pairs& paired = {});
 

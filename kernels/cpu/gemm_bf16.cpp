@@ -82,6 +82,35 @@ ATTNSCOPE_AVX512_BF16 void pair_columns_avx512(int64_t k, int64_t n, const float
   }
 }
 
+// pair_columns_avx512 of round_to(bf16, X): vcvtne2ps2bf16 rounds to nearest even and quiets
+// NaN as round_to does; it flushes denormals to 0, which vdpbf16ps makes of them anyway.
+ATTNSCOPE_AVX512_BF16 void pair_columns_rounding_avx512(int64_t k, int64_t n, const float* x,
+                                                        int64_t ldx, int64_t ldo, uint32_t* out) {
+  // Word 2i: bf16 i of the even row (the low half of cvtne2ps's result), 2i + 1: of the odd row.
+  static const WordIndex interleave = [] {
+    WordIndex ix{};
+    for (int i = 0; i < 16; ++i) {
+      ix.w[2 * i] = static_cast<uint16_t>(i);
+      ix.w[2 * i + 1] = static_cast<uint16_t>(16 + i);
+    }
+    return ix;
+  }();
+  const __m512i idx = _mm512_load_si512(interleave.w);
+  for (int64_t t = 0; t < k; t += 2) {
+    const float* lo = x + t * ldx;
+    const float* hi = t + 1 < k ? x + (t + 1) * ldx : nullptr;
+    uint32_t* o = out + (t / 2) * ldo;
+    for (int64_t c = 0; c < ldo; c += kLanes) {
+      const __mmask16 m = n - c >= kLanes ? 0xffff
+                          : n > c         ? static_cast<__mmask16>((1u << (n - c)) - 1)
+                                          : 0;
+      const __m512 h = hi != nullptr ? _mm512_maskz_loadu_ps(m, hi + c) : _mm512_setzero_ps();
+      const __m512bh words = _mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo + c));
+      _mm512_storeu_si512(o + c, _mm512_permutexvar_epi16(idx, (__m512i)words));
+    }
+  }
+}
+
 // out[r * kp + p] = pair(A(r, 2p), A(r, 2p + 1)), kp = ceil(k / 2): A [m x k] with rows
 // contiguous (row stride lda).
 ATTNSCOPE_AVX512_BF16 void pair_rows_avx512(int64_t m, int64_t k, const float* a, int64_t lda,
@@ -236,6 +265,7 @@ void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                     const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
                     bool accumulate, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(cpu_has_avx512_bf16());
+  ATTNSCOPE_DCHECK(!paired.a_rounds || (paired.a == nullptr && a_rs == 1));
   ATTNSCOPE_DCHECK(m >= 0 && n >= 0 && k >= 0 && ldb >= n && ldc >= n);
   if (m == 0 || n == 0) return;
   const int64_t kp = (k + 1) / 2;
@@ -255,7 +285,12 @@ void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
     pair_rows(m, k, a, a_rs, words(a_words, m * kp));
     op = {a_words.data(), kp, 1, op.b, op.ldb};
   } else if (op.a == nullptr && a_rs == 1) {  // A = X^T with X [k x m]: X's columns paired
-    pair_columns(k, m, a, a_cs, words(a_words, kp * paired_ld(m)));
+    uint32_t* out = words(a_words, kp * paired_ld(m));
+    if (paired.a_rounds) {
+      pair_columns_rounding_avx512(k, m, a, a_cs, paired_ld(m), out);
+    } else {
+      pair_columns(k, m, a, a_cs, out);
+    }
     op = {a_words.data(), 1, paired_ld(m), op.b, op.ldb};
   } else if (op.a == nullptr) {
     uint32_t* out = words(a_words, m * kp);

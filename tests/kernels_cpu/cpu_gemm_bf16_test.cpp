@@ -126,6 +126,38 @@ TEST_F(GemmBf16, dot_bf16_is_one_element_of_the_matmul_bit_for_bit) {
   EXPECT_EQ(dot_bf16(nullptr, nullptr, 0), 0.0f);
 }
 
+// a_rounds: a transposed fp32 A paired with rounding gives the bits of the same matmul on
+// round_to(bf16, A), odd shapes, values halfway between bf16 neighbours, NaN, inf, overflow to
+// inf and denormals (read as 0 by vdpbf16ps either way) included.
+TEST_F(GemmBf16, a_rounds_pairs_fp32_a_as_its_bf16_rounding) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> u(0, 1);
+  const float specials[] = {kNaN,     kInf,   -kInf,         1.0f + 0x1p-8f, 1.0f + 0x3p-8f,
+                            3.39e38f, 1e-39f, -1.17549e-38f, 0.0f,           -0.0f};
+  for (const auto& [m, n, k] : kShapes) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+    for (float& e : a) e = u(gen);
+    for (size_t i = 0; i < a.size() && i < std::size(specials); ++i)
+      a[i * 7 % a.size()] = specials[i];
+    for (float& e : b) e = round_to(Precision::bf16, u(gen));
+    std::vector<float> a_bf16 = a;
+    for (float& e : a_bf16) e = round_to(Precision::bf16, e);
+    std::vector<float> want(static_cast<size_t>(m * n), 1.0f), got = want;
+    // A = X^T with X [k x m] stored row by row: a_rs = 1, a_cs = m.
+    gemm_tile_bf16(m, n, k, a_bf16.data(), 1, m, b.data(), n, want.data(), n, 1.0f, true);
+    Bf16Pairs rounds;
+    rounds.a_rounds = true;
+    gemm_tile_bf16(m, n, k, a.data(), 1, m, b.data(), n, got.data(), n, 1.0f, true, rounds);
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      mismatches += std::isnan(want[i]) != std::isnan(got[i]) ||
+                    (!std::isnan(want[i]) && float_bits(want[i]) != float_bits(got[i]));
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
 TEST_F(GemmBf16, nan_and_inf_propagate_as_in_fp32) {
   const int64_t m = 3, n = 17, k = 9;
   std::vector<float> a(static_cast<size_t>(m * k), 1.0f), b(static_cast<size_t>(k * n), 2.0f);
