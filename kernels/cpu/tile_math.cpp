@@ -490,24 +490,30 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
   }
 }
 
-// x * 0 is 0 for finite x and NaN otherwise, so a sum of such products is NaN iff some entry
-// is non-finite (it never overflows). Eight accumulators hide the add latency.
+// An fp32 is finite iff its magnitude bits (as an unsigned integer) are at most those of FLT_MAX:
+// the largest magnitude bits over x decide, two integer operations per register. Four
+// accumulators keep the max's latency off the loads.
 bool AllFinite(const float* x, int64_t n) {
   const D d;
-  constexpr int kAcc = 8;
-  V acc[kAcc];
-  for (V& a : acc) a = hn::Zero(d);
-  const V zero = hn::Zero(d);
+  const DU du;
+  constexpr int kAcc = 4;
+  const auto magnitude = hn::Set(du, 0x7fffffffu);
+  hn::Vec<DU> acc[kAcc];
+  for (auto& a : acc) a = hn::Zero(du);
   int64_t i = 0;
   for (; i + kAcc * kLanes <= n; i += kAcc * kLanes) {
-    for (int a = 0; a < kAcc; ++a)
-      acc[a] = hn::MulAdd(hn::LoadU(d, x + i + a * kLanes), zero, acc[a]);
+    for (int a = 0; a < kAcc; ++a) {
+      acc[a] =
+          hn::Max(acc[a], hn::And(hn::BitCast(du, hn::LoadU(d, x + i + a * kLanes)), magnitude));
+    }
   }
-  for (; i + kLanes <= n; i += kLanes) acc[0] = hn::MulAdd(hn::LoadU(d, x + i), zero, acc[0]);
-  for (int a = 1; a < kAcc; ++a) acc[0] = hn::Add(acc[0], acc[a]);
-  float sum = SumLanes(acc[0]);
-  for (; i < n; ++i) sum += x[i] * 0.0f;
-  return sum == sum;
+  for (; i + kLanes <= n; i += kLanes) {
+    acc[0] = hn::Max(acc[0], hn::And(hn::BitCast(du, hn::LoadU(d, x + i)), magnitude));
+  }
+  for (int a = 1; a < kAcc; ++a) acc[0] = hn::Max(acc[0], acc[a]);
+  uint32_t largest = hn::GetLane(hn::MaxOfLanes(du, acc[0]));
+  for (; i < n; ++i) largest = std::max(largest, float_bits(x[i]) & 0x7fffffffu);
+  return largest <= 0x7f7fffffu;
 }
 
 // Row r's maximum and minimum (exact whatever the order while all are finite, which the
