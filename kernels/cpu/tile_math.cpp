@@ -523,9 +523,13 @@ bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, cons
                     float* max_shifted, float* max_abs) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const D d;
-  const V zero = hn::Zero(d);
-  V sentinel = zero;
-  float best_shifted = -kInf, best_abs = 0, tail_sentinel = 0;
+  const DU du;
+  // The largest magnitude bits seen (AllFinite's test): a one-cycle max per register rather
+  // than a chain of FMAs through the whole block.
+  const auto magnitude = hn::Set(du, 0x7fffffffu);
+  auto largest = hn::Zero(du);
+  uint32_t tail_largest = 0;
+  float best_shifted = -kInf, best_abs = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_r = x + r * ld;
     V vmax = Splat(-kInf), vmin = Splat(kInf);
@@ -534,21 +538,21 @@ bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, cons
       const V v = hn::LoadU(d, x_r + i);
       vmax = hn::Max(vmax, v);
       vmin = hn::Min(vmin, v);
-      sentinel = hn::MulAdd(v, zero, sentinel);
+      largest = hn::Max(largest, hn::And(hn::BitCast(du, v), magnitude));
     }
     float row_max = ExtremeLane<true>(vmax);
     float row_min = ExtremeLane<false>(vmin);
     for (; i < cols; ++i) {
       row_max = std::max(row_max, x_r[i]);
       row_min = std::min(row_min, x_r[i]);
-      tail_sentinel += x_r[i] * 0.0f;
+      tail_largest = std::max(tail_largest, float_bits(x_r[i]) & 0x7fffffffu);
     }
     best_shifted = std::max(best_shifted, row_max - shift[r]);
     best_abs = std::max(best_abs, std::max(std::fabs(row_max), std::fabs(row_min)));
   }
   *max_abs = best_abs;
   *max_shifted = best_shifted;
-  return SumLanes(sentinel) + tail_sentinel == 0.0f;
+  return std::max(hn::GetLane(hn::MaxOfLanes(du, largest)), tail_largest) <= 0x7f7fffffu;
 }
 
 // The all-finite case in two vector reductions; otherwise one element at a time.
