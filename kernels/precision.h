@@ -49,6 +49,10 @@ inline float round_to_bf16(float x) {
   return bf16_bits_to_float(float_to_bf16_bits(x));
 }
 
+// The magnitude bits of an fp32 (its bits with the sign cleared) and FLT_MAX's: x is finite iff
+// (float_bits(x) & kMagnitudeMask) <= kMaxFiniteBits.
+constexpr uint32_t kMagnitudeMask = 0x7fffffffu, kMaxFiniteBits = 0x7f7fffffu;
+
 // True when round_to changes some fp32 values: the precision is narrower than fp32.
 inline bool rounds(Precision p) {
   return p == Precision::f16 || p == Precision::bf16;

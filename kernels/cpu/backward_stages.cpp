@@ -69,11 +69,11 @@ void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, con
   if (x.dropout) apply_dropout(x, t, dp, dp, x.dropout_scale);
 }
 
-void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
+bool compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
                 const float* d, const float* gf, float* ds) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && dp != nullptr && d != nullptr && gf != nullptr && ds != nullptr);
-  softmax_grad_rows(t.rows, t.cols, t.ld, p, dp, d, gf, x.precision, ds);
+  return softmax_grad_rows(t.rows, t.cols, t.ld, p, dp, d, gf, x.precision, ds);
 }
 
 void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,

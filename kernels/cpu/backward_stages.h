@@ -47,7 +47,8 @@ void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, con
 
 // dS = round(P * (dP - D) * gf) with fp32 P, dP and D (d indexed by tile row); gf is the
 // softcap derivative, 0 at masked scores. dS is the low-precision operand of both matmuls.
-void compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
+// Returns whether every dP and dS of the tile is finite (the trace then need not scan them).
+bool compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
                 const float* d, const float* gf, float* ds);
 
 // dQ_i += scale * dS K_j in fp32: k holds rows t.j0.. of K [cols x D], dq_acc [rows x D].

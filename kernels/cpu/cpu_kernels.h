@@ -100,6 +100,7 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
 // Tile buffers of the fused backward, [Br x Bc] each (row stride Bc).
 struct BackwardTileBuffers {
   std::vector<float> s, gf, p, p_lo, dp, ds;
+  bool dp_ds_finite = false;  // compute_ds's answer for the last tile (false before that stage)
   BackwardTileBuffers();
 };
 

@@ -159,9 +159,10 @@ class FusedBackward {
         accumulate_dk(x, t, tb.ds.data(), q_tile, w.dk.data(),
                       {nullptr, 0, 0, pairs(q_cols_, item * q_cols_block_), paired_ld(D)});
         if (rec_ != nullptr) {
-          rec_->backward_tile(x, t,
-                              {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row,
-                               fwd_.l + row, dq_acc + row * D, w.dk.data(), w.dv.data()});
+          rec_->backward_tile(
+              x, t,
+              {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row, fwd_.l + row,
+               dq_acc + row * D, w.dk.data(), w.dv.data(), tb.dp_ds_finite});
         }
       }
     }
@@ -241,7 +242,8 @@ void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, cons
   mask_tile(x, t, w.s.data(), w.gf.data());
   if (last >= TileStage::p) recompute_p(x, t, w.s.data(), m, l, w.p.data());
   if (last >= TileStage::dp) compute_dp(x, t, do_tile, vt, kTileCols, w.dp.data(), dp_paired);
-  if (last >= TileStage::ds) compute_ds(x, t, w.p.data(), w.dp.data(), d, w.gf.data(), w.ds.data());
+  w.dp_ds_finite = last >= TileStage::ds &&
+                   compute_ds(x, t, w.p.data(), w.dp.data(), d, w.gf.data(), w.ds.data());
 }
 
 // A causally hidden tile may be skipped only when every row's P there is exactly 0 (finite m

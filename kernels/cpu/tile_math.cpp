@@ -155,7 +155,8 @@ HWY_INLINE hn::Vec<DF> RoundBf16(DF d, hn::Vec<DF> x) {
   const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), odd), top);
   const auto quiet_nan = hn::Or(hn::And(u, top), hn::Set(du, 0x00400000u));
   // |x| bits above those of inf: NaN (compared as int32: both sides are below 2^31).
-  const auto nan = hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))) > hn::Set(di, 0x7f800000);
+  const auto nan =
+      hn::BitCast(di, hn::And(u, hn::Set(du, kMagnitudeMask))) > hn::Set(di, 0x7f800000);
   return hn::BitCast(d, hn::IfThenElse(hn::RebindMask(du, nan), quiet_nan, rounded));
 }
 
@@ -164,17 +165,27 @@ HWY_INLINE hn::Vec<DF> RoundBf16(DF d, hn::Vec<DF> x) {
 // so those round f16 lane by lane.
 constexpr bool kVectorF16 = HWY_TARGET <= HWY_AVX2;
 
-// Stores round_to(kP, x) at p (kP f32, bf16, or f16 where kVectorF16).
+// round_to(kP, x) lane by lane (kP f32, bf16, or f16 where kVectorF16).
 template <Precision kP, class DF>
-HWY_INLINE void StoreRounded(DF d, hn::Vec<DF> x, float* p) {
+HWY_INLINE hn::Vec<DF> Rounded(DF d, hn::Vec<DF> x) {
   if constexpr (kP == Precision::bf16) x = RoundBf16(d, x);
 #if HWY_TARGET <= HWY_AVX2
   if constexpr (kP == Precision::f16) {
     const hn::Rebind<hwy::float16_t, DF> dh;
     x = hn::PromoteTo(d, hn::DemoteTo(dh, x));
   }
+#else
+  (void)d;
 #endif
-  hn::StoreU(x, d, p);
+  return x;
+}
+
+// The magnitude bits of x as unsigned integers (precision.h: finite iff <= kMaxFiniteBits).
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> MagnitudeBits(DF d, hn::Vec<DF> x) {
+  (void)d;
+  const hn::RebindToUnsigned<DF> du;
+  return hn::And(hn::BitCast(du, x), hn::Set(du, kMagnitudeMask));
 }
 
 template <Precision kP>
@@ -182,7 +193,7 @@ struct RoundTag {
   static constexpr Precision value = kP;
 };
 
-// Returns body(RoundTag<P>()), P the precision StoreRounded rounds to in registers here:
+// Returns body(RoundTag<P>()), P the precision Rounded rounds to in registers here:
 // `precision`, or f32 where it cannot (f16 before AVX2: the body rounds those lanes one by
 // one). The precision is fixed per call, so the body's loops carry no branch on it.
 template <class Body>
@@ -327,13 +338,13 @@ float SumRounding(float* p, int64_t n, Precision precision) {
     for (; x + kBlock <= n; x += kBlock) {
       for (int64_t at = x; at < x + kBlock; at += kLanes) {
         const V e = hn::LoadU(d, p + at);
-        StoreRounded<kInVector>(d, e, p + at);
+        hn::StoreU(Rounded<kInVector>(d, e), d, p + at);
         acc.add(e, at - x);
       }
     }
     for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
       const auto e = hn::LoadU(d8, p + x);
-      StoreRounded<kInVector>(d8, e, p + x);
+      hn::StoreU(Rounded<kInVector>(d8, e), d8, p + x);
       acc.v[0] = hn::Add(acc.v[0], e);
     }
     if (kInVector != precision) {
@@ -428,8 +439,9 @@ void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
     const D d;
     int64_t i = 0;
     if (kInVector == precision) {
-      for (; i + kLanes <= n; i += kLanes)
-        StoreRounded<kInVector>(d, hn::LoadU(d, src + i), dst + i);
+      for (; i + kLanes <= n; i += kLanes) {
+        hn::StoreU(Rounded<kInVector>(d, hn::LoadU(d, src + i)), d, dst + i);
+      }
     }
     for (; i < n; ++i) dst[i] = round_to(precision, src[i]);
   });
@@ -444,25 +456,36 @@ void RoundRows(Precision precision, int64_t rows, int64_t cols, int64_t ld, cons
   for (int64_t r = 0; r < rows; ++r) RoundCopy(precision, src + r * ld, dst + r * ld, cols);
 }
 
-void SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+bool SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
                      const float* d, const float* gf, Precision precision, float* ds) {
-  WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
+  return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
     constexpr Precision kInVector = decltype(tag)::value;
     const D df;
+    const DU du;
+    auto largest = hn::Zero(du);  // of the magnitude bits of dP and the stored dS
+    uint32_t tail_largest = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t at = r * ld;
       const V vd = Splat(d[r]);
       int64_t c = 0;
       for (; c + kLanes <= cols; c += kLanes) {
-        const V diff = hn::Sub(hn::LoadU(df, dp + at + c), vd);
-        const V g = hn::Mul(hn::Mul(hn::LoadU(df, p + at + c), diff), hn::LoadU(df, gf + at + c));
-        StoreRounded<kInVector>(df, g, ds + at + c);
+        const V dpv = hn::LoadU(df, dp + at + c);
+        const V g =
+            Rounded<kInVector>(df, hn::Mul(hn::Mul(hn::LoadU(df, p + at + c), hn::Sub(dpv, vd)),
+                                           hn::LoadU(df, gf + at + c)));
+        hn::StoreU(g, df, ds + at + c);
+        largest = hn::Max(largest, hn::Max(MagnitudeBits(df, dpv), MagnitudeBits(df, g)));
       }
-      const int64_t rounded = kInVector == precision ? c : 0;  // entries already rounded
+      // Entries past the vectors, and every dS where this target rounds them one by one.
+      const int64_t scalar = kInVector == precision ? c : 0;
       for (; c < cols; ++c) ds[at + c] = p[at + c] * (dp[at + c] - d[r]) * gf[at + c];
-      if (!rounds(precision)) continue;
-      for (c = rounded; c < cols; ++c) ds[at + c] = round_to(precision, ds[at + c]);
+      for (c = scalar; c < cols; ++c) {
+        ds[at + c] = round_to(precision, ds[at + c]);
+        tail_largest = std::max({tail_largest, float_bits(dp[at + c]) & kMagnitudeMask,
+                                 float_bits(ds[at + c]) & kMagnitudeMask});
+      }
     }
+    return std::max(hn::GetLane(hn::MaxOfLanes(du, largest)), tail_largest) <= kMaxFiniteBits;
   });
 }
 
@@ -497,23 +520,20 @@ bool AllFinite(const float* x, int64_t n) {
   const D d;
   const DU du;
   constexpr int kAcc = 4;
-  const auto magnitude = hn::Set(du, 0x7fffffffu);
   hn::Vec<DU> acc[kAcc];
   for (auto& a : acc) a = hn::Zero(du);
   int64_t i = 0;
   for (; i + kAcc * kLanes <= n; i += kAcc * kLanes) {
     for (int a = 0; a < kAcc; ++a) {
-      acc[a] =
-          hn::Max(acc[a], hn::And(hn::BitCast(du, hn::LoadU(d, x + i + a * kLanes)), magnitude));
+      acc[a] = hn::Max(acc[a], MagnitudeBits(d, hn::LoadU(d, x + i + a * kLanes)));
     }
   }
-  for (; i + kLanes <= n; i += kLanes) {
-    acc[0] = hn::Max(acc[0], hn::And(hn::BitCast(du, hn::LoadU(d, x + i)), magnitude));
-  }
+  for (; i + kLanes <= n; i += kLanes)
+    acc[0] = hn::Max(acc[0], MagnitudeBits(d, hn::LoadU(d, x + i)));
   for (int a = 1; a < kAcc; ++a) acc[0] = hn::Max(acc[0], acc[a]);
   uint32_t largest = hn::GetLane(hn::MaxOfLanes(du, acc[0]));
-  for (; i < n; ++i) largest = std::max(largest, float_bits(x[i]) & 0x7fffffffu);
-  return largest <= 0x7f7fffffu;
+  for (; i < n; ++i) largest = std::max(largest, float_bits(x[i]) & kMagnitudeMask);
+  return largest <= kMaxFiniteBits;
 }
 
 // Row r's maximum and minimum (exact whatever the order while all are finite, which the
@@ -526,7 +546,6 @@ bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, cons
   const DU du;
   // The largest magnitude bits seen (AllFinite's test): a one-cycle max per register rather
   // than a chain of FMAs through the whole block.
-  const auto magnitude = hn::Set(du, 0x7fffffffu);
   auto largest = hn::Zero(du);
   uint32_t tail_largest = 0;
   float best_shifted = -kInf, best_abs = 0;
@@ -538,21 +557,21 @@ bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, cons
       const V v = hn::LoadU(d, x_r + i);
       vmax = hn::Max(vmax, v);
       vmin = hn::Min(vmin, v);
-      largest = hn::Max(largest, hn::And(hn::BitCast(du, v), magnitude));
+      largest = hn::Max(largest, MagnitudeBits(d, v));
     }
     float row_max = ExtremeLane<true>(vmax);
     float row_min = ExtremeLane<false>(vmin);
     for (; i < cols; ++i) {
       row_max = std::max(row_max, x_r[i]);
       row_min = std::min(row_min, x_r[i]);
-      tail_largest = std::max(tail_largest, float_bits(x_r[i]) & 0x7fffffffu);
+      tail_largest = std::max(tail_largest, float_bits(x_r[i]) & kMagnitudeMask);
     }
     best_shifted = std::max(best_shifted, row_max - shift[r]);
     best_abs = std::max(best_abs, std::max(std::fabs(row_max), std::fabs(row_min)));
   }
   *max_abs = best_abs;
   *max_shifted = best_shifted;
-  return std::max(hn::GetLane(hn::MaxOfLanes(du, largest)), tail_largest) <= 0x7f7fffffu;
+  return std::max(hn::GetLane(hn::MaxOfLanes(du, largest)), tail_largest) <= kMaxFiniteBits;
 }
 
 // The all-finite case in two vector reductions; otherwise one element at a time.
@@ -690,12 +709,11 @@ void round_rows(Precision precision, int64_t rows, int64_t cols, int64_t ld, con
   HWY_DYNAMIC_DISPATCH(RoundRows)(precision, rows, cols, ld, src, dst);
 }
 
-void softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+bool softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
                        const float* d, const float* gf, Precision precision, float* ds) {
   ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
   choose_cpu_isa();
-  HWY_DYNAMIC_DISPATCH(SoftmaxGradRows)
-  (rows, cols, ld, p, dp, d, gf, precision, ds);
+  return HWY_DYNAMIC_DISPATCH(SoftmaxGradRows)(rows, cols, ld, p, dp, d, gf, precision, ds);
 }
 
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
@@ -711,13 +729,10 @@ bool all_finite(const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(AllFinite)(x, n);
 }
 
-// An fp32 is finite iff its magnitude bits are at most those of FLT_MAX.
-constexpr uint32_t kAbsMask = 0x7fffffffu, kMaxFiniteBits = 0x7f7fffffu;
-
 int64_t count_nonfinite(const float* x, int64_t n) {
   if (all_finite(x, n)) return 0;
   int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += (float_bits(x[i]) & kAbsMask) > kMaxFiniteBits;
+  for (int64_t i = 0; i < n; ++i) count += (float_bits(x[i]) & kMagnitudeMask) > kMaxFiniteBits;
   return count;
 }
 

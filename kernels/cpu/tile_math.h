@@ -49,8 +49,9 @@ void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s,
                          float* l, float* acc, int64_t dim_v, Precision precision);
 
 // ds = round_to(precision, p * (dp - d[r]) * gf) for the `rows` rows r of `cols` entries (row
-// stride ld), multiplied in that order on every instruction set.
-void softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+// stride ld), multiplied in that order on every instruction set. Returns whether every dp and
+// every stored ds is finite.
+bool softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
                        const float* d, const float* gf, Precision precision, float* ds);
 
 // Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.

@@ -261,8 +261,10 @@ void TraceRecorder::backward_tile(const HeadContext& x, const ScoreTile& t,
     if (!p_is_finite(scan_scores(x, sub, b.s, b.m, ts), sub.rows, b.m, b.l)) {
       ts.p = count_block(b.p, sub.rows, sub.cols, t.ld);
     }
-    ts.dp = count_block(b.dp, sub.rows, sub.cols, t.ld);
-    ts.ds = count_block(b.ds, sub.rows, sub.cols, t.ld);
+    if (!b.dp_ds_finite) {
+      ts.dp = count_block(b.dp, sub.rows, sub.cols, t.ld);
+      ts.ds = count_block(b.ds, sub.rows, sub.cols, t.ld);
+    }
     if (b.dq_acc != nullptr) {
       ts.dq = count_block(b.dq_acc, sub.rows, x.dim, x.dim);
       ts.dk = count_block(b.dk_acc, sub.cols, x.dim, x.dim);

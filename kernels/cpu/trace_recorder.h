@@ -56,6 +56,7 @@ class TraceRecorder {
     const float* dq_acc = nullptr;  // [rows x D] fp32 dQ rows of the tile's partial
     const float* dk_acc = nullptr;  // [cols x D] fp32 dK_j
     const float* dv_acc = nullptr;  // [cols x Dv] fp32 dV_j
+    bool dp_ds_finite = false;      // every dp and ds entry known finite (compute_ds): no scan
   };
   void backward_tile(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk);
   void finish_backward(const CpuBackwardOutputs& out);

@@ -105,6 +105,38 @@ TEST(TileMath, rounding_row_stages_store_round_to_of_their_f32_values_f16_bf16) 
   EXPECT_NE(bits(copy32[kLd + 60]), bits(0.0f));  // f32: a plain copy
 }
 
+// softmax_grad_rows says whether every dP and every stored dS is finite: a NaN or inf in dP (a
+// vector lane or the tail) or a dS that overflows only once rounded to fp16.
+TEST(TileMath, softmax_grad_rows_reports_non_finite_dp_and_stored_ds) {
+  constexpr int64_t kCols = 37;  // two AVX-512 registers and a tail
+  std::vector<float> p(kCols, 0.5f), dp(kCols, 2.0f), gf(kCols, 1.0f), ds(kCols);
+  const float d = 1.0f;
+  for (Precision pr : {Precision::f32, Precision::f16, Precision::bf16}) {
+    EXPECT_TRUE(
+        softmax_grad_rows(1, kCols, kCols, p.data(), dp.data(), &d, gf.data(), pr, ds.data()));
+    for (int64_t bad : {3, 35}) {
+      std::vector<float> dp_bad = dp;
+      dp_bad[bad] = kNaN;
+      EXPECT_FALSE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_bad.data(), &d, gf.data(), pr,
+                                     ds.data()));
+      dp_bad[bad] = -kInf;
+      EXPECT_FALSE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_bad.data(), &d, gf.data(), pr,
+                                     ds.data()));
+    }
+  }
+  for (int64_t at : {5, 36}) {
+    std::vector<float> dp_big = dp;
+    dp_big[at] = 2e5f;  // dS = 0.5 * (2e5 - 1): finite in fp32 and bf16, inf in fp16
+    EXPECT_TRUE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_big.data(), &d, gf.data(),
+                                  Precision::f32, ds.data()));
+    EXPECT_TRUE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_big.data(), &d, gf.data(),
+                                  Precision::bf16, ds.data()));
+    EXPECT_FALSE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_big.data(), &d, gf.data(),
+                                   Precision::f16, ds.data()));
+    EXPECT_TRUE(std::isinf(ds[static_cast<size_t>(at)]));
+  }
+}
+
 TEST(TileMath, exp_within_2_ulp_and_ieee_special_cases) {
   double worst = 0;
   for (float x = -86.4f; x < 88.7f; x += 0.0137f) {
