@@ -40,24 +40,27 @@ namespace {
 constexpr int kMicroRows = 6;
 constexpr int kMicroVecs = 4;
 
-// Word indices for _mm512_permutex2var_epi16 over (v0, v1) (32 words each, v1's from 32 on).
+// Word indices for _mm512_permutex2var_epi16 over (v0, v1) (32 words each, v1's from 32 on)
+// or _mm512_permutexvar_epi16: word i of the result is word word_of(i) of the source.
 struct WordIndex {
   alignas(64) uint16_t w[32];
+  template <typename F>
+  explicit WordIndex(F word_of) {
+    for (int i = 0; i < 32; ++i) w[i] = static_cast<uint16_t>(word_of(i));
+  }
 };
+
+// The mask of the first `count` of 16 lanes (all of them from 16 on, none below 1).
+__mmask16 lanes_below(int64_t count) {
+  return count >= kLanes ? 0xffff : count > 0 ? static_cast<__mmask16>((1u << count) - 1) : 0;
+}
 
 // out[p * ldo + x] = pair(X(2p, x), X(2p + 1, x)) for p < ceil(k / 2), x < n, zero for
 // n <= x < ldo: X [k x n] with row stride ldx. ldo is a multiple of kLanes.
 ATTNSCOPE_AVX512_BF16 void pair_columns_avx512(int64_t k, int64_t n, const float* x, int64_t ldx,
                                                int64_t ldo, uint32_t* out) {
   // Word 2i: the high word of lane i of the even row; word 2i + 1: that of the odd row.
-  static const WordIndex interleave = [] {
-    WordIndex ix{};
-    for (int i = 0; i < 16; ++i) {
-      ix.w[2 * i] = static_cast<uint16_t>(2 * i + 1);
-      ix.w[2 * i + 1] = static_cast<uint16_t>(32 + 2 * i + 1);
-    }
-    return ix;
-  }();
+  static const WordIndex interleave([](int i) { return (i % 2 == 0 ? 0 : 32) + i / 2 * 2 + 1; });
   const __m512i idx = _mm512_load_si512(interleave.w);
   for (int64_t t = 0; t < k; t += 2) {
     const float* lo = x + t * ldx;
@@ -71,9 +74,7 @@ ATTNSCOPE_AVX512_BF16 void pair_columns_avx512(int64_t k, int64_t n, const float
       }
     }
     for (; c < ldo; c += kLanes) {
-      const __mmask16 m = n - c >= kLanes ? 0xffff
-                          : n > c         ? static_cast<__mmask16>((1u << (n - c)) - 1)
-                                          : 0;
+      const __mmask16 m = lanes_below(n - c);
       const __m512i h =
           hi != nullptr ? _mm512_maskz_loadu_epi32(m, hi + c) : _mm512_setzero_si512();
       _mm512_storeu_si512(o + c,
@@ -87,23 +88,14 @@ ATTNSCOPE_AVX512_BF16 void pair_columns_avx512(int64_t k, int64_t n, const float
 ATTNSCOPE_AVX512_BF16 void pair_columns_rounding_avx512(int64_t k, int64_t n, const float* x,
                                                         int64_t ldx, int64_t ldo, uint32_t* out) {
   // Word 2i: bf16 i of the even row (the low half of cvtne2ps's result), 2i + 1: of the odd row.
-  static const WordIndex interleave = [] {
-    WordIndex ix{};
-    for (int i = 0; i < 16; ++i) {
-      ix.w[2 * i] = static_cast<uint16_t>(i);
-      ix.w[2 * i + 1] = static_cast<uint16_t>(16 + i);
-    }
-    return ix;
-  }();
+  static const WordIndex interleave([](int i) { return (i % 2 == 0 ? 0 : 16) + i / 2; });
   const __m512i idx = _mm512_load_si512(interleave.w);
   for (int64_t t = 0; t < k; t += 2) {
     const float* lo = x + t * ldx;
     const float* hi = t + 1 < k ? x + (t + 1) * ldx : nullptr;
     uint32_t* o = out + (t / 2) * ldo;
     for (int64_t c = 0; c < ldo; c += kLanes) {
-      const __mmask16 m = n - c >= kLanes ? 0xffff
-                          : n > c         ? static_cast<__mmask16>((1u << (n - c)) - 1)
-                                          : 0;
+      const __mmask16 m = lanes_below(n - c);
       const __m512 h = hi != nullptr ? _mm512_maskz_loadu_ps(m, hi + c) : _mm512_setzero_ps();
       const __m512bh words = _mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo + c));
       _mm512_storeu_si512(o + c, _mm512_permutexvar_epi16(idx, (__m512i)words));
@@ -117,11 +109,7 @@ ATTNSCOPE_AVX512_BF16 void pair_rows_avx512(int64_t m, int64_t k, const float* a
                                             uint32_t* out) {
   const int64_t kp = (k + 1) / 2;
   // Word i: the high word of element i of the 32 floats in (v0, v1).
-  static const WordIndex odd_words = [] {
-    WordIndex ix{};
-    for (int i = 0; i < 32; ++i) ix.w[i] = static_cast<uint16_t>(2 * i + 1);
-    return ix;
-  }();
+  static const WordIndex odd_words([](int i) { return 2 * i + 1; });
   const __m512i idx = _mm512_load_si512(odd_words.w);
   for (int64_t r = 0; r < m; ++r) {
     const float* row = a + r * lda;

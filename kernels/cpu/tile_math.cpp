@@ -297,36 +297,9 @@ float ExpF32(float x) {
   return hn::GetLane(Exp(D(), Splat(x)));
 }
 
-float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
-  const D d;
-  const D8 d8;
-  Lanes8 acc;
-  int64_t x = 0;
-  // Full-width exps, their lanes added to the virtual lanes in element order.
-  constexpr int64_t kBlock = HWY_MAX(kLanes, kVirtualLanes);
-  for (; x + kBlock <= n; x += kBlock) {
-    for (int64_t at = x; at < x + kBlock; at += kLanes) {
-      const V e = Exp(d, hn::Sub(hn::LoadU(d, s + at), Splat(base)));
-      hn::StoreU(e, d, p + at);
-      acc.add(e, at - x);
-    }
-  }
-  // A last whole block of 8 where registers are wider (the same order as narrower sets).
-  for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
-    const auto e = Exp(d8, hn::Sub(hn::LoadU(d8, s + x), hn::Set(d8, base)));
-    hn::StoreU(e, d8, p + x);
-    acc.v[0] = hn::Add(acc.v[0], e);
-  }
-  float sum = acc.sum();
-  for (; x < n; ++x) {
-    p[x] = ExpF32(s[x] - base);
-    sum += p[x];
-  }
-  return sum;
-}
-
-// The sum of p[0:n] in ExpShiftedSum's order, storing each p[x] back rounded to `precision` on
-// the way: with an exp pass before it, ExpShiftedSum's bits and P rounded.
+// Row sums in the Lanes8 order: the sum of p[0:n] (virtual lanes over blocks of max(kLanes, 8),
+// a last block of 8, the lanes in order, then the tail one by one), each p[x] stored back rounded
+// to `precision` on the way.
 float SumRounding(float* p, int64_t n, Precision precision) {
   return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
     constexpr Precision kInVector = decltype(tag)::value;
@@ -338,13 +311,13 @@ float SumRounding(float* p, int64_t n, Precision precision) {
     for (; x + kBlock <= n; x += kBlock) {
       for (int64_t at = x; at < x + kBlock; at += kLanes) {
         const V e = hn::LoadU(d, p + at);
-        hn::StoreU(Rounded<kInVector>(d, e), d, p + at);
+        if constexpr (kInVector != Precision::f32) hn::StoreU(Rounded<kInVector>(d, e), d, p + at);
         acc.add(e, at - x);
       }
     }
     for (; x + kVirtualLanes <= n; x += kVirtualLanes) {
       const auto e = hn::LoadU(d8, p + x);
-      hn::StoreU(Rounded<kInVector>(d8, e), d8, p + x);
+      if constexpr (kInVector != Precision::f32) hn::StoreU(Rounded<kInVector>(d8, e), d8, p + x);
       acc.v[0] = hn::Add(acc.v[0], e);
     }
     if (kInVector != precision) {
@@ -387,6 +360,13 @@ void ExpShiftedScaledRows(int64_t rows, int64_t cols, int64_t ld, const float* s
     }
     for (; x < cols; ++x) p_r[x] = ExpF32(s_r[x] - base[r]) * factor[r];
   }
+}
+
+// The exps first (ExpShiftedScaledRows, times 1 is exact), then their sum (SumRounding).
+float ExpShiftedSum(const float* s, float base, float* p, int64_t n) {
+  const float one = 1.0f;
+  ExpShiftedScaledRows(1, n, n, s, &base, &one, p);
+  return SumRounding(p, n, Precision::f32);
 }
 
 float MaxPropagatingNan(const float* x, int64_t n) {
