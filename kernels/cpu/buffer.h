@@ -16,7 +16,7 @@
 namespace attnscope::cpu {
 
 constexpr size_t kPooledBytes = size_t{1} << 20;  // smaller blocks go straight to operator new
-constexpr size_t kPoolCapacityBytes = size_t{512} << 20;  // what the pool keeps at most
+constexpr size_t kPoolCapacityBytes = size_t{256} << 20;  // what the pool keeps at most
 
 // At least `bytes` of 64-byte aligned storage: the smallest pooled block of [bytes, 2 bytes)
 // when one waits, else a new one. Thread-safe.
