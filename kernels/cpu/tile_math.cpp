@@ -516,42 +516,47 @@ bool AllFinite(const float* x, int64_t n) {
   return largest <= kMaxFiniteBits;
 }
 
-// Row r's maximum and minimum (exact whatever the order while all are finite, which the
-// returned sentinel test decides): max_r - shift_r is then the row's largest shifted value
-// (subtraction is monotonic), max(|max_r|, |min_r|) its largest magnitude.
+// Over the whole block: the largest x - shift_r (subtraction rounds monotonically, so that is
+// the largest row max minus its shift) and the largest magnitude bits, which for finite values
+// order as the magnitudes do; two reductions at the end, none per row.
 bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
                     float* max_shifted, float* max_abs) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const D d;
   const DU du;
-  // The largest magnitude bits seen (AllFinite's test): a one-cycle max per register rather
-  // than a chain of FMAs through the whole block.
-  auto largest = hn::Zero(du);
+  // Four accumulators of each, register k of a row to k mod 4: the maxima's latency overlaps.
+  constexpr int kAcc = 4;
+  V shifted[kAcc];
+  hn::Vec<DU> largest[kAcc];
+  for (int a = 0; a < kAcc; ++a) {
+    shifted[a] = Splat(-kInf);
+    largest[a] = hn::Zero(du);
+  }
+  float tail_shifted = -kInf;
   uint32_t tail_largest = 0;
-  float best_shifted = -kInf, best_abs = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_r = x + r * ld;
-    V vmax = Splat(-kInf), vmin = Splat(kInf);
+    const V vs = Splat(shift[r]);
     int64_t i = 0;
-    for (; i + kLanes <= cols; i += kLanes) {
+    for (int a = 0; i + kLanes <= cols; i += kLanes, a = (a + 1) % kAcc) {
       const V v = hn::LoadU(d, x_r + i);
-      vmax = hn::Max(vmax, v);
-      vmin = hn::Min(vmin, v);
-      largest = hn::Max(largest, MagnitudeBits(d, v));
+      shifted[a] = hn::Max(shifted[a], hn::Sub(v, vs));
+      largest[a] = hn::Max(largest[a], MagnitudeBits(d, v));
     }
-    float row_max = ExtremeLane<true>(vmax);
-    float row_min = ExtremeLane<false>(vmin);
     for (; i < cols; ++i) {
-      row_max = std::max(row_max, x_r[i]);
-      row_min = std::min(row_min, x_r[i]);
+      tail_shifted = std::max(tail_shifted, x_r[i] - shift[r]);
       tail_largest = std::max(tail_largest, float_bits(x_r[i]) & kMagnitudeMask);
     }
-    best_shifted = std::max(best_shifted, row_max - shift[r]);
-    best_abs = std::max(best_abs, std::max(std::fabs(row_max), std::fabs(row_min)));
   }
-  *max_abs = best_abs;
-  *max_shifted = best_shifted;
-  return std::max(hn::GetLane(hn::MaxOfLanes(du, largest)), tail_largest) <= kMaxFiniteBits;
+  for (int a = 1; a < kAcc; ++a) {
+    shifted[0] = hn::Max(shifted[0], shifted[a]);
+    largest[0] = hn::Max(largest[0], largest[a]);
+  }
+  const uint32_t magnitude = std::max(hn::GetLane(hn::MaxOfLanes(du, largest[0])), tail_largest);
+  if (magnitude > kMaxFiniteBits) return false;
+  *max_abs = bits_float(magnitude);
+  *max_shifted = std::max(ExtremeLane<true>(shifted[0]), tail_shifted);
+  return true;
 }
 
 // The all-finite case in two vector reductions; otherwise one element at a time.
