@@ -23,7 +23,7 @@ void backward_preprocess(const HeadContext& x, int64_t rows, const float* o, con
 }
 
 void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
-                 const float* l, float* p) {
+                 const float* l, float* p, BlockMax* s_max) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(s != nullptr && m != nullptr && l != nullptr && p != nullptr);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -36,7 +36,14 @@ void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const
       base[r] = x.p_from_lse ? lse_of(m_r, l_r) : m_r;
       factor[r] = x.p_from_lse ? 1.0f : 1.0f / l_r;
     }
-    exp_shifted_scaled_rows(rows, t.cols, t.ld, s + r0 * t.ld, base, factor, p + r0 * t.ld);
+    if (s_max != nullptr && !x.p_from_lse && t.rows <= kTileRows) {
+      s_max->finite =
+          exp_shifted_scaled_rows_max(rows, t.cols, t.ld, s + r0 * t.ld, base, factor,
+                                      p + r0 * t.ld, &s_max->max_shifted, &s_max->max_abs);
+    } else {
+      if (s_max != nullptr) s_max->finite = false;
+      exp_shifted_scaled_rows(rows, t.cols, t.ld, s + r0 * t.ld, base, factor, p + r0 * t.ld);
+    }
   }
   for (int64_t r = 0; r < t.rows && x.safe; ++r) {
     if (m[r] == kNegInf) std::fill(p + r * t.ld, p + r * t.ld + t.cols, 0.0f);
@@ -69,8 +76,8 @@ void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, con
   if (x.dropout) apply_dropout(x, t, dp, dp, x.dropout_scale);
 }
 
-bool compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
-                const float* d, const float* gf, float* ds) {
+float compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
+                 const float* d, const float* gf, float* ds) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && dp != nullptr && d != nullptr && gf != nullptr && ds != nullptr);
   return softmax_grad_rows(t.rows, t.cols, t.ld, p, dp, d, gf, x.precision, ds);

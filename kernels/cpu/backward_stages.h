@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/forward_stages.h"
+#include "kernels/cpu/tile_math.h"
 
 namespace attnscope::cpu {
 
@@ -29,8 +30,10 @@ void backward_preprocess(const HeadContext& x, int64_t rows, const float* o, con
 //                        stored, as FA2 recomputes it; 1 on every key of a row of one huge
 //                        finite score (LSE = m there).
 // A row with m = -inf is 0 under MaskFill::safe and NaN otherwise (l is NaN), as in the forward.
+// With s_max, also finite_block_max of s against m from the exp pass where P is taken against m
+// (saved) in one block of rows (t.rows <= Br); s_max->finite is false otherwise.
 void recompute_p(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
-                 const float* l, float* p);
+                 const float* l, float* p, BlockMax* s_max = nullptr);
 
 // dV_j += round(P o keep)^T dO_i: p_lo receives round(P o keep) (same layout as p; untouched
 // without dropout at f32 and with bf16_dot, whose matmul rounds P as it pairs it), dout holds
@@ -47,9 +50,10 @@ void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, con
 
 // dS = round(P * (dP - D) * gf) with fp32 P, dP and D (d indexed by tile row); gf is the
 // softcap derivative, 0 at masked scores. dS is the low-precision operand of both matmuls.
-// Returns whether every dP and dS of the tile is finite (the trace then need not scan them).
-bool compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
-                const float* d, const float* gf, float* ds);
+// Returns the largest |dS| when every dP and dS of the tile is finite, +inf otherwise (the trace
+// then need not scan them, and bounds the accumulators by it).
+float compute_ds(const HeadContext& x, const ScoreTile& t, const float* p, const float* dp,
+                 const float* d, const float* gf, float* ds);
 
 // dQ_i += scale * dS K_j in fp32: k holds rows t.j0.. of K [cols x D], dq_acc [rows x D].
 void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, const float* k,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/attn_params.h"
@@ -10,6 +11,7 @@
 #include "kernels/cpu/cancel_poll.h"
 #include "kernels/cpu/forward_stages.h"
 #include "kernels/cpu/fused_attention.h"
+#include "kernels/cpu/tile_math.h"
 
 namespace attnscope::cpu {
 
@@ -100,7 +102,9 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
 // Tile buffers of the fused backward, [Br x Bc] each (row stride Bc).
 struct BackwardTileBuffers {
   std::vector<float> s, gf, p, p_lo, dp, ds;
-  bool dp_ds_finite = false;  // compute_ds's answer for the last tile (false before that stage)
+  // compute_ds's answer for the last tile: max |dS| with dP and dS finite; +inf otherwise or
+  // before that stage.
+  float ds_max_abs = std::numeric_limits<float>::infinity();
   BackwardTileBuffers();
 };
 
@@ -111,12 +115,14 @@ enum class TileStage : uint8_t { s, p, dp, ds };
 // mask_tile (s, gf), recompute_p (p), compute_dp (dp), compute_ds (ds). q_tile [rows x D], kt the
 // tile's K^T [D x Bc] and vt its V^T [Dv x Bc] (row stride Bc), do_tile [rows x Dv]; m, l, d
 // at the tile's rows (read from the stage that needs them on); s_paired and dp_paired: the
-// operands of S's and dP's matmuls already paired (forward_stages.h, tile_matmul).
+// operands of S's and dP's matmuls already paired (forward_stages.h, tile_matmul); s_max:
+// recompute_p's.
 void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, const float* q_tile,
                                   const float* kt, const float* do_tile, const float* vt,
                                   const float* m, const float* l, const float* d,
                                   BackwardTileBuffers& w, TileStage last = TileStage::ds,
-                                  const Bf16Pairs& s_paired = {}, const Bf16Pairs& dp_paired = {});
+                                  const Bf16Pairs& s_paired = {}, const Bf16Pairs& dp_paired = {},
+                                  BlockMax* s_max = nullptr);
 
 // Whether the rows of a q tile are clean for the backward: q, dO and D finite and every row's
 // P exactly 0 wherever masked (finite m and l, or a safe empty row). rows x D / Dv operands.

@@ -142,11 +142,11 @@ void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, flo
 }
 
 void online_softmax_update(const HeadContext& x, const ScoreTile& t, const float* s, float* p,
-                           float* m, float* l, float* acc, int64_t dim_v) {
+                           float* m, float* l, float* acc, int64_t dim_v, BlockMax* s_max) {
   ATTNSCOPE_DCHECK(t.rows > 0 && t.rows <= attnscope::kTileRows && t.cols > 0 && t.cols <= t.ld);
   ATTNSCOPE_DCHECK(s != nullptr && p != nullptr && m != nullptr && l != nullptr);
   ATTNSCOPE_DCHECK(dim_v >= 0 && (acc != nullptr || dim_v == 0));  // acc null: statistics only
-  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v, x.precision);
+  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v, x.precision, s_max);
 }
 
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,

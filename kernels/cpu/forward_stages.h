@@ -11,6 +11,7 @@
 #include "kernels/attn_types.h"
 #include "kernels/cpu/fused_attention.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/tile_math.h"
 
 namespace attnscope::cpu {
 
@@ -107,8 +108,10 @@ void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, flo
 // P is stored rounded to x.precision, the low-precision matmul operand (l sums it unrounded).
 // Invariant after kv tile j: m = max of the scores of keys < (j + 1) Bc, l = sum over those
 // keys of exp(s - m), acc = sum of exp(s - m) v (acc [rows x Dv], row stride dim_v).
+// s_max: online_softmax_rows's.
 void online_softmax_update(const HeadContext& x, const ScoreTile& t, const float* s, float* p,
-                           float* m, float* l, float* acc, int64_t dim_v);
+                           float* m, float* l, float* acc, int64_t dim_v,
+                           BlockMax* s_max = nullptr);
 
 // acc += (P o keep) V: P comes rounded from online_softmax_update; with dropout its dropped
 // entries are zeroed in place (m and l stay those of the undropped P, and 1 / (1 - p) waits

@@ -58,6 +58,7 @@ class FusedBackward {
     kv_clean_ = finite_kv_tiles(prm_, in_, threads_);
     const int64_t dq_elements = prm_.batch * prm_.heads * prm_.seqlen_q * prm_.head_dim;
     chunks_ = kv_chunks(prm_.batch * prm_.kv_heads, n_kv_, dq_elements);
+    if (rec_ != nullptr) rec_->dq_partials(chunks_);
     // Chunk 0 accumulates straight into out.dq; chunks 1.. into dq_extra_.
     std::fill(out_.dq, out_.dq + dq_elements, 0.0f);
     dq_extra_.assign(count((chunks_ - 1) * dq_elements), 0.0f);
@@ -147,9 +148,10 @@ class FusedBackward {
                                 pairs(w.kt_pairs, 0), kTileCols};
         const Bf16Pairs dp_pairs{pairs(do_rows_, row * do_row_words_), do_row_words_, 1,
                                  pairs(w.vt_pairs, 0), kTileCols};
+        BlockMax s_max;  // of S against m, for the trace
         fused_backward_intermediates(x, t, q_tile, w.kt.data(), do_tile, w.vt.data(), fwd_.m + row,
                                      fwd_.l + row, out_.d + row, tb, TileStage::ds, s_pairs,
-                                     dp_pairs);
+                                     dp_pairs, rec_ != nullptr ? &s_max : nullptr);
         if (pool) pooled_->add({t, tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data()}, worker);
         if (skip) continue;
         accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data(),
@@ -162,7 +164,7 @@ class FusedBackward {
           rec_->backward_tile(
               x, t,
               {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row, fwd_.l + row,
-               dq_acc + row * D, w.dk.data(), w.dv.data(), tb.dp_ds_finite});
+               dq_acc + row * D, w.dk.data(), w.dv.data(), tb.ds_max_abs, jt % chunks_, &s_max});
         }
       }
     }
@@ -235,15 +237,16 @@ void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, cons
                                   const float* kt, const float* do_tile, const float* vt,
                                   const float* m, const float* l, const float* d,
                                   BackwardTileBuffers& w, TileStage last, const Bf16Pairs& s_paired,
-                                  const Bf16Pairs& dp_paired) {
+                                  const Bf16Pairs& dp_paired, BlockMax* s_max) {
   ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
   ATTNSCOPE_DCHECK(w.s.size() >= static_cast<size_t>(kTileRows * kTileCols));
   score_tile(x, t, q_tile, kt, kTileCols, w.s.data(), w.gf.data(), s_paired);
   mask_tile(x, t, w.s.data(), w.gf.data());
-  if (last >= TileStage::p) recompute_p(x, t, w.s.data(), m, l, w.p.data());
+  if (last >= TileStage::p) recompute_p(x, t, w.s.data(), m, l, w.p.data(), s_max);
   if (last >= TileStage::dp) compute_dp(x, t, do_tile, vt, kTileCols, w.dp.data(), dp_paired);
-  w.dp_ds_finite = last >= TileStage::ds &&
-                   compute_ds(x, t, w.p.data(), w.dp.data(), d, w.gf.data(), w.ds.data());
+  w.ds_max_abs = last >= TileStage::ds
+                     ? compute_ds(x, t, w.p.data(), w.dp.data(), d, w.gf.data(), w.ds.data())
+                     : std::numeric_limits<float>::infinity();
 }
 
 // A causally hidden tile may be skipped only when every row's P there is exactly 0 (finite m

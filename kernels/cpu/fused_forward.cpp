@@ -68,12 +68,16 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
       online_softmax_update(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), nullptr, 0);
       continue;
     }
-    online_softmax_update(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv);
+    BlockMax s_max;  // of S against the new m, for the trace
+    online_softmax_update(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data(), w.acc.data(), Dv,
+                          rec != nullptr ? &s_max : nullptr);
     const Bf16Pairs pv_pairs =
         paired ? Bf16Pairs{nullptr, 0, 0, op.v_pairs + jt * v_pairs_block(Dv), paired_ld(Dv)}
                : Bf16Pairs{};
     accumulate_pv(x, t, w.p.data(), op.v + j0 * Dv, w.acc.data(), pv_pairs);
-    if (rec != nullptr) rec->forward_tile(x, t, w.s.data(), w.p.data(), w.m.data(), w.acc.data());
+    if (rec != nullptr) {
+      rec->forward_tile(x, t, w.s.data(), w.p.data(), w.m.data(), w.acc.data(), &s_max);
+    }
   }
   // Stats only: acc stays 0 and the epilogue's O goes back into it.
   forward_epilogue(x, rows, w.m.data(), w.l.data(), w.acc.data(), stats_only ? w.acc.data() : o,

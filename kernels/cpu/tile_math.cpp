@@ -341,9 +341,52 @@ void ExpDifferences(const float* a, const float* b, float* out, int64_t n) {
   for (; x < n; ++x) out[x] = ExpF32(a[x] - b[x]);
 }
 
-void ExpShiftedScaledRows(int64_t rows, int64_t cols, int64_t ld, const float* s, const float* base,
-                          const float* factor, float* p) {
+// Running maxima over a block of x - shift_r (subtraction rounds monotonically, so that is the
+// largest row max minus its shift) and of the magnitude bits of x, which for finite values order
+// as the magnitudes do. Four accumulators of each, register k of a row to k mod 4, so the
+// maxima's latency overlaps; two reductions at the end, none per row.
+struct BlockMaxAcc {
+  static constexpr int kAcc = 4;
+  V shifted[kAcc];
+  hn::Vec<DU> largest[kAcc];
+  float tail_shifted = -std::numeric_limits<float>::infinity();
+  uint32_t tail_largest = 0;
+
+  BlockMaxAcc() {
+    for (int a = 0; a < kAcc; ++a) {
+      shifted[a] = Splat(-std::numeric_limits<float>::infinity());
+      largest[a] = hn::Zero(DU());
+    }
+  }
+  HWY_INLINE void add(int a, V x, V x_minus_shift) {
+    shifted[a] = hn::Max(shifted[a], x_minus_shift);
+    largest[a] = hn::Max(largest[a], MagnitudeBits(D(), x));
+  }
+  void add_tail(float x, float x_minus_shift) {
+    tail_shifted = std::max(tail_shifted, x_minus_shift);
+    tail_largest = std::max(tail_largest, float_bits(x) & kMagnitudeMask);
+  }
+  // finite_block_max's outputs and answer.
+  bool finish(float* max_shifted, float* max_abs) {
+    for (int a = 1; a < kAcc; ++a) {
+      shifted[0] = hn::Max(shifted[0], shifted[a]);
+      largest[0] = hn::Max(largest[0], largest[a]);
+    }
+    const uint32_t bits = std::max(hn::GetLane(hn::MaxOfLanes(DU(), largest[0])), tail_largest);
+    if (bits > kMaxFiniteBits) return false;
+    *max_abs = bits_float(bits);
+    *max_shifted = std::max(ExtremeLane<true>(shifted[0]), tail_shifted);
+    return true;
+  }
+};
+
+// p = exp(s - base_r) * factor_r; with kMax also the block maxima of s against base
+// (BlockMaxAcc), from the differences the exps take.
+template <bool kMax>
+bool ExpRows(int64_t rows, int64_t cols, int64_t ld, const float* s, const float* base,
+             const float* factor, float* p, float* max_shifted, float* max_abs) {
   const D d;
+  BlockMaxAcc acc;
   for (int64_t r = 0; r < rows; ++r) {
     const float* s_r = s + r * ld;
     float* p_r = p + r * ld;
@@ -352,14 +395,36 @@ void ExpShiftedScaledRows(int64_t rows, int64_t cols, int64_t ld, const float* s
     // Four registers per step: their exps interleave, so the dependency chains overlap.
     for (; x + 4 * kLanes <= cols; x += 4 * kLanes) {
       V e[4];
-      for (int i = 0; i < 4; ++i) e[i] = Exp(d, hn::Sub(hn::LoadU(d, s_r + x + i * kLanes), vb));
+      for (int i = 0; i < 4; ++i) {
+        const V v = hn::LoadU(d, s_r + x + i * kLanes), arg = hn::Sub(v, vb);
+        if constexpr (kMax) acc.add(i, v, arg);
+        e[i] = Exp(d, arg);
+      }
       for (int i = 0; i < 4; ++i) hn::StoreU(hn::Mul(e[i], vf), d, p_r + x + i * kLanes);
     }
     for (; x + kLanes <= cols; x += kLanes) {
-      hn::StoreU(hn::Mul(Exp(d, hn::Sub(hn::LoadU(d, s_r + x), vb)), vf), d, p_r + x);
+      const V v = hn::LoadU(d, s_r + x), arg = hn::Sub(v, vb);
+      if constexpr (kMax) acc.add(0, v, arg);
+      hn::StoreU(hn::Mul(Exp(d, arg), vf), d, p_r + x);
     }
-    for (; x < cols; ++x) p_r[x] = ExpF32(s_r[x] - base[r]) * factor[r];
+    for (; x < cols; ++x) {
+      const float arg = s_r[x] - base[r];
+      if constexpr (kMax) acc.add_tail(s_r[x], arg);
+      p_r[x] = ExpF32(arg) * factor[r];
+    }
   }
+  return kMax && acc.finish(max_shifted, max_abs);
+}
+
+void ExpShiftedScaledRows(int64_t rows, int64_t cols, int64_t ld, const float* s, const float* base,
+                          const float* factor, float* p) {
+  ExpRows<false>(rows, cols, ld, s, base, factor, p, nullptr, nullptr);
+}
+
+bool ExpShiftedScaledRowsMax(int64_t rows, int64_t cols, int64_t ld, const float* s,
+                             const float* base, const float* factor, float* p, float* max_shifted,
+                             float* max_abs) {
+  return ExpRows<true>(rows, cols, ld, s, base, factor, p, max_shifted, max_abs);
 }
 
 // The exps first (ExpShiftedScaledRows, times 1 is exact), then their sum (SumRounding).
@@ -396,6 +461,29 @@ float DotF32(const float* a, const float* b, int64_t n) {
   }
   float sum = acc.sum();
   for (; x < n; ++x) sum = MulAddLane(a[x], b[x], sum);
+  return sum;
+}
+
+double SumSquares(const float* x, int64_t n) {
+  using DD = hn::CappedTag<double, kVirtualLanes>;
+  constexpr int64_t kLanesD = HWY_MIN(HWY_LANES(double), kVirtualLanes);
+  constexpr int kVectorsD = static_cast<int>(kVirtualLanes / kLanesD);
+  const DD dd;
+  const hn::Rebind<float, DD> df;
+  hn::Vec<DD> acc[kVectorsD];
+  for (auto& a : acc) a = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + kVirtualLanes <= n; i += kVirtualLanes) {
+    for (int v = 0; v < kVectorsD; ++v) {
+      const auto e = hn::PromoteTo(dd, hn::LoadU(df, x + i + v * kLanesD));
+      acc[v] = hn::MulAdd(e, e, acc[v]);
+    }
+  }
+  double lanes[kVirtualLanes];
+  for (int v = 0; v < kVectorsD; ++v) hn::StoreU(acc[v], dd, lanes + v * kLanesD);
+  double sum = 0;
+  for (double lane : lanes) sum += lane;
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
   return sum;
 }
 
@@ -436,14 +524,15 @@ void RoundRows(Precision precision, int64_t rows, int64_t cols, int64_t ld, cons
   for (int64_t r = 0; r < rows; ++r) RoundCopy(precision, src + r * ld, dst + r * ld, cols);
 }
 
-bool SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
-                     const float* d, const float* gf, Precision precision, float* ds) {
+float SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+                      const float* d, const float* gf, Precision precision, float* ds) {
   return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
     constexpr Precision kInVector = decltype(tag)::value;
     const D df;
     const DU du;
-    auto largest = hn::Zero(du);  // of the magnitude bits of dP and the stored dS
-    uint32_t tail_largest = 0;
+    // The largest magnitude bits of dP and of the stored dS.
+    auto largest_dp = hn::Zero(du), largest_ds = hn::Zero(du);
+    uint32_t tail_dp = 0, tail_ds = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t at = r * ld;
       const V vd = Splat(d[r]);
@@ -454,23 +543,27 @@ bool SoftmaxGradRows(int64_t rows, int64_t cols, int64_t ld, const float* p, con
             Rounded<kInVector>(df, hn::Mul(hn::Mul(hn::LoadU(df, p + at + c), hn::Sub(dpv, vd)),
                                            hn::LoadU(df, gf + at + c)));
         hn::StoreU(g, df, ds + at + c);
-        largest = hn::Max(largest, hn::Max(MagnitudeBits(df, dpv), MagnitudeBits(df, g)));
+        largest_dp = hn::Max(largest_dp, MagnitudeBits(df, dpv));
+        largest_ds = hn::Max(largest_ds, MagnitudeBits(df, g));
       }
       // Entries past the vectors, and every dS where this target rounds them one by one.
       const int64_t scalar = kInVector == precision ? c : 0;
       for (; c < cols; ++c) ds[at + c] = p[at + c] * (dp[at + c] - d[r]) * gf[at + c];
       for (c = scalar; c < cols; ++c) {
         ds[at + c] = round_to(precision, ds[at + c]);
-        tail_largest = std::max({tail_largest, float_bits(dp[at + c]) & kMagnitudeMask,
-                                 float_bits(ds[at + c]) & kMagnitudeMask});
+        tail_dp = std::max(tail_dp, float_bits(dp[at + c]) & kMagnitudeMask);
+        tail_ds = std::max(tail_ds, float_bits(ds[at + c]) & kMagnitudeMask);
       }
     }
-    return std::max(hn::GetLane(hn::MaxOfLanes(du, largest)), tail_largest) <= kMaxFiniteBits;
+    const uint32_t dp_bits = std::max(hn::GetLane(hn::MaxOfLanes(du, largest_dp)), tail_dp);
+    const uint32_t ds_bits = std::max(hn::GetLane(hn::MaxOfLanes(du, largest_ds)), tail_ds);
+    return std::max(dp_bits, ds_bits) <= kMaxFiniteBits ? bits_float(ds_bits)
+                                                        : std::numeric_limits<float>::infinity();
   });
 }
 
 void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
-                       float* l, float* acc, int64_t dim_v, Precision precision) {
+                       float* l, float* acc, int64_t dim_v, Precision precision, BlockMax* s_max) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   // Each row's base (m_new, or 0 while nothing is visible), then every alpha = exp(m - base)
   // in one vector pass.
@@ -484,8 +577,13 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
   // The exps of every row first (independent vectors, so their latencies overlap; times 1 is
   // exact), then each row's sum with P rounded on the way: ExpShiftedSum's bits.
   float ones[kTileRows];
-  std::fill(ones, ones + rows, 1.0f);
-  ExpShiftedScaledRows(rows, cols, ld, s, base, ones, p);
+  std::fill(ones, ones + kTileRows, 1.0f);
+  if (s_max != nullptr) {
+    s_max->finite =
+        ExpRows<true>(rows, cols, ld, s, base, ones, p, &s_max->max_shifted, &s_max->max_abs);
+  } else {
+    ExpRows<false>(rows, cols, ld, s, base, ones, p, nullptr, nullptr);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     l[r] = alpha[r] * l[r] + SumRounding(p + r * ld, cols, precision);
     if (alpha[r] != 1.0f) ScaleInPlace(acc + r * dim_v, alpha[r], dim_v);
@@ -493,10 +591,10 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
   }
 }
 
-// An fp32 is finite iff its magnitude bits (as an unsigned integer) are at most those of FLT_MAX:
-// the largest magnitude bits over x decide, two integer operations per register. Four
-// accumulators keep the max's latency off the loads.
-bool AllFinite(const float* x, int64_t n) {
+// Magnitude bits (as unsigned integers) order as the magnitudes do, with inf above every finite
+// value and NaN above inf: the largest bits over x are the answer, two integer operations per
+// register. Four accumulators keep the max's latency off the loads.
+float LargestMagnitude(const float* x, int64_t n) {
   const D d;
   const DU du;
   constexpr int kAcc = 4;
@@ -513,50 +611,24 @@ bool AllFinite(const float* x, int64_t n) {
   for (int a = 1; a < kAcc; ++a) acc[0] = hn::Max(acc[0], acc[a]);
   uint32_t largest = hn::GetLane(hn::MaxOfLanes(du, acc[0]));
   for (; i < n; ++i) largest = std::max(largest, float_bits(x[i]) & kMagnitudeMask);
-  return largest <= kMaxFiniteBits;
+  return bits_float(largest);
 }
 
-// Over the whole block: the largest x - shift_r (subtraction rounds monotonically, so that is
-// the largest row max minus its shift) and the largest magnitude bits, which for finite values
-// order as the magnitudes do; two reductions at the end, none per row.
 bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
                     float* max_shifted, float* max_abs) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
   const D d;
-  const DU du;
-  // Four accumulators of each, register k of a row to k mod 4: the maxima's latency overlaps.
-  constexpr int kAcc = 4;
-  V shifted[kAcc];
-  hn::Vec<DU> largest[kAcc];
-  for (int a = 0; a < kAcc; ++a) {
-    shifted[a] = Splat(-kInf);
-    largest[a] = hn::Zero(du);
-  }
-  float tail_shifted = -kInf;
-  uint32_t tail_largest = 0;
+  BlockMaxAcc acc;
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_r = x + r * ld;
     const V vs = Splat(shift[r]);
     int64_t i = 0;
-    for (int a = 0; i + kLanes <= cols; i += kLanes, a = (a + 1) % kAcc) {
+    for (int a = 0; i + kLanes <= cols; i += kLanes, a = (a + 1) % BlockMaxAcc::kAcc) {
       const V v = hn::LoadU(d, x_r + i);
-      shifted[a] = hn::Max(shifted[a], hn::Sub(v, vs));
-      largest[a] = hn::Max(largest[a], MagnitudeBits(d, v));
+      acc.add(a, v, hn::Sub(v, vs));
     }
-    for (; i < cols; ++i) {
-      tail_shifted = std::max(tail_shifted, x_r[i] - shift[r]);
-      tail_largest = std::max(tail_largest, float_bits(x_r[i]) & kMagnitudeMask);
-    }
+    for (; i < cols; ++i) acc.add_tail(x_r[i], x_r[i] - shift[r]);
   }
-  for (int a = 1; a < kAcc; ++a) {
-    shifted[0] = hn::Max(shifted[0], shifted[a]);
-    largest[0] = hn::Max(largest[0], largest[a]);
-  }
-  const uint32_t magnitude = std::max(hn::GetLane(hn::MaxOfLanes(du, largest[0])), tail_largest);
-  if (magnitude > kMaxFiniteBits) return false;
-  *max_abs = bits_float(magnitude);
-  *max_shifted = std::max(ExtremeLane<true>(shifted[0]), tail_shifted);
-  return true;
+  return acc.finish(max_shifted, max_abs);
 }
 
 // The all-finite case in two vector reductions; otherwise one element at a time.
@@ -565,7 +637,7 @@ int64_t FiniteMax(const float* x, int64_t n, float* max_abs, float* max) {
   float best_abs = 0, best = -kInf;
   int64_t count = 0;
   int64_t i = 0;
-  if (AllFinite(x, n)) {
+  if (LargestMagnitude(x, n) <= std::numeric_limits<float>::max()) {
     const D d;
     V vabs = hn::Zero(d), vmax = Splat(-kInf);
     for (; i + kLanes <= n; i += kLanes) {
@@ -600,15 +672,17 @@ HWY_EXPORT(GemmTile);
 HWY_EXPORT(ExpF32);
 HWY_EXPORT(ExpShiftedSum);
 HWY_EXPORT(ExpShiftedScaledRows);
+HWY_EXPORT(ExpShiftedScaledRowsMax);
 HWY_EXPORT(MaxPropagatingNan);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(DotF32InOrder);
+HWY_EXPORT(SumSquares);
 HWY_EXPORT(ScaleInPlace);
 HWY_EXPORT(RoundCopy);
 HWY_EXPORT(RoundRows);
 HWY_EXPORT(OnlineSoftmaxRows);
 HWY_EXPORT(SoftmaxGradRows);
-HWY_EXPORT(AllFinite);
+HWY_EXPORT(LargestMagnitude);
 HWY_EXPORT(FiniteBlockMax);
 HWY_EXPORT(FiniteMax);
 
@@ -651,6 +725,15 @@ void exp_shifted_scaled_rows(int64_t rows, int64_t cols, int64_t ld, const float
   HWY_DYNAMIC_DISPATCH(ExpShiftedScaledRows)(rows, cols, ld, s, base, factor, p);
 }
 
+bool exp_shifted_scaled_rows_max(int64_t rows, int64_t cols, int64_t ld, const float* s,
+                                 const float* base, const float* factor, float* p,
+                                 float* max_shifted, float* max_abs) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(ExpShiftedScaledRowsMax)(rows, cols, ld, s, base, factor, p,
+                                                       max_shifted, max_abs);
+}
+
 float max_propagating_nan(const float* x, int64_t n) {
   choose_cpu_isa();
   return HWY_DYNAMIC_DISPATCH(MaxPropagatingNan)(x, n);
@@ -659,6 +742,11 @@ float max_propagating_nan(const float* x, int64_t n) {
 float dot_f32(const float* a, const float* b, int64_t n) {
   choose_cpu_isa();
   return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n);
+}
+
+double sum_squares(const float* x, int64_t n) {
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n);
 }
 
 float dot_f32_in_order(const float* a, const float* b, int64_t n) {
@@ -694,24 +782,29 @@ void round_rows(Precision precision, int64_t rows, int64_t cols, int64_t ld, con
   HWY_DYNAMIC_DISPATCH(RoundRows)(precision, rows, cols, ld, src, dst);
 }
 
-bool softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
-                       const float* d, const float* gf, Precision precision, float* ds) {
+float softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+                        const float* d, const float* gf, Precision precision, float* ds) {
   ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
   choose_cpu_isa();
   return HWY_DYNAMIC_DISPATCH(SoftmaxGradRows)(rows, cols, ld, p, dp, d, gf, precision, ds);
 }
 
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
-                         float* l, float* acc, int64_t dim_v, Precision precision) {
+                         float* l, float* acc, int64_t dim_v, Precision precision,
+                         BlockMax* s_max) {
   ATTNSCOPE_DCHECK(rows > 0 && rows <= kTileRows && cols > 0 && cols <= ld);
   choose_cpu_isa();
   HWY_DYNAMIC_DISPATCH(OnlineSoftmaxRows)
-  (rows, cols, ld, s, p, m, l, acc, dim_v, precision);
+  (rows, cols, ld, s, p, m, l, acc, dim_v, precision, s_max);
+}
+
+float largest_magnitude(const float* x, int64_t n) {
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(LargestMagnitude)(x, n);
 }
 
 bool all_finite(const float* x, int64_t n) {
-  choose_cpu_isa();
-  return HWY_DYNAMIC_DISPATCH(AllFinite)(x, n);
+  return largest_magnitude(x, n) <= std::numeric_limits<float>::max();
 }
 
 int64_t count_nonfinite(const float* x, int64_t n) {

@@ -32,6 +32,12 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, flo
 // NaN, results below e^-86.5 (~2.6e-38, about the fp32 normal minimum) flush to 0.
 float exp_f32(float x);
 
+// finite_block_max's answer kept for a later reader; finite is false too when not computed.
+struct BlockMax {
+  bool finite = false;
+  float max_shifted = 0, max_abs = 0;
+};
+
 // p[x] = exp(s[x] - base) for x < n; returns the fp32 sum of p, summed in dot_f32's order.
 float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
 
@@ -39,20 +45,28 @@ float exp_shifted_sum(const float* s, float base, float* p, int64_t n);
 void exp_shifted_scaled_rows(int64_t rows, int64_t cols, int64_t ld, const float* s,
                              const float* base, const float* factor, float* p);
 
+// exp_shifted_scaled_rows, and from the same pass what finite_block_max(s, rows, cols, ld, base,
+// max_shifted, max_abs) gives: the largest s - base and |s|, false when some s is NaN or inf.
+bool exp_shifted_scaled_rows_max(int64_t rows, int64_t cols, int64_t ld, const float* s,
+                                 const float* base, const float* factor, float* p,
+                                 float* max_shifted, float* max_abs);
+
 // The online-softmax update of one kv tile over `rows` (<= kTileRows) rows, all fp32 (see
 // forward_stages.h, online_softmax_update): s, p [rows x cols] with row stride ld; m, l
 // [rows]; acc [rows x dim_v] (unused when dim_v = 0). Per row: m_new = max(m, rowmax s) (NaN
 // if any is), base = m_new or 0 when -inf, alpha = exp(m - base), p = exp(s - base),
 // l = alpha * l + rowsum p (one FMA where the set has it), acc *= alpha, m = m_new; p is then
-// stored rounded to `precision` (the matmul operand of P V; l sums the fp32 values).
+// stored rounded to `precision` (the matmul operand of P V; l sums the fp32 values). With s_max,
+// also finite_block_max of s against the bases (m_new wherever it is finite) from the exp pass.
 void online_softmax_rows(int64_t rows, int64_t cols, int64_t ld, const float* s, float* p, float* m,
-                         float* l, float* acc, int64_t dim_v, Precision precision);
+                         float* l, float* acc, int64_t dim_v, Precision precision,
+                         BlockMax* s_max = nullptr);
 
 // ds = round_to(precision, p * (dp - d[r]) * gf) for the `rows` rows r of `cols` entries (row
-// stride ld), multiplied in that order on every instruction set. Returns whether every dp and
-// every stored ds is finite.
-bool softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
-                       const float* d, const float* gf, Precision precision, float* ds);
+// stride ld), multiplied in that order on every instruction set. Returns the largest |ds| stored
+// when every dp and every stored ds is finite, +inf otherwise.
+float softmax_grad_rows(int64_t rows, int64_t cols, int64_t ld, const float* p, const float* dp,
+                        const float* d, const float* gf, Precision precision, float* ds);
 
 // Largest of x[0:n]; NaN if any x is NaN (as torch.max); -inf when n = 0.
 float max_propagating_nan(const float* x, int64_t n);
@@ -73,6 +87,10 @@ float dot_f32(const float* a, const float* b, int64_t n);
 // dS = P (dP - D) vanishes exactly there.
 float dot_f32_in_order(const float* a, const float* b, int64_t n);
 
+// sum_x x[x]^2 in fp64, x mod 8 lanes, then the lanes in order, then the n mod 8 last squares:
+// the same bits on every instruction set (an fp32 square is exact in fp64).
+double sum_squares(const float* x, int64_t n);
+
 // x[0:n] *= alpha.
 void scale_in_place(float* x, float alpha, int64_t n);
 
@@ -82,6 +100,10 @@ void round_copy(Precision precision, const float* src, float* dst, int64_t n);
 // round_copy of `rows` rows of `cols` values with row stride ld, in one call.
 void round_rows(Precision precision, int64_t rows, int64_t cols, int64_t ld, const float* src,
                 float* dst);
+
+// Largest |x[i]| over x[0:n] (0 when n = 0); +inf when some entry is inf and none is NaN, a NaN
+// when some entry is NaN.
+float largest_magnitude(const float* x, int64_t n);
 
 // True when every x[0:n] is finite.
 bool all_finite(const float* x, int64_t n);

@@ -15,12 +15,6 @@ size_t count(int64_t n) {
 }
 
 // sum of x[0:n]^2 in fp64 (NaN / inf when an entry is).
-double sum_squares(const float* x, int64_t n) {
-  double s = 0;
-  for (int64_t e = 0; e < n; ++e) s += static_cast<double>(x[e]) * x[e];
-  return s;
-}
-
 // Row norms [rows] of x [rows x dim] and the head norm of each block of `rows_per_head` rows,
 // summed in row order; every non-finite entry of row i of head `head` gets code(head, i).
 template <typename Code>
@@ -38,7 +32,7 @@ void norms_and_codes(const float* x, int64_t heads, int64_t rows_per_head, int64
       const double sq = sum_squares(x_r, dim);
       row_norm[count(row)] = static_cast<float>(std::sqrt(sq));
       total += sq;
-      if (count_nonfinite(x_r, dim) == 0) continue;
+      if (std::isfinite(sq)) continue;  // a NaN or inf entry makes the sum of squares one
       const Provenance c = code(head, i);
       for (int64_t e = 0; e < dim; ++e) {
         if (!std::isfinite(x_r[e])) prov[count(row * dim + e)] = c;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/attn_check.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_scan.h"
@@ -19,16 +20,51 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// flags[i] = 1 when row i of x [rows x dim] holds a non-finite value.
-std::vector<uint8_t> bad_rows(const float* x, int64_t rows, int64_t dim, int threads) {
-  std::vector<uint8_t> bad(count(rows));
-  constexpr int64_t kChunk = 256;
-  parallel_for(tile_count(rows, kChunk), threads, [&](int64_t chunk, int) {
-    for (int64_t r = chunk * kChunk; r < std::min(rows, (chunk + 1) * kChunk); ++r) {
-      bad[count(r)] = !all_finite(x + r * dim, dim);
+// Accumulator bounds at most this prove an fp32 accumulator finite: 34x below FLT_MAX, far more
+// than the rounding of bf16 / fp16 operands and of fp32 sums can add.
+constexpr double kSafeBound = 1e37;
+
+// Whether a largest magnitude (largest_magnitude, tile_math.h) says every entry is finite.
+bool magnitude_finite(float largest) {
+  return largest <= std::numeric_limits<float>::max();
+}
+
+// flags[i] = 1 when row i of x [rows x dim] holds a non-finite value; head_max[h] = largest |x|
+// over the rows_per_head rows of head h (+inf when one is non-finite).
+void scan_rows(const float* x, int64_t rows, int64_t dim, int64_t rows_per_head, int threads,
+               std::vector<uint8_t>& bad, std::vector<float>& head_max) {
+  bad.assign(count(rows), 0);
+  head_max.assign(count(rows / rows_per_head), 0.0f);
+  parallel_for(rows / rows_per_head, threads, [&](int64_t head, int) {
+    float& largest = head_max[count(head)];
+    for (int64_t r = head * rows_per_head; r < (head + 1) * rows_per_head; ++r) {
+      const float row = largest_magnitude(x + r * dim, dim);
+      bad[count(r)] = !magnitude_finite(row);
+      largest = magnitude_finite(row) ? std::max(largest, row) : kInf;
     }
   });
-  return bad;
+}
+
+// Largest term sum one tile update adds to an accumulator entry: n products of magnitudes at most
+// a and b, times `scale` (at least 1: the unscaled sum is bounded too); +inf when a factor is not
+// known finite and small enough to round to a finite bf16 / fp16.
+double update_bound(int64_t n, double a, double b, double scale) {
+  if (!(a <= kSafeBound && b <= kSafeBound)) return kInf;
+  return static_cast<double>(n) * a * b * std::max(1.0, std::fabs(scale));
+}
+
+// Non-finite counts of an accumulator [rows x dim] whose entries are bounded by `bound`: none
+// when the bound proves them finite, else a scan, which tightens the bound to the largest
+// magnitude found (+inf once non-finite: an accumulator never returns to finite).
+NonfiniteCount accumulator_count(const float* acc, int64_t rows, int64_t dim, double& bound) {
+  if (bound <= kSafeBound) return {};
+  const float largest = largest_magnitude(acc, rows * dim);
+  if (magnitude_finite(largest)) {
+    bound = largest;
+    return {};
+  }
+  bound = kInf;
+  return count_block(acc, rows, dim, dim);
 }
 
 }  // namespace
@@ -62,12 +98,15 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
                                          params.mask_fill == MaskFill::finfo_min);
 
   const int64_t rows = B * H * Sq;
-  q_bad_ = bad_rows(in.q, rows, D, threads);
-  if (backward) dout_bad_ = bad_rows(in.dout, rows, params.head_dim_v, threads);
+  scan_rows(in.q, rows, D, Sq, threads, q_bad_, q_head_max_);
+  if (backward) scan_rows(in.dout, rows, params.head_dim_v, Sq, threads, dout_bad_, dout_head_max_);
+  k_tile_max_.assign(count(B * Hk * n_kv_), 0.0f);
   k_tile_bad_.assign(count(B * Hk * n_kv_), 0);
   parallel_for(B * Hk * n_kv_, threads, [&](int64_t item, int) {
     const int64_t j0 = (item % n_kv_) * kTileCols, cols = std::min(kTileCols, Sk - j0);
-    k_tile_bad_[count(item)] = !all_finite(in.k + ((item / n_kv_) * Sk + j0) * D, cols * D);
+    const float largest = largest_magnitude(in.k + ((item / n_kv_) * Sk + j0) * D, cols * D);
+    k_tile_bad_[count(item)] = !magnitude_finite(largest);
+    k_tile_max_[count(item)] = magnitude_finite(largest) ? largest : kInf;
   });
   k_head_bad_.assign(count(B * Hk), 0);
   for (int64_t tile = 0; tile < B * Hk * n_kv_; ++tile) {
@@ -87,7 +126,13 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   if (backward) {
     row_clean_.assign(count(rows), 0);
     row_m_.assign(count(rows), std::numeric_limits<float>::quiet_NaN());
+    dk_bound_.assign(count(B * Hk * n_kv_), 0.0);
+    dv_bound_.assign(count(B * Hk * n_kv_), 0.0);
   }
+}
+
+void TraceRecorder::dq_partials(int64_t n) {
+  dq_bound_.assign(count(n * prm_.batch * prm_.heads * n_q_), 0.0);
 }
 
 TileStats& TraceRecorder::tile(bool backward, const HeadContext& x, int64_t qt, int64_t kt) {
@@ -120,7 +165,7 @@ bool TraceRecorder::bias_row_bad(const HeadContext& x, const ScoreTile& t, int64
 }
 
 bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const float* s,
-                                const float* m, TileStats& ts) {
+                                const float* m, TileStats& ts, const BlockMax* known) {
   const int64_t row0 = (x.b * prm_.heads + x.h) * prm_.seqlen_q + t.i0;
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
   const bool k_bad = k_tile_bad_[count(bkv * n_kv_ + t.j0 / kTileCols)];
@@ -128,10 +173,19 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
   // Fast path: an unmasked, all-finite tile without an exp overflow needs only its maxima.
   // Rows with a non-finite m take no part in the exp argument (shift +inf gives -inf).
   if (!per_entry && causal_visible_cols(prm_, t, 0) == t.cols) {
-    float shift[kTileRows], max_arg = 0, max_abs = 0;
-    for (int64_t r = 0; r < t.rows; ++r) shift[r] = std::isfinite(m[r]) ? m[r] : kInf;
-    if (finite_block_max(s, t.rows, t.cols, t.ld, shift, &max_arg, &max_abs) &&
-        max_arg <= kExpOverflowArg) {
+    float max_arg = 0, max_abs = 0;
+    bool clean = false;
+    if (known != nullptr && known->finite && all_finite(m, t.rows)) {
+      // Every shift is m: known holds what finite_block_max would give.
+      clean = true;
+      max_arg = known->max_shifted;
+      max_abs = known->max_abs;
+    } else {
+      float shift[kTileRows];
+      for (int64_t r = 0; r < t.rows; ++r) shift[r] = std::isfinite(m[r]) ? m[r] : kInf;
+      clean = finite_block_max(s, t.rows, t.cols, t.ld, shift, &max_arg, &max_abs);
+    }
+    if (clean && max_arg <= kExpOverflowArg) {
       ts.max_abs_s = std::max(ts.max_abs_s, max_abs);
       ts.max_exp_arg = std::max(ts.max_exp_arg, max_arg);
       return true;
@@ -179,11 +233,12 @@ bool TraceRecorder::p_is_finite(bool scores_clean, int64_t rows, const float* m,
 }
 
 void TraceRecorder::forward_tile(const HeadContext& x, const ScoreTile& t, const float* s,
-                                 const float* p, const float* m, const float* acc) {
+                                 const float* p, const float* m, const float* acc,
+                                 const BlockMax* s_max) {
   const int64_t qt = t.i0 / kTileRows, jt = t.j0 / kTileCols;
   TileStats& ts = tile(false, x, qt, jt);
   ts.computed = 1;
-  const bool p_finite = p_is_finite(scan_scores(x, t, s, m, ts), t.rows, m, nullptr);
+  const bool p_finite = p_is_finite(scan_scores(x, t, s, m, ts, s_max), t.rows, m, nullptr);
   if (!p_finite) ts.p = count_block(p, t.rows, t.cols, t.ld);
   // acc += P V stays finite from finite P <= 1 and finite V whose sums cannot overflow.
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
@@ -246,6 +301,26 @@ void TraceRecorder::classify_gradients(const HeadContext& x, const ScoreTile& t,
   if (col_flags != 0) set_col(col, col_flags);
 }
 
+void TraceRecorder::count_accumulators(const HeadContext& x, const ScoreTile& t,
+                                       const BackwardBlock& b, bool p_finite, TileStats& ts) {
+  ATTNSCOPE_DCHECK(t.cols <= kTileCols && b.dq_partial >= 0);
+  const int64_t bh = x.b * prm_.heads + x.h;
+  const size_t kv_tile =
+      count((x.b * prm_.kv_heads + prm_.kv_head_of(x.h)) * n_kv_ + t.j0 / kTileCols);
+  const size_t dq_rows =
+      count((b.dq_partial * prm_.batch * prm_.heads + bh) * n_q_ + t.i0 / kTileRows);
+  ATTNSCOPE_DCHECK(dq_rows < dq_bound_.size());
+  // P = exp(S - m) / l <= exp(max exp argument) < 2 with l >= 1 where p_finite holds.
+  const double p_max = p_finite && ts.max_exp_arg <= 0.69f ? 2.0 : kInf;
+  // dQ_i += scale dS K_j, dK_j += scale dS^T Q_i, dV_j += P^T dO_i (P dropped: at most P).
+  dq_bound_[dq_rows] += update_bound(t.cols, b.ds_max_abs, k_tile_max_[kv_tile], x.scale);
+  dk_bound_[kv_tile] += update_bound(t.rows, b.ds_max_abs, q_head_max_[count(bh)], x.scale);
+  dv_bound_[kv_tile] += update_bound(t.rows, p_max, dout_head_max_[count(bh)], 1.0);
+  ts.dq = accumulator_count(b.dq_acc, t.rows, x.dim, dq_bound_[dq_rows]);
+  ts.dk = accumulator_count(b.dk_acc, t.cols, x.dim, dk_bound_[kv_tile]);
+  ts.dv = accumulator_count(b.dv_acc, t.cols, x.dim_v, dv_bound_[kv_tile]);
+}
+
 void TraceRecorder::backward_tile(const HeadContext& x, const ScoreTile& t,
                                   const BackwardBlock& blk) {
   for (int64_t j0 = t.j0; j0 < t.j0 + t.cols; j0 += kTileCols) {
@@ -258,18 +333,14 @@ void TraceRecorder::backward_tile(const HeadContext& x, const ScoreTile& t,
     b.ds += off;
     TileStats& ts = tile(true, x, t.i0 / kTileRows, j0 / kTileCols);
     ts.computed = 1;
-    if (!p_is_finite(scan_scores(x, sub, b.s, b.m, ts), sub.rows, b.m, b.l)) {
-      ts.p = count_block(b.p, sub.rows, sub.cols, t.ld);
-    }
-    if (!b.dp_ds_finite) {
+    const BlockMax* known = sub.cols == t.cols ? b.s_max : nullptr;
+    const bool p_finite = p_is_finite(scan_scores(x, sub, b.s, b.m, ts, known), sub.rows, b.m, b.l);
+    if (!p_finite) ts.p = count_block(b.p, sub.rows, sub.cols, t.ld);
+    if (!magnitude_finite(b.ds_max_abs)) {
       ts.dp = count_block(b.dp, sub.rows, sub.cols, t.ld);
       ts.ds = count_block(b.ds, sub.rows, sub.cols, t.ld);
     }
-    if (b.dq_acc != nullptr) {
-      ts.dq = count_block(b.dq_acc, sub.rows, x.dim, x.dim);
-      ts.dk = count_block(b.dk_acc, sub.cols, x.dim, x.dim);
-      ts.dv = count_block(b.dv_acc, sub.cols, x.dim_v, x.dim_v);
-    }
+    if (b.dq_acc != nullptr) count_accumulators(x, sub, b, p_finite, ts);
     if (ts.p.total() + ts.dp.total() + ts.ds.total() > 0) classify_gradients(x, sub, b);
   }
 }

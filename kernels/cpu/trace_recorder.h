@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/attn_trace.h"
@@ -29,9 +30,9 @@ class TraceRecorder {
 
   // Fused forward, after accumulate_pv of tile t: s the masked scores, p the rounded P (o keep
   // with dropout: the same non-finite entries, since 0 * NaN is NaN), m the running row max
-  // after the update (tile rows), acc [rows x Dv].
+  // after the update (tile rows), acc [rows x Dv]; s_max: online_softmax_update's, or null.
   void forward_tile(const HeadContext& x, const ScoreTile& t, const float* s, const float* p,
-                    const float* m, const float* acc);
+                    const float* m, const float* acc, const BlockMax* s_max = nullptr);
   // Unfused forward, row block t (t.j0 = 0, t.cols = Sk): scores, rounded P, row max m.
   void forward_rows(const HeadContext& x, const ScoreTile& t, const float* s, const float* p,
                     const float* m);
@@ -56,8 +57,13 @@ class TraceRecorder {
     const float* dq_acc = nullptr;  // [rows x D] fp32 dQ rows of the tile's partial
     const float* dk_acc = nullptr;  // [cols x D] fp32 dK_j
     const float* dv_acc = nullptr;  // [cols x Dv] fp32 dV_j
-    bool dp_ds_finite = false;      // every dp and ds entry known finite (compute_ds): no scan
+    // compute_ds's max |dS| when every dp and ds entry is finite (no scan), +inf otherwise.
+    float ds_max_abs = std::numeric_limits<float>::infinity();
+    int64_t dq_partial = 0;           // fused: the partial (< dq_partials' n) dq_acc belongs to
+    const BlockMax* s_max = nullptr;  // fused: recompute_p's maxima of s against m, or null
   };
+  // Fused backward, before its first tile: dQ is accumulated into n fp32 partials.
+  void dq_partials(int64_t n);
   void backward_tile(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk);
   void finish_backward(const CpuBackwardOutputs& out);
 
@@ -66,13 +72,18 @@ class TraceRecorder {
   void set_row(int64_t row, uint8_t flags);
   void set_col(int64_t col, uint8_t flags);
   bool bias_row_bad(const HeadContext& x, const ScoreTile& t, int64_t r) const;
-  // Visible-score stats of one kv tile t into ts and the row flags; m: row max per tile row.
-  // Returns true when every score is visible and finite and no exp argument overflows.
+  // Visible-score stats of one kv tile t into ts and the row flags; m: row max per tile row;
+  // known: finite_block_max of s against m if a stage computed it (null: not). Returns true
+  // when every score is visible and finite and no exp argument overflows.
   bool scan_scores(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
-                   TileStats& ts);
+                   TileStats& ts, const BlockMax* known = nullptr);
   // Whether P = exp(S - m) / l is finite without looking: clean scores, and per row finite m
   // with l >= 1 (l null: the unnormalised forward P) or a safe empty row.
   bool p_is_finite(bool scores_clean, int64_t rows, const float* m, const float* l) const;
+  // Non-finite counts of the fused accumulators after tile t's update into ts (p_finite: P is
+  // known finite), scanning only those the running bounds do not prove finite.
+  void count_accumulators(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk,
+                          bool p_finite, TileStats& ts);
   // Where P / dP / dS of kv tile t went non-finite: row and kv-tile cause flags.
   void classify_gradients(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk);
   Provenance row_cause(int64_t bh, int64_t i, bool backward) const;
@@ -86,14 +97,20 @@ class TraceRecorder {
   bool safe_ = false;
   int64_t n_q_ = 0, n_kv_ = 0;
   std::vector<uint8_t> q_bad_, dout_bad_;  // [B * H * Sq] row has a non-finite q / dO
-  std::vector<uint8_t> k_tile_bad_;        // [B * Hk * n_kv] K tile has a non-finite
-  std::vector<uint8_t> k_head_bad_;        // [B * Hk] K of the kv head has a non-finite
-  std::vector<uint8_t> v_head_bad_;        // [B * Hk] V of the kv head has a non-finite
-  std::vector<uint8_t> v_head_large_;      // [B * Hk] Sk * max |v| could overflow an fp32 sum
-  std::vector<uint8_t> row_flags_;         // [B * H * Sq] RowCause bits
-  std::vector<uint8_t> col_flags_;         // [B * Hk * n_kv] ColFlag bits
-  std::vector<uint8_t> row_clean_;         // [B * H * Sq] backward: q, dO, m, l (D) usable
-  std::vector<float> row_m_;               // [B * H * Sq] backward: m of the row
+  // Largest |q|, |dO| of each head [B * H] and |k| of each K tile [B * Hk * n_kv]; +inf where
+  // some entry is non-finite.
+  std::vector<float> q_head_max_, dout_head_max_, k_tile_max_;
+  std::vector<uint8_t> k_tile_bad_;    // [B * Hk * n_kv] K tile has a non-finite
+  std::vector<uint8_t> k_head_bad_;    // [B * Hk] K of the kv head has a non-finite
+  std::vector<uint8_t> v_head_bad_;    // [B * Hk] V of the kv head has a non-finite
+  std::vector<uint8_t> v_head_large_;  // [B * Hk] Sk * max |v| could overflow an fp32 sum
+  std::vector<uint8_t> row_flags_;     // [B * H * Sq] RowCause bits
+  std::vector<uint8_t> col_flags_;     // [B * Hk * n_kv] ColFlag bits
+  std::vector<uint8_t> row_clean_;     // [B * H * Sq] backward: q, dO, m, l (D) usable
+  std::vector<float> row_m_;           // [B * H * Sq] backward: m of the row
+  // Fused backward: bounds on the magnitude of every entry of dK_j, dV_j [B * Hk * n_kv] and of
+  // the dQ partials' rows [partials][B * H * n_q] so far (+inf: not finite, or unknown).
+  std::vector<double> dk_bound_, dv_bound_, dq_bound_;
 };
 
 }  // namespace attnscope::cpu

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -105,35 +106,89 @@ TEST(TileMath, rounding_row_stages_store_round_to_of_their_f32_values_f16_bf16) 
   EXPECT_NE(bits(copy32[kLd + 60]), bits(0.0f));  // f32: a plain copy
 }
 
-// softmax_grad_rows says whether every dP and every stored dS is finite: a NaN or inf in dP (a
-// vector lane or the tail) or a dS that overflows only once rounded to fp16.
-TEST(TileMath, softmax_grad_rows_reports_non_finite_dp_and_stored_ds) {
+// softmax_grad_rows returns the largest stored |dS| while every dP and dS is finite, +inf on a
+// NaN or inf in dP (a vector lane or the tail) or a dS that overflows only once rounded to fp16.
+TEST(TileMath, softmax_grad_rows_returns_max_ds_or_inf_for_non_finite_dp_and_stored_ds) {
   constexpr int64_t kCols = 37;  // two AVX-512 registers and a tail
   std::vector<float> p(kCols, 0.5f), dp(kCols, 2.0f), gf(kCols, 1.0f), ds(kCols);
   const float d = 1.0f;
+  const auto grad = [&](const std::vector<float>& dp_in, Precision pr) {
+    return softmax_grad_rows(1, kCols, kCols, p.data(), dp_in.data(), &d, gf.data(), pr, ds.data());
+  };
   for (Precision pr : {Precision::f32, Precision::f16, Precision::bf16}) {
-    EXPECT_TRUE(
-        softmax_grad_rows(1, kCols, kCols, p.data(), dp.data(), &d, gf.data(), pr, ds.data()));
-    for (int64_t bad : {3, 35}) {
+    EXPECT_EQ(grad(dp, pr), 0.5f);  // 0.5 * (2 - 1)
+    for (int64_t at : {3, 35}) {
+      std::vector<float> dp_neg = dp;
+      dp_neg[at] = -7.0f;  // dS = -4: the largest magnitude, in a lane or the tail
+      EXPECT_EQ(grad(dp_neg, pr), 4.0f);
       std::vector<float> dp_bad = dp;
-      dp_bad[bad] = kNaN;
-      EXPECT_FALSE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_bad.data(), &d, gf.data(), pr,
-                                     ds.data()));
-      dp_bad[bad] = -kInf;
-      EXPECT_FALSE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_bad.data(), &d, gf.data(), pr,
-                                     ds.data()));
+      dp_bad[at] = kNaN;
+      EXPECT_EQ(grad(dp_bad, pr), kInf);
+      dp_bad[at] = -kInf;
+      EXPECT_EQ(grad(dp_bad, pr), kInf);
     }
   }
   for (int64_t at : {5, 36}) {
     std::vector<float> dp_big = dp;
     dp_big[at] = 2e5f;  // dS = 0.5 * (2e5 - 1): finite in fp32 and bf16, inf in fp16
-    EXPECT_TRUE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_big.data(), &d, gf.data(),
-                                  Precision::f32, ds.data()));
-    EXPECT_TRUE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_big.data(), &d, gf.data(),
-                                  Precision::bf16, ds.data()));
-    EXPECT_FALSE(softmax_grad_rows(1, kCols, kCols, p.data(), dp_big.data(), &d, gf.data(),
-                                   Precision::f16, ds.data()));
+    EXPECT_EQ(grad(dp_big, Precision::f32), 99999.5f);
+    EXPECT_EQ(grad(dp_big, Precision::bf16), round_to(Precision::bf16, 99999.5f));
+    EXPECT_EQ(grad(dp_big, Precision::f16), kInf);
     EXPECT_TRUE(std::isinf(ds[static_cast<size_t>(at)]));
+  }
+}
+
+// sum_squares in its stated order (x mod 8 lanes, lanes in order, then the tail), bit for bit:
+// magnitudes spread over 2^-40..2^40, so another order would round differently.
+TEST(TileMath, sum_squares_sums_in_eight_lanes_then_the_tail_bit_for_bit) {
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  for (int64_t n : {0, 1, 7, 8, 15, 64, 67, 1000}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = std::ldexp(mantissa(gen), exponent(gen)) * (gen() % 2 ? 1 : -1);
+    double lanes[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int64_t l = 0; l < 8; ++l) {
+        lanes[l] +=
+            static_cast<double>(x[static_cast<size_t>(i + l)]) * x[static_cast<size_t>(i + l)];
+      }
+    }
+    double want = 0;
+    for (double lane : lanes) want += lane;
+    for (; i < n; ++i)
+      want += static_cast<double>(x[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+    const double got = sum_squares(x.data(), n);
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof(double)), 0)
+        << "n = " << n << ": " << got << " vs " << want;
+  }
+}
+
+// The exp pass with block maxima stores exactly exp_shifted_scaled_rows's P and reports exactly
+// finite_block_max's maxima against the same bases (false once an entry is NaN or inf).
+TEST(TileMath, exp_rows_with_maxima_match_exp_rows_and_finite_block_max_bit_for_bit) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-30.0f, 30.0f);
+  for (int64_t cols : {1, 9, 16, 42, 64}) {
+    constexpr int64_t kRows = 5, kLd = 64;
+    std::vector<float> s(kRows * kLd), base(kRows), factor(kRows), p1(s.size()), p2(s.size());
+    for (float& v : s) v = u(gen);
+    for (float& v : base) v = u(gen);
+    for (float& v : factor) v = 1.0f / (1.0f + std::abs(u(gen)));
+    float want_arg = 0, want_abs = 0, got_arg = 0, got_abs = 0;
+    ASSERT_TRUE(finite_block_max(s.data(), kRows, cols, kLd, base.data(), &want_arg, &want_abs));
+    exp_shifted_scaled_rows(kRows, cols, kLd, s.data(), base.data(), factor.data(), p1.data());
+    ASSERT_TRUE(exp_shifted_scaled_rows_max(kRows, cols, kLd, s.data(), base.data(), factor.data(),
+                                            p2.data(), &got_arg, &got_abs));
+    EXPECT_EQ(bits(got_arg), bits(want_arg)) << cols;
+    EXPECT_EQ(bits(got_abs), bits(want_abs)) << cols;
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(bits(p1[r * kLd + c]), bits(p2[r * kLd + c]));
+    }
+    s[3 * kLd + cols - 1] = kInf;
+    EXPECT_FALSE(exp_shifted_scaled_rows_max(kRows, cols, kLd, s.data(), base.data(), factor.data(),
+                                             p2.data(), &got_arg, &got_abs));
   }
 }
 
@@ -208,7 +263,7 @@ TEST(TileMath, gemm_tile_matches_naive_on_odd_shapes_strides_alpha_accumulate) {
   }
 }
 
-TEST(TileMath, count_nonfinite_finite_max_and_block_max_against_scalar_loops_odd_sizes) {
+TEST(TileMath, nonfinite_counts_largest_magnitude_and_maxima_against_scalar_loops_odd_sizes) {
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> u(-1e30f, 1e30f);
   const float specials[] = {kNaN, kInf, -kInf, 3.4e38f, -3.4e38f};
@@ -249,6 +304,15 @@ TEST(TileMath, count_nonfinite_finite_max_and_block_max_against_scalar_loops_odd
       float got_max = 0;
       EXPECT_EQ(count_nonfinite(row, cols), want_bad);
       EXPECT_EQ(all_finite(row, cols), want_bad == 0);
+      // The largest magnitude: NaN above inf above every finite value.
+      const bool has_nan = std::any_of(row, row + cols, [](float v) { return std::isnan(v); });
+      const float largest = largest_magnitude(row, cols);
+      if (has_nan) {
+        EXPECT_TRUE(std::isnan(largest));
+      } else {
+        EXPECT_EQ(largest, want_bad > 0 ? kInf : want_abs);
+      }
+      EXPECT_EQ(largest_magnitude(row, 0), 0.0f);
       EXPECT_EQ(finite_max(row, cols, &got_abs, &got_max), want_bad);
       EXPECT_EQ(got_abs, want_abs);
       EXPECT_EQ(got_max, want_max);
