@@ -76,6 +76,7 @@ void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const 
   ATTNSCOPE_DCHECK(q != nullptr && kt != nullptr && s != nullptr && ldkt >= t.cols);
   tile_matmul(x, t.rows, t.cols, x.dim, q, x.dim, 1, kt, ldkt, s, t.ld, x.scale, false, paired);
   const AttnParams& p = *x.params;
+  if (gf != nullptr && x.softcap <= 0) fill_rows(t.rows, t.cols, t.ld, 1.0f, gf);
   for (int64_t r = 0; r < t.rows; ++r) {
     float* s_r = s + r * t.ld;
     float* gf_r = gf != nullptr ? gf + r * t.ld : nullptr;
@@ -85,8 +86,6 @@ void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const 
         s_r[c] = x.softcap * th;
         if (gf_r != nullptr) gf_r[c] = 1 - th * th;
       }
-    } else if (gf_r != nullptr) {
-      std::fill(gf_r, gf_r + t.cols, 1.0f);
     }
     if (p.bias != nullptr) {
       const BroadcastStrides& st = p.bias_strides;

@@ -493,6 +493,17 @@ float DotF32InOrder(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+void FillRows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst) {
+  const D d;
+  const V v = Splat(value);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst_r = dst + r * ld;
+    int64_t x = 0;
+    for (; x + kLanes <= cols; x += kLanes) hn::StoreU(v, d, dst_r + x);
+    for (; x < cols; ++x) dst_r[x] = value;
+  }
+}
+
 void ScaleInPlace(float* x, float alpha, int64_t n) {
   const D d;
   int64_t i = 0;
@@ -677,6 +688,7 @@ HWY_EXPORT(MaxPropagatingNan);
 HWY_EXPORT(DotF32);
 HWY_EXPORT(DotF32InOrder);
 HWY_EXPORT(SumSquares);
+HWY_EXPORT(FillRows);
 HWY_EXPORT(ScaleInPlace);
 HWY_EXPORT(RoundCopy);
 HWY_EXPORT(RoundRows);
@@ -752,6 +764,12 @@ double sum_squares(const float* x, int64_t n) {
 float dot_f32_in_order(const float* a, const float* b, int64_t n) {
   choose_cpu_isa();
   return HWY_DYNAMIC_DISPATCH(DotF32InOrder)(a, b, n);
+}
+
+void fill_rows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld && (rows == 0 || dst != nullptr));
+  choose_cpu_isa();
+  HWY_DYNAMIC_DISPATCH(FillRows)(rows, cols, ld, value, dst);
 }
 
 void scale_in_place(float* x, float alpha, int64_t n) {

@@ -91,6 +91,9 @@ float dot_f32_in_order(const float* a, const float* b, int64_t n);
 // the same bits on every instruction set (an fp32 square is exact in fp64).
 double sum_squares(const float* x, int64_t n);
 
+// dst[r][x] = value for r < rows, x < cols (row stride ld), in full vector stores.
+void fill_rows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst);
+
 // x[0:n] *= alpha.
 void scale_in_place(float* x, float alpha, int64_t n);
 

@@ -36,13 +36,13 @@ void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, co
   times_transposed(t.rows, t.cols, x.dim, q, kt, s);
   const Precision pr = x.precision;
   const AttnParams& p = *x.params;
+  fill_rows(t.rows, t.cols, t.ld, 1.0f, gf);
   for (int64_t r = 0; r < t.rows; ++r) {
     float* s_r = s + r * t.ld;
     float* gf_r = gf + r * t.ld;
     round_copy(pr, s_r, s_r, t.cols);
     scale_in_place(s_r, x.scale, t.cols);
     round_copy(pr, s_r, s_r, t.cols);
-    std::fill(gf_r, gf_r + t.cols, 1.0f);
     if (x.softcap > 0) {
       for (int64_t c = 0; c < t.cols; ++c) {
         const float th = round_to(pr, std::tanh(round_to(pr, s_r[c] / x.softcap)));

@@ -192,6 +192,18 @@ TEST(TileMath, exp_rows_with_maxima_match_exp_rows_and_finite_block_max_bit_for_
   }
 }
 
+// fill_rows writes the value into every row's first cols entries and leaves the rest alone.
+TEST(TileMath, fill_rows_fills_cols_of_each_row_and_keeps_the_padding) {
+  for (int64_t cols : {1, 15, 16, 17, 64}) {
+    constexpr int64_t kRows = 3, kLd = 70;
+    std::vector<float> x(kRows * kLd, -2.0f);
+    fill_rows(kRows, cols, kLd, 1.0f, x.data());
+    for (int64_t e = 0; e < kRows * kLd; ++e) {
+      ASSERT_EQ(x[static_cast<size_t>(e)], e % kLd < cols ? 1.0f : -2.0f) << cols << " " << e;
+    }
+  }
+}
+
 TEST(TileMath, exp_within_2_ulp_and_ieee_special_cases) {
   double worst = 0;
   for (float x = -86.4f; x < 88.7f; x += 0.0137f) {
