@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/forward_stages.h"
@@ -15,6 +16,7 @@
 #include "kernels/cpu/pooled_cells.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_recorder.h"
+#include "kernels/precision.h"
 
 namespace attnscope {
 namespace cpu {
@@ -24,12 +26,19 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Rounds n values of src into copy (in parallel chunks) unless the precision is f32.
+// src rounded to the precision: src itself where it already holds values of the precision (an
+// fp32 run, or the usual bf16 / fp16 dump), else a copy rounded in parallel chunks.
 const float* rounded(Precision precision, const float* src, int64_t n, Buffer<float>& copy,
                      int threads) {
-  if (precision == Precision::f32) return src;
-  copy.resize(count(n));
+  if (!rounds(precision)) return src;
   constexpr int64_t kChunk = 1 << 16;
+  std::vector<uint8_t> exact(count(tile_count(n, kChunk)));
+  parallel_for(tile_count(n, kChunk), threads, [&](int64_t chunk, int) {
+    const int64_t begin = chunk * kChunk;
+    exact[count(chunk)] = rounds_to_itself(precision, src + begin, std::min(kChunk, n - begin));
+  });
+  if (std::all_of(exact.begin(), exact.end(), [](uint8_t e) { return e != 0; })) return src;
+  copy.resize(count(n));
   parallel_for(tile_count(n, kChunk), threads, [&](int64_t chunk, int) {
     const int64_t begin = chunk * kChunk;
     const int64_t len = std::min(kChunk, n - begin);

@@ -526,6 +526,26 @@ void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
   });
 }
 
+bool RoundsToItself(Precision precision, const float* x, int64_t n) {
+  return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
+    constexpr Precision kInVector = decltype(tag)::value;
+    const D d;
+    const DU du;
+    auto changed = hn::Zero(du);  // OR of the bits rounding flips
+    int64_t i = 0;
+    if (kInVector == precision) {
+      for (; i + kLanes <= n; i += kLanes) {
+        const V v = hn::LoadU(d, x + i);
+        changed =
+            hn::Or(changed, hn::Xor(hn::BitCast(du, Rounded<kInVector>(d, v)), hn::BitCast(du, v)));
+      }
+    }
+    bool same = hn::AllTrue(du, hn::Eq(changed, hn::Zero(du)));
+    for (; same && i < n; ++i) same = float_bits(round_to(precision, x[i])) == float_bits(x[i]);
+    return same;
+  });
+}
+
 void RoundRows(Precision precision, int64_t rows, int64_t cols, int64_t ld, const float* src,
                float* dst) {
   if (cols == ld) {  // one contiguous block
@@ -692,6 +712,7 @@ HWY_EXPORT(FillRows);
 HWY_EXPORT(ScaleInPlace);
 HWY_EXPORT(RoundCopy);
 HWY_EXPORT(RoundRows);
+HWY_EXPORT(RoundsToItself);
 HWY_EXPORT(OnlineSoftmaxRows);
 HWY_EXPORT(SoftmaxGradRows);
 HWY_EXPORT(LargestMagnitude);
@@ -775,6 +796,12 @@ void fill_rows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst) 
 void scale_in_place(float* x, float alpha, int64_t n) {
   choose_cpu_isa();
   HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, alpha, n);
+}
+
+bool rounds_to_itself(Precision precision, const float* x, int64_t n) {
+  if (!rounds(precision)) return true;
+  choose_cpu_isa();
+  return HWY_DYNAMIC_DISPATCH(RoundsToItself)(precision, x, n);
 }
 
 void round_copy(Precision precision, const float* src, float* dst, int64_t n) {

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/attn_names.h"
 #include "kernels/precision.h"
 
 namespace attnscope::cpu {
@@ -202,6 +203,27 @@ TEST(TileMath, fill_rows_fills_cols_of_each_row_and_keeps_the_padding) {
       ASSERT_EQ(x[static_cast<size_t>(e)], e % kLd < cols ? 1.0f : -2.0f) << cols << " " << e;
     }
   }
+}
+
+// rounds_to_itself: true on values of the precision (lanes and tail), false once one entry
+// would round, including an fp16 overflow to inf; always true at fp32.
+TEST(TileMath, rounds_to_itself_only_when_every_value_is_of_the_precision) {
+  for (Precision pr : {Precision::f16, Precision::bf16}) {
+    for (int64_t n : {5, 16, 37}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = round_to(pr, 0.1f * (i - 7));
+      EXPECT_TRUE(rounds_to_itself(pr, x.data(), n));
+      for (int64_t at : {int64_t{0}, n - 1}) {
+        std::vector<float> y = x;
+        y[static_cast<size_t>(at)] = 1.0f + 1.0f / 1024 + 1.0f / 4096;  // in neither precision
+        EXPECT_FALSE(rounds_to_itself(pr, y.data(), n)) << precision_name(pr) << n << " " << at;
+        EXPECT_TRUE(rounds_to_itself(Precision::f32, y.data(), n));
+      }
+    }
+  }
+  const float big = 69632.0f;  // 1.0625 * 2^16: an fp16 inf, a bf16 value
+  EXPECT_FALSE(rounds_to_itself(Precision::f16, &big, 1));
+  EXPECT_TRUE(rounds_to_itself(Precision::bf16, &big, 1));
 }
 
 TEST(TileMath, exp_within_2_ulp_and_ieee_special_cases) {
