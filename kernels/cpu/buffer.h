@@ -15,7 +15,9 @@
 
 namespace attnscope::cpu {
 
-constexpr size_t kPooledBytes = size_t{1} << 20;  // smaller blocks go straight to operator new
+// Smaller blocks go straight to operator new (glibc serves them from its heap, whose pages stay
+// mapped); larger ones it maps afresh on every allocation.
+constexpr size_t kPooledBytes = size_t{128} << 10;
 constexpr size_t kPoolCapacityBytes = size_t{256} << 20;  // what the pool keeps at most
 
 // At least `bytes` of 64-byte aligned storage: the smallest pooled block of [bytes, 2 bytes)

@@ -61,7 +61,8 @@ class FusedBackward {
     if (rec_ != nullptr) rec_->dq_partials(chunks_);
     // Chunk 0 accumulates straight into out.dq; chunks 1.. into dq_extra_.
     std::fill(out_.dq, out_.dq + dq_elements, 0.0f);
-    dq_extra_.assign(count((chunks_ - 1) * dq_elements), 0.0f);
+    dq_extra_.resize(count((chunks_ - 1) * dq_elements));
+    std::fill(dq_extra_.begin(), dq_extra_.end(), 0.0f);
     std::vector<BackwardScratch> scratch(count(threads_), {prm_.head_dim, prm_.head_dim_v});
     parallel_for(prm_.batch * prm_.kv_heads * chunks_, threads_, [&](int64_t item, int worker) {
       const int64_t bkv = item / chunks_, chunk = item % chunks_;
@@ -203,7 +204,7 @@ class FusedBackward {
   const int64_t n_kv_ = tile_count(prm_.seqlen_k, kTileCols);
   int64_t chunks_ = 1;
   std::vector<uint8_t> q_clean_, kv_clean_;  // [B * H][n_q], [B * Hk][n_kv]
-  std::vector<float> dq_extra_;              // [chunks - 1][B, H, Sq, D]
+  Buffer<float> dq_extra_;                   // [chunks - 1][B, H, Sq, D]
   // bf16_dot: Q and dO paired once (gemm_bf16.h) as A of S and dP (pair_rows, row by row) and as
   // B of dK and dV (pair_columns, q tile by q tile); empty otherwise.
   const bool paired_ = x0_.bf16_dot;

@@ -9,7 +9,7 @@
 namespace attnscope::cpu {
 namespace {
 
-constexpr size_t kLarge = kPooledBytes / sizeof(float) * 3;  // 3 MiB of floats
+constexpr size_t kLarge = kPooledBytes / sizeof(float) * 3;  // 3 pooled minima of floats
 
 bool aligned64(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 64 == 0;
