@@ -115,10 +115,11 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   v_head_bad_.assign(count(B * Hk), 0);
   v_head_large_.assign(count(B * Hk), 0);
   parallel_for(B * Hk, threads, [&](int64_t bkv, int) {
-    float max_abs = 0, max = 0;
     const int64_t n = Sk * params.head_dim_v;
-    v_head_bad_[count(bkv)] = finite_max(in.v + bkv * n, n, &max_abs, &max) > 0;
-    v_head_large_[count(bkv)] = static_cast<double>(Sk) * max_abs > 1e37;
+    const float largest = largest_magnitude(in.v + bkv * n, n);
+    v_head_bad_[count(bkv)] = !magnitude_finite(largest);
+    v_head_large_[count(bkv)] =
+        magnitude_finite(largest) && static_cast<double>(Sk) * largest > 1e37;
   });
   row_flags_.assign(count(rows), 0);
   col_flags_.assign(count(B * Hk * n_kv_), 0);
