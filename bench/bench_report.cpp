@@ -1,6 +1,7 @@
 // JSON and table rendering of attnscope-bench results, with the ratios and DESIGN §7 targets.
 #include "bench_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -12,10 +13,18 @@ double gflops(const BenchPoint& p, const VariantTiming& t, Phase ph) {
   return flops_of(p, ph) / (ms_of(t, ph) * 1e6);
 }
 
-// Extra time of the instrumented run: t(instr) / t(plain) - 1.
+// Extra time of the instrumented run: the median over rounds of t(instr) / t(plain) - 1. The
+// two samples of a round ran back to back, so the machine's drift between rounds cancels in
+// each ratio (a ratio of the two medians mixes rounds).
 double overhead(const PointResult& r, Phase ph) {
-  const double s = speedup(r, kOwn, kOwnInstr, ph);
-  return std::isnan(s) ? NAN : s - 1;
+  const VariantTiming* plain = find_timing(r, kOwn);
+  const VariantTiming* instr = find_timing(r, kOwnInstr);
+  if (plain == nullptr || instr == nullptr) return NAN;
+  const std::vector<double>& a = plain->samples[static_cast<int>(ph)];
+  const std::vector<double>& b = instr->samples[static_cast<int>(ph)];
+  std::vector<double> ratios;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) ratios.push_back(b[i] / a[i] - 1);
+  return median(std::move(ratios));
 }
 
 // The fp32 point of the same shape as bf16 point r, if the run has one.
@@ -229,7 +238,8 @@ void write_json(std::ostream& os, const BenchReport& report) {
      << ",\n  \"timing\": \"median wall time per phase over reps (fewer, >= 3, once a phase took "
         "phase_budget_s); bwd timed after an untimed fwd\""
      << ",\n  \"flops\": \"fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
-     << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster)\""
+     << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster); "
+        "instrumentation_overhead = median over rounds of t(instr) / t(plain) - 1\""
      << ",\n  \"cpu_isa\": " << json_quoted(report.cpu_isa) << ", \"cpu_isas_available\": [";
   for (size_t i = 0; i < report.cpu_isas_available.size(); ++i) {
     os << (i ? ", " : "") << json_quoted(report.cpu_isas_available[i]);

@@ -22,13 +22,6 @@ double elapsed_ms(const std::function<void()>& fn) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
-double median(std::vector<double> xs) {
-  if (xs.empty()) return NAN;
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
-}
-
 std::string first_line(const std::exception& e) {
   const std::string what = e.what();
   return what.substr(0, what.find('\n'));
@@ -63,6 +56,13 @@ bool wants_more(const std::vector<double>& ms, const BenchSettings& settings) {
 }
 
 }  // namespace
+
+double median(std::vector<double> xs) {
+  if (xs.empty()) return NAN;
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
 
 double fwd_flops(const BenchPoint& p) {
   const double full = 4.0 * p.batch * p.heads * p.seqlen * p.seqlen * p.head_dim;
@@ -149,6 +149,7 @@ std::vector<VariantTiming> time_point(const std::vector<TimingPlan>& plan, const
     t.ok = slot.run != nullptr;
     t.time = {median(slot.ms[0]), median(slot.ms[1]), median(slot.ms[2])};
     t.reps = static_cast<int>(std::min({slot.ms[0].size(), slot.ms[1].size(), slot.ms[2].size()}));
+    for (int phase = 0; phase < 3; ++phase) t.samples[phase] = std::move(slot.ms[phase]);
     out.push_back(std::move(t));
   }
   return out;

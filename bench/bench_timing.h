@@ -39,7 +39,13 @@ struct VariantTiming {
   std::string reason;  // why it did not run (unsupported, or the error)
   Timing time;
   int reps = 0;  // fewest repetitions any phase ran (see BenchSettings::phase_budget_s)
+  // Each phase's samples (fwd, bwd, fwd_bwd) in round order: sample i of every variant of the
+  // point ran in round i, one variant after the other.
+  std::vector<double> samples[3];
 };
+
+// Median of xs (NaN when empty).
+double median(std::vector<double> xs);
 
 // fwd: 4 * B * H * Sq * Sk * D, halved if causal; bwd: 2.5x the forward.
 double fwd_flops(const BenchPoint& p);
