@@ -346,17 +346,12 @@ TEST(TileStats, dk_overflowing_in_its_accumulator_counts_from_that_q_tile_on_f32
   }
 }
 
-// Max |S| per tile against the fp64 reference; the forward's exp arguments are <= 0 and the
-// backward's reach exactly 0 in some tile of every q tile (s - m at the row max).
-TEST(TileStats, max_abs_score_and_exp_argument_match_reference_unfused_and_fused) {
-  CaseConfig c;
-  c.sq = 100;
-  c.sk = 150;
-  c.d = 32;
-  c.mask = MaskKind::broadcast;
-  c.bias = true;
-  c.bias_neg_inf = true;
-  const TestCase t = make_case(c);
+// Max |S| and masked count per tile against the fp64 reference, hidden(i, j) naming the masked
+// scores; the forward's exp arguments are <= 0 and the backward's reach exactly 0 in some tile
+// of every q tile (s - m at the row max).
+void expect_tile_maxima_match_reference(const TestCase& t,
+                                        const std::function<bool(int64_t, int64_t)>& hidden) {
+  const CaseConfig& c = t.config;
   const ReferenceTrace ref = run_reference(t);
   for (Mode mode : {Mode::fused, Mode::unfused}) {
     CpuTrace tr;
@@ -364,14 +359,14 @@ TEST(TileStats, max_abs_score_and_exp_argument_match_reference_unfused_and_fused
     for (int64_t qt = 0; qt < tr.q_tiles; ++qt) {
       float best_bwd_arg = -std::numeric_limits<float>::infinity();
       for (int64_t kt = 0; kt < tr.kv_tiles; ++kt) {
+        SCOPED_TRACE(testing::Message() << mode_name(mode) << " tile " << qt << "," << kt);
         double want = 0;
         int32_t masked = 0;
         for (int64_t i = qt * 64; i < std::min<int64_t>(c.sq, (qt + 1) * 64); ++i) {
           for (int64_t j = kt * 64; j < std::min<int64_t>(c.sk, (kt + 1) * 64); ++j) {
-            const size_t e = static_cast<size_t>(i * c.sk + j);
-            const bool hidden = t.mask[e] == 0 || std::isinf(t.bias[e]);
-            masked += hidden;
-            if (!hidden) want = std::max(want, std::abs(ref.s[e]));
+            masked += hidden(i, j);
+            if (!hidden(i, j))
+              want = std::max(want, std::abs(ref.s[static_cast<size_t>(i * c.sk + j)]));
           }
         }
         const size_t idx = static_cast<size_t>(tr.tile_index(0, 0, qt, kt));
@@ -383,6 +378,34 @@ TEST(TileStats, max_abs_score_and_exp_argument_match_reference_unfused_and_fused
       EXPECT_EQ(best_bwd_arg, 0.0f) << "q tile " << qt;
     }
   }
+}
+
+TEST(TileStats, max_abs_score_and_exp_argument_match_reference_mask_and_bias) {
+  CaseConfig c;
+  c.sq = 100;
+  c.sk = 150;
+  c.d = 32;
+  c.mask = MaskKind::broadcast;
+  c.bias = true;
+  c.bias_neg_inf = true;
+  const TestCase t = make_case(c);
+  expect_tile_maxima_match_reference(t, [&](int64_t i, int64_t j) {
+    const size_t e = static_cast<size_t>(i * c.sk + j);
+    return t.mask[e] == 0 || std::isinf(t.bias[e]);
+  });
+}
+
+// Causal only (bottom-right, key j hidden from query i iff j > i + 50): the tiles on the
+// diagonal read the maxima of each row's visible prefix.
+TEST(TileStats, max_abs_score_and_exp_argument_match_reference_causal) {
+  CaseConfig c;
+  c.sq = 100;
+  c.sk = 150;
+  c.d = 32;
+  c.causal = true;
+  c.align = CausalAlign::bottom_right;
+  const TestCase t = make_case(c);
+  expect_tile_maxima_match_reference(t, [](int64_t i, int64_t j) { return j > i + 50; });
 }
 
 TEST(Norms, row_and_head_gradient_norms_match_the_outputs_gqa) {
