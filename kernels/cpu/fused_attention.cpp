@@ -32,6 +32,7 @@ const float* rounded(Precision precision, const float* src, int64_t n, Buffer<fl
                      int threads) {
   if (!rounds(precision)) return src;
   constexpr int64_t kChunk = 1 << 16;
+  threads = streaming_threads(threads, n * int64_t{sizeof(float)});
   std::vector<uint8_t> exact(count(tile_count(n, kChunk)));
   parallel_for(tile_count(n, kChunk), threads, [&](int64_t chunk, int) {
     const int64_t begin = chunk * kChunk;
@@ -89,7 +90,8 @@ Buffer<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int6
                                  int threads) {
   const int64_t n_kv = tile_count(sk, kTileCols), block = dim * kTileCols;
   Buffer<float> t(count(heads * n_kv * block));
-  parallel_for(heads * n_kv, threads, [&](int64_t item, int) {
+  const int64_t bytes = heads * n_kv * block * int64_t{sizeof(float)};
+  parallel_for(heads * n_kv, streaming_threads(threads, bytes), [&](int64_t item, int) {
     const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, sk - j0);
     float* dst = t.data() + item * block;
     transpose(cols, dim, x + ((item / n_kv) * sk + j0) * dim, dim, dst, kTileCols);
@@ -111,7 +113,8 @@ int64_t v_pairs_block(int64_t dim) {
 Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads) {
   const int64_t tiles = static_cast<int64_t>(kt.size()) / (dim * kTileCols);
   Buffer<uint32_t> pairs(count(tiles * kt_pairs_block(dim)));
-  parallel_for(tiles, threads, [&](int64_t i, int) {
+  const int64_t bytes = static_cast<int64_t>(kt.size() * sizeof(float));
+  parallel_for(tiles, streaming_threads(threads, bytes), [&](int64_t i, int) {
     pair_columns(dim, kTileCols, kt.data() + i * dim * kTileCols, kTileCols,
                  pairs.data() + i * kt_pairs_block(dim));
   });
@@ -121,7 +124,8 @@ Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads
 Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim, int threads) {
   const int64_t n_kv = tile_count(sk, kTileCols);
   Buffer<uint32_t> pairs(count(heads * n_kv * v_pairs_block(dim)));
-  parallel_for(heads * n_kv, threads, [&](int64_t item, int) {
+  const int64_t bytes = heads * sk * dim * int64_t{sizeof(float)};
+  parallel_for(heads * n_kv, streaming_threads(threads, bytes), [&](int64_t item, int) {
     const int64_t j0 = (item % n_kv) * kTileCols;
     pair_columns(std::min(kTileCols, sk - j0), dim, v + ((item / n_kv) * sk + j0) * dim, dim,
                  pairs.data() + item * v_pairs_block(dim));
@@ -132,12 +136,15 @@ Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t
 std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& in, int threads) {
   const int64_t n_kv = tile_count(p.seqlen_k, kTileCols);
   std::vector<uint8_t> finite(count(p.batch * p.kv_heads * n_kv));
-  parallel_for(p.batch * p.kv_heads * n_kv, threads, [&](int64_t item, int) {
-    const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, p.seqlen_k - j0);
-    const int64_t row = (item / n_kv) * p.seqlen_k + j0;
-    finite[count(item)] = all_finite(in.k + row * p.head_dim, cols * p.head_dim) &&
-                          all_finite(in.v + row * p.head_dim_v, cols * p.head_dim_v);
-  });
+  const int64_t bytes =
+      p.batch * p.kv_heads * p.seqlen_k * (p.head_dim + p.head_dim_v) * int64_t{sizeof(float)};
+  parallel_for(
+      p.batch * p.kv_heads * n_kv, streaming_threads(threads, bytes), [&](int64_t item, int) {
+        const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, p.seqlen_k - j0);
+        const int64_t row = (item / n_kv) * p.seqlen_k + j0;
+        finite[count(item)] = all_finite(in.k + row * p.head_dim, cols * p.head_dim) &&
+                              all_finite(in.v + row * p.head_dim_v, cols * p.head_dim_v);
+      });
   return finite;
 }
 

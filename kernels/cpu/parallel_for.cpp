@@ -16,6 +16,11 @@ int resolve_threads(int requested) {
   return hw > 0 ? static_cast<int>(hw) : 1;
 }
 
+int streaming_threads(int threads, int64_t bytes) {
+  constexpr int64_t kSerialBytes = int64_t{2} << 20;
+  return bytes < kSerialBytes ? 1 : threads;
+}
+
 void parallel_for(int64_t n_items, int threads,
                   const std::function<void(int64_t item, int worker)>& fn) {
   if (n_items <= 0) return;

@@ -11,6 +11,10 @@ namespace attnscope::cpu {
 // concurrency (at least 1).
 int resolve_threads(int requested);
 
+// Workers worth starting for one streaming pass over `bytes` of memory: 1 below 2 MiB, where
+// starting a thread (about 30 us) costs more than sharing the pass saves; else `threads`.
+int streaming_threads(int threads, int64_t bytes);
+
 // Calls fn(item, worker) once for every item in [0, n_items), spread over up to `threads`
 // workers (worker in [0, threads)); items are handed out in increasing order as workers free
 // up. The calling thread is worker 0. The first exception thrown by fn is rethrown after all

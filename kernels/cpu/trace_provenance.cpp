@@ -24,6 +24,7 @@ void norms_and_codes(const float* x, int64_t heads, int64_t rows_per_head, int64
   row_norm.assign(count(heads * rows_per_head), 0.0f);
   head_norm.assign(count(heads), 0.0);
   prov.assign(count(heads * rows_per_head * dim), Provenance::finite);
+  threads = streaming_threads(threads, heads * rows_per_head * dim * int64_t{sizeof(float)});
   parallel_for(heads, threads, [&](int64_t head, int) {
     double total = 0;
     for (int64_t i = 0; i < rows_per_head; ++i) {
@@ -67,7 +68,8 @@ void TraceRecorder::finish_forward(const CpuForwardOutputs& out) {
   f.o_max_abs.assign(count(rows), 0.0f);
   f.o_provenance.assign(count(rows * Dv), Provenance::finite);
   f.lse_provenance.assign(count(rows), Provenance::finite);
-  parallel_for(prm_.batch * prm_.heads, threads_, [&](int64_t bh, int) {
+  const int64_t o_bytes = rows * Dv * int64_t{sizeof(float)};
+  parallel_for(prm_.batch * prm_.heads, streaming_threads(threads_, o_bytes), [&](int64_t bh, int) {
     for (int64_t i = 0; i < Sq; ++i) {
       const int64_t row = bh * Sq + i;
       const float* o_r = out.o + row * Dv;

@@ -35,6 +35,7 @@ void scan_rows(const float* x, int64_t rows, int64_t dim, int64_t rows_per_head,
                std::vector<uint8_t>& bad, std::vector<float>& head_max) {
   bad.assign(count(rows), 0);
   head_max.assign(count(rows / rows_per_head), 0.0f);
+  threads = streaming_threads(threads, rows * dim * int64_t{sizeof(float)});
   parallel_for(rows / rows_per_head, threads, [&](int64_t head, int) {
     float& largest = head_max[count(head)];
     for (int64_t r = head * rows_per_head; r < (head + 1) * rows_per_head; ++r) {
@@ -102,7 +103,8 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   if (backward) scan_rows(in.dout, rows, params.head_dim_v, Sq, threads, dout_bad_, dout_head_max_);
   k_tile_max_.assign(count(B * Hk * n_kv_), 0.0f);
   k_tile_bad_.assign(count(B * Hk * n_kv_), 0);
-  parallel_for(B * Hk * n_kv_, threads, [&](int64_t item, int) {
+  const int64_t kv_bytes = B * Hk * Sk * D * int64_t{sizeof(float)};
+  parallel_for(B * Hk * n_kv_, streaming_threads(threads, kv_bytes), [&](int64_t item, int) {
     const int64_t j0 = (item % n_kv_) * kTileCols, cols = std::min(kTileCols, Sk - j0);
     const float largest = largest_magnitude(in.k + ((item / n_kv_) * Sk + j0) * D, cols * D);
     k_tile_bad_[count(item)] = !magnitude_finite(largest);
@@ -114,7 +116,8 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   }
   v_head_bad_.assign(count(B * Hk), 0);
   v_head_large_.assign(count(B * Hk), 0);
-  parallel_for(B * Hk, threads, [&](int64_t bkv, int) {
+  const int64_t v_bytes = B * Hk * Sk * params.head_dim_v * int64_t{sizeof(float)};
+  parallel_for(B * Hk, streaming_threads(threads, v_bytes), [&](int64_t bkv, int) {
     const int64_t n = Sk * params.head_dim_v;
     const float largest = largest_magnitude(in.v + bkv * n, n);
     v_head_bad_[count(bkv)] = !magnitude_finite(largest);
