@@ -63,6 +63,17 @@ void expect_all_codes(const CpuAttnResult& r, const CpuTrace& tr, const Want& ro
   expect_codes(r.dv, tr.backward.dv_provenance, col, "dv");
 }
 
+// Every field of a tile's stats, in one comparable list.
+std::vector<double> fields(const TileStats& t) {
+  std::vector<double> f{t.max_abs_s, t.max_exp_arg, static_cast<double>(t.masked),
+                        static_cast<double>(t.computed)};
+  for (const NonfiniteCount& n : {t.s, t.p, t.acc, t.dp, t.ds, t.dq, t.dk, t.dv}) {
+    f.insert(f.end(), {static_cast<double>(n.nan), static_cast<double>(n.pos_inf),
+                       static_cast<double>(n.neg_inf)});
+  }
+  return f;
+}
+
 void expect_outputs_identical(const CpuAttnResult& off, const CpuAttnResult& on) {
   for (auto field :
        {&CpuAttnResult::o, &CpuAttnResult::lse, &CpuAttnResult::m, &CpuAttnResult::l,
@@ -145,13 +156,6 @@ TEST(TraceOnOff, trace_is_thread_count_independent_fused_unfused) {
   c.causal = true;
   TestCase t = make_case(c);
   t.k[static_cast<size_t>(300 * c.d)] = kNaN;
-  const auto counts = [](const TileStats& t) {
-    std::vector<int64_t> c{t.masked, t.computed};
-    for (const NonfiniteCount& n : {t.s, t.p, t.acc, t.dp, t.ds, t.dq, t.dk, t.dv}) {
-      c.insert(c.end(), {n.nan, n.pos_inf, n.neg_inf});
-    }
-    return c;
-  };
   for (Mode mode : {Mode::fused, Mode::unfused}) {
     SCOPED_TRACE(mode == Mode::fused ? "fused" : "unfused");
     CpuTrace one, three;
@@ -160,14 +164,47 @@ TEST(TraceOnOff, trace_is_thread_count_independent_fused_unfused) {
     ASSERT_EQ(one.backward.tiles.size(), three.backward.tiles.size());
     for (size_t i = 0; i < one.backward.tiles.size(); ++i) {
       const TileStats &a = one.backward.tiles[i], &b = three.backward.tiles[i];
-      EXPECT_EQ(counts(a), counts(b)) << "tile " << i;
-      EXPECT_EQ(a.max_abs_s, b.max_abs_s) << "tile " << i;
-      EXPECT_EQ(a.max_exp_arg, b.max_exp_arg) << "tile " << i;
+      EXPECT_EQ(fields(a), fields(b)) << "tile " << i;
     }
     EXPECT_EQ(one.backward.dq_provenance, three.backward.dq_provenance);
     EXPECT_EQ(one.backward.dk_provenance, three.backward.dk_provenance);
     EXPECT_TRUE(std::memcmp(one.backward.dq_head_norm.data(), three.backward.dq_head_norm.data(),
                             sizeof(double)) == 0);
+  }
+}
+
+// A trace reused across runs (it keeps its arrays' storage) holds exactly what a fresh one
+// holds: a larger NaN case first, then a smaller clean one.
+TEST(TraceOnOff, a_reused_trace_equals_a_fresh_one_after_a_larger_run) {
+  CaseConfig big;
+  big.heads = 2;
+  big.sq = big.sk = 300;
+  TestCase bad = make_case(big);
+  bad.q[7] = kNaN;
+  CaseConfig small;
+  small.sq = 90;
+  small.sk = 70;
+  const TestCase clean = make_case(small);
+  CpuTrace reused, fresh;
+  run_cpu_traced(bad, Mode::fused, &reused);
+  run_cpu_traced(clean, Mode::fused, &reused);
+  run_cpu_traced(clean, Mode::fused, &fresh);
+  const ForwardTrace &rf = reused.forward, &ff = fresh.forward;
+  const BackwardTrace &rb = reused.backward, &fb = fresh.backward;
+  EXPECT_TRUE(rf.valid && rb.valid);
+  EXPECT_TRUE(rf.m == ff.m && rf.l == ff.l && rf.lse == ff.lse && rf.o_max_abs == ff.o_max_abs);
+  EXPECT_TRUE(rf.o_provenance == ff.o_provenance && rf.lse_provenance == ff.lse_provenance);
+  EXPECT_TRUE(rb.d == fb.d && rb.dq_row_norm == fb.dq_row_norm &&
+              rb.dk_row_norm == fb.dk_row_norm && rb.dv_row_norm == fb.dv_row_norm);
+  EXPECT_TRUE(rb.dq_head_norm == fb.dq_head_norm && rb.dk_head_norm == fb.dk_head_norm &&
+              rb.dv_head_norm == fb.dv_head_norm);
+  EXPECT_TRUE(rb.dq_provenance == fb.dq_provenance && rb.dk_provenance == fb.dk_provenance &&
+              rb.dv_provenance == fb.dv_provenance);
+  ASSERT_EQ(rf.tiles.size(), ff.tiles.size());
+  ASSERT_EQ(rb.tiles.size(), fb.tiles.size());
+  for (size_t i = 0; i < rb.tiles.size(); ++i) {
+    EXPECT_EQ(fields(rf.tiles[i]), fields(ff.tiles[i])) << "fwd tile " << i;
+    EXPECT_EQ(fields(rb.tiles[i]), fields(fb.tiles[i])) << "bwd tile " << i;
   }
 }
 
