@@ -668,7 +668,7 @@ int64_t FiniteMax(const float* x, int64_t n, float* max_abs, float* max) {
   float best_abs = 0, best = -kInf;
   int64_t count = 0;
   int64_t i = 0;
-  if (LargestMagnitude(x, n) <= std::numeric_limits<float>::max()) {
+  if (magnitude_finite(LargestMagnitude(x, n))) {
     const D d;
     V vabs = hn::Zero(d), vmax = Splat(-kInf);
     for (; i + kLanes <= n; i += kLanes) {
@@ -849,7 +849,7 @@ float largest_magnitude(const float* x, int64_t n) {
 }
 
 bool all_finite(const float* x, int64_t n) {
-  return largest_magnitude(x, n) <= std::numeric_limits<float>::max();
+  return magnitude_finite(largest_magnitude(x, n));
 }
 
 int64_t count_nonfinite(const float* x, int64_t n) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/attn_params.h"
 #include "kernels/attn_types.h"
@@ -111,6 +112,11 @@ void round_rows(Precision precision, int64_t rows, int64_t cols, int64_t ld, con
 // Largest |x[i]| over x[0:n] (0 when n = 0); +inf when some entry is inf and none is NaN, a NaN
 // when some entry is NaN.
 float largest_magnitude(const float* x, int64_t n);
+
+// Whether a largest_magnitude result says every entry was finite (false for inf and NaN).
+inline bool magnitude_finite(float largest) {
+  return largest <= std::numeric_limits<float>::max();
+}
 
 // True when every x[0:n] is finite.
 bool all_finite(const float* x, int64_t n);

@@ -24,11 +24,6 @@ size_t count(int64_t n) {
 // than the rounding of bf16 / fp16 operands and of fp32 sums can add.
 constexpr double kSafeBound = 1e37;
 
-// Whether a largest magnitude (largest_magnitude, tile_math.h) says every entry is finite.
-bool magnitude_finite(float largest) {
-  return largest <= std::numeric_limits<float>::max();
-}
-
 // flags[i] = 1 when row i of x [rows x dim] holds a non-finite value; head_max[h] = largest |x|
 // over the rows_per_head rows of head h (+inf when one is non-finite).
 void scan_rows(const float* x, int64_t rows, int64_t dim, int64_t rows_per_head, int threads,

@@ -433,7 +433,7 @@ TEST(TileStats, max_abs_score_and_exp_argument_match_reference_mask_and_bias) {
 }
 
 // Causal only (bottom-right, key j hidden from query i iff j > i + 50): the tiles on the
-// diagonal read the maxima of each row's visible prefix.
+// diagonal take the trace's per-row scan, the others its whole-tile maxima.
 TEST(TileStats, max_abs_score_and_exp_argument_match_reference_causal) {
   CaseConfig c;
   c.sq = 100;
