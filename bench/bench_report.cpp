@@ -13,18 +13,13 @@ double gflops(const BenchPoint& p, const VariantTiming& t, Phase ph) {
   return flops_of(p, ph) / (ms_of(t, ph) * 1e6);
 }
 
-// Extra time of the instrumented run: the median over rounds of t(instr) / t(plain) - 1. The
-// two samples of a round ran back to back, so the machine's drift between rounds cancels in
-// each ratio (a ratio of the two medians mixes rounds).
+// Extra time of the instrumented run: the median over rounds of t(instr) / t(plain) - 1.
 double overhead(const PointResult& r, Phase ph) {
   const VariantTiming* plain = find_timing(r, kOwn);
   const VariantTiming* instr = find_timing(r, kOwnInstr);
   if (plain == nullptr || instr == nullptr) return NAN;
-  const std::vector<double>& a = plain->samples[static_cast<int>(ph)];
-  const std::vector<double>& b = instr->samples[static_cast<int>(ph)];
-  std::vector<double> ratios;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) ratios.push_back(b[i] / a[i] - 1);
-  return median(std::move(ratios));
+  const int i = static_cast<int>(ph);
+  return median_paired_ratio(instr->samples[i], plain->samples[i]) - 1;
 }
 
 // The fp32 point of the same shape as bf16 point r, if the run has one.
@@ -58,9 +53,11 @@ std::vector<Target> targets(const BenchReport& report, const PointResult& r) {
     const PointResult* f32 = fp32_sibling(report, r);
     const VariantTiming* mine = find_timing(r, kOwnInstr);
     const VariantTiming* theirs = f32 ? find_timing(*f32, kOwnInstr) : nullptr;
+    // Median over rounds of t(fp32) / t(bf16): main.cpp times both in the same rounds.
+    const int i = static_cast<int>(Phase::fwd_bwd);
     out.push_back({"own_instr_fwd_bwd_bf16_vs_own_fp32",
-                   mine && theirs ? theirs->time.fwd_bwd_ms / mine->time.fwd_bwd_ms : NAN, 1.3,
-                   true});
+                   mine && theirs ? median_paired_ratio(theirs->samples[i], mine->samples[i]) : NAN,
+                   1.3, true});
   }
   return out;
 }
@@ -239,7 +236,9 @@ void write_json(std::ostream& os, const BenchReport& report) {
         "phase_budget_s); bwd timed after an untimed fwd\""
      << ",\n  \"flops\": \"fwd 4*B*H*Sq*Sk*D, bwd 2.5x fwd, halved if causal\""
      << ",\n  \"ratios\": \"speedup = other's time / own time (> 1: ours is faster); "
-        "instrumentation_overhead = median over rounds of t(instr) / t(plain) - 1\""
+        "instrumentation_overhead = median over rounds of t(instr) / t(plain) - 1; "
+        "own_instr_fwd_bwd_bf16_vs_own_fp32 = median over rounds of t(fp32) / t(bf16), both "
+        "precisions of a shape timed in the same rounds\""
      << ",\n  \"cpu_isa\": " << json_quoted(report.cpu_isa) << ", \"cpu_isas_available\": [";
   for (size_t i = 0; i < report.cpu_isas_available.size(); ++i) {
     os << (i ? ", " : "") << json_quoted(report.cpu_isas_available[i]);

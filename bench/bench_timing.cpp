@@ -64,6 +64,12 @@ double median(std::vector<double> xs) {
   return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
 }
 
+double median_paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) ratios.push_back(a[i] / b[i]);
+  return median(std::move(ratios));
+}
+
 double fwd_flops(const BenchPoint& p) {
   const double full = 4.0 * p.batch * p.heads * p.seqlen * p.seqlen * p.head_dim;
   return p.causal ? full / 2 : full;
@@ -100,12 +106,13 @@ BenchInputs make_bench_inputs(const BenchPoint& p) {
   return in;
 }
 
-std::vector<VariantTiming> time_point(const std::vector<TimingPlan>& plan, const BenchPoint& point,
-                                      const BenchSettings& settings, const BenchInputs& inputs) {
-  const AttnParams params = params_of(point);
+std::vector<VariantTiming> time_interleaved(const std::vector<TimingPlan>& plan,
+                                            const BenchSettings& settings) {
   std::vector<Slot> slots(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     const KernelVariant& v = *plan[i].variant;
+    const BenchPoint& point = plan[i].point;
+    const AttnParams params = params_of(point);
     VariantTiming& t = slots[i].timing;
     t.variant = v.name;
     t.label = v.name + (plan[i].instrument ? "+instr" : "");
@@ -118,7 +125,7 @@ std::vector<VariantTiming> time_point(const std::vector<TimingPlan>& plan, const
     }
     try {
       const RunConfig config{point.precision, mode, settings.threads, plan[i].instrument};
-      slots[i].run = v.prepare(params, config, inputs.view());
+      slots[i].run = v.prepare(params, config, plan[i].inputs->view());
       for (int w = 0; w < settings.warmup; ++w) {
         slots[i].run->forward();
         slots[i].run->backward();

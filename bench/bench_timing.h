@@ -1,5 +1,6 @@
-// Timing of registry variants at one bench point (DESIGN §7): warm-up, then the median of N
-// repetitions of forward, backward and forward + backward, plus the FLOP counts behind GFLOP/s.
+// Timing of registry variants at bench points (DESIGN §7): warm-up, then the median of N
+// interleaved repetitions of forward, backward and forward + backward, paired ratios of
+// samples, and the FLOP counts behind GFLOP/s.
 #pragma once
 
 #include <cstdint>
@@ -39,13 +40,17 @@ struct VariantTiming {
   std::string reason;  // why it did not run (unsupported, or the error)
   Timing time;
   int reps = 0;  // fewest repetitions any phase ran (see BenchSettings::phase_budget_s)
-  // Each phase's samples (fwd, bwd, fwd_bwd) in round order: sample i of every variant of the
-  // point ran in round i, one variant after the other.
+  // Each phase's samples (fwd, bwd, fwd_bwd) in round order: sample i of every run timed
+  // together ran in round i, one run after the other.
   std::vector<double> samples[3];
 };
 
 // Median of xs (NaN when empty).
 double median(std::vector<double> xs);
+// Median over rounds of a[i] / b[i], for samples timed in the same rounds: the machine's drift
+// between rounds cancels in each ratio, where a ratio of two medians mixes rounds. NaN when
+// either is empty.
+double median_paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
 
 // fwd: 4 * B * H * Sq * Sk * D, halved if causal; bwd: 2.5x the forward.
 double fwd_flops(const BenchPoint& p);
@@ -60,17 +65,20 @@ struct BenchInputs {
 };
 BenchInputs make_bench_inputs(const BenchPoint& p);
 
-// What to time at a point: a registry variant, with or without instrumentation.
+// What to time: a registry variant at a point, with or without instrumentation, on inputs
+// made for that point (they outlive the timing).
 struct TimingPlan {
   const KernelVariant* variant = nullptr;
   bool instrument = false;
+  BenchPoint point;
+  const BenchInputs* inputs = nullptr;
 };
 
-// Prepares every planned variant once and warms it up, then times the phases with the
-// variants interleaved (repetition r of each variant before repetition r + 1 of any), so that
-// load changes on a shared machine hit all of them alike. Unsupported combinations and errors
-// come back with ok = false and the reason.
-std::vector<VariantTiming> time_point(const std::vector<TimingPlan>& plan, const BenchPoint& point,
-                                      const BenchSettings& settings, const BenchInputs& inputs);
+// Prepares every planned run once and warms it up, then times the phases with the runs
+// interleaved (repetition r of each run before repetition r + 1 of any), so that load changes
+// on a shared machine hit all of them alike. Returns one timing per plan entry, in plan order;
+// unsupported combinations and errors come back with ok = false and the reason.
+std::vector<VariantTiming> time_interleaved(const std::vector<TimingPlan>& plan,
+                                            const BenchSettings& settings);
 
 }  // namespace attnscope::bench

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "core/kernel_registry.h"
 
@@ -105,16 +106,20 @@ GpuReport run_gpu_bench(const BenchSettings& settings, bool quick) {
   }
   report.ran = true;
   report.device = own->description;
-  std::vector<TimingPlan> plan = {{own, false}, {own, true}};
+  std::vector<std::pair<const KernelVariant*, bool>> runs = {{own, false}, {own, true}};
   for (const char* name : {kGpuFlash, kGpuEfficient, kGpuCudnn}) {
-    if (const KernelVariant* v = find_variant(name)) plan.push_back({v, false});
+    if (const KernelVariant* v = find_variant(name)) runs.push_back({v, false});
   }
   for (const BenchPoint& point : gpu_grid(quick)) {
     std::fprintf(stderr, "attnscope-bench: GPU B=%lld H=%lld S=%lld D=%lld bf16 %s\n",
                  static_cast<long long>(point.batch), static_cast<long long>(point.heads),
                  static_cast<long long>(point.seqlen), static_cast<long long>(point.head_dim),
                  point.causal ? "causal" : "full");
-    report.points.push_back({point, time_point(plan, point, settings, make_bench_inputs(point))});
+    const BenchInputs inputs = make_bench_inputs(point);
+    std::vector<TimingPlan> plan;
+    for (const auto& [variant, instrument] : runs)
+      plan.push_back({variant, instrument, point, &inputs});
+    report.points.push_back({point, time_interleaved(plan, settings)});
   }
   return report;
 }

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_report.h"
@@ -96,6 +97,7 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
   return true;
 }
 
+// The shapes to time, as fp32 points; run_shape adds the bf16 point of each.
 std::vector<BenchPoint> grid(const Options& o) {
   std::vector<BenchPoint> points;
   const std::vector<int64_t> seqlens =
@@ -104,26 +106,47 @@ std::vector<BenchPoint> grid(const Options& o) {
       o.full_grid ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{o.head_dim};
   const std::vector<bool> causal =
       o.full_grid ? std::vector<bool>{false, true} : std::vector<bool>{o.causal};
-  for (Precision p : {Precision::f32, Precision::bf16}) {
-    for (int64_t s : seqlens) {
-      for (int64_t d : dims) {
-        for (bool c : causal) points.push_back({1, o.heads, s, d, c, p});
-      }
+  for (int64_t s : seqlens) {
+    for (int64_t d : dims) {
+      for (bool c : causal) points.push_back({1, o.heads, s, d, c, Precision::f32});
     }
   }
   return points;
 }
 
-PointResult run_point(const BenchPoint& point, const BenchSettings& settings) {
-  std::fprintf(stderr, "attnscope-bench: B=%lld H=%lld S=%lld D=%lld %s %s\n",
-               static_cast<long long>(point.batch), static_cast<long long>(point.heads),
-               static_cast<long long>(point.seqlen), static_cast<long long>(point.head_dim),
-               attnscope::precision_name(point.precision), point.causal ? "causal" : "full");
-  const std::vector<TimingPlan> plan = {{attnscope::find_variant(kOwn), false},
-                                        {attnscope::find_variant(kOwn), true},
-                                        {attnscope::find_variant(kTorchMath), false},
-                                        {attnscope::find_variant(kTorchFlash), false}};
-  return {point, time_point(plan, point, settings, make_bench_inputs(point))};
+// The fp32 and bf16 points of one shape, timed in the same rounds, so that the bf16 / fp32
+// ratio pairs samples taken seconds apart. Our runs come first in a round, next to each other.
+std::vector<PointResult> run_shape(const BenchPoint& shape, const BenchSettings& settings) {
+  std::fprintf(stderr, "attnscope-bench: B=%lld H=%lld S=%lld D=%lld %s, fp32 and bf16\n",
+               static_cast<long long>(shape.batch), static_cast<long long>(shape.heads),
+               static_cast<long long>(shape.seqlen), static_cast<long long>(shape.head_dim),
+               shape.causal ? "causal" : "full");
+  std::vector<PointResult> results;
+  std::vector<BenchInputs> inputs;
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    BenchPoint point = shape;
+    point.precision = p;
+    results.push_back({point, {}});
+    inputs.push_back(make_bench_inputs(point));
+  }
+  // Our two runs of both precisions first, next to each other, then LibTorch's.
+  const std::pair<const char*, bool> runs[2][2] = {{{kOwn, false}, {kOwn, true}},
+                                                   {{kTorchMath, false}, {kTorchFlash, false}}};
+  std::vector<TimingPlan> plan;
+  std::vector<size_t> point_of;  // the results index of each plan entry
+  for (const auto& group : runs) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      for (const auto& [name, instrument] : group) {
+        plan.push_back({attnscope::find_variant(name), instrument, results[i].point, &inputs[i]});
+        point_of.push_back(i);
+      }
+    }
+  }
+  std::vector<VariantTiming> timings = time_interleaved(plan, settings);
+  for (size_t j = 0; j < timings.size(); ++j) {
+    results[point_of[j]].timings.push_back(std::move(timings[j]));
+  }
+  return results;
 }
 
 // LibTorch's OpenMP workers (libgomp) spin for a while after each parallel region by default and
@@ -162,8 +185,8 @@ int main(int argc, char** argv) {
                  report.cpu_isa.c_str());
     report.roof = attnscope::torch_sgemm_roof(2048, options.settings.threads, 5);
   }
-  for (const BenchPoint& point : options.cpu ? grid(options) : std::vector<BenchPoint>{}) {
-    report.points.push_back(run_point(point, options.settings));
+  for (const BenchPoint& shape : options.cpu ? grid(options) : std::vector<BenchPoint>{}) {
+    for (PointResult& r : run_shape(shape, options.settings)) report.points.push_back(std::move(r));
   }
   if (options.gpu) {
     const GpuReport gpu = run_gpu_bench(options.settings, options.gpu_quick);
