@@ -82,9 +82,10 @@ struct BackwardStepper::Impl {
     for (int64_t qt = 0; qt < op.n_q; ++qt) {
       const cpu::ScoreTile t = tile_of(qt, 0);
       preprocess_rows(t.i0, t.rows, d.data() + t.i0);
+      const bool inputs_finite = cpu::all_finite(op.q.data() + t.i0 * D, t.rows * D) &&
+                                 cpu::all_finite(op.dout.data() + t.i0 * Dv, t.rows * Dv);
       q_clean[count(qt)] =
-          cpu::q_tile_clean(op.x, t.rows, op.q.data() + t.i0 * D, op.dout.data() + t.i0 * Dv,
-                            d.data() + t.i0, m + t.i0, l + t.i0);
+          cpu::q_tile_clean(op.x, t.rows, inputs_finite, d.data() + t.i0, m + t.i0, l + t.i0);
     }
     plan.push_back({StepStage::backward_preprocess, -1, -1});
     for (int64_t jt = 0; jt < op.n_kv; ++jt) {

@@ -26,13 +26,19 @@ struct PreparedInputs {
   const float* v = nullptr;     // [B, Hk, Sk, Dv]
   const float* dout = nullptr;  // [B, H, Sq, Dv]
   Buffer<float> q_copy, k_copy, v_copy, dout_copy;
+  // The largest magnitude of each row of the prepared arrays (row_maxima; not finite where the
+  // row holds a NaN or inf), from the pass that checks the rounding: q_max and dout_max
+  // [B * H * Sq], k_max and v_max [B * Hk * Sk]. The finite checks and the trace read these
+  // instead of scanning the inputs again. q_max is empty in an untraced fp32 forward (no one
+  // reads it there), dout_max in a forward.
+  std::vector<float> q_max, k_max, v_max, dout_max;
 };
 
 // Checks sizes and pointers; throws std::invalid_argument naming the offending field.
 void validate(const AttnParams& params, const CpuAttnInputs& inputs);
 
 PreparedInputs prepare_inputs(const AttnParams& params, const CpuAttnInputs& inputs, bool backward,
-                              int threads);
+                              bool traced, int threads);
 
 // Number of tiles of size `tile` covering n.
 inline int64_t tile_count(int64_t n, int64_t tile) {
@@ -55,10 +61,10 @@ int64_t v_pairs_block(int64_t dim);
 Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads);
 Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim, int threads);
 
-// Per kv tile [B * Hk][n_kv]: 1 when its K and V rows are all finite. A causally hidden tile
-// is skipped only then, so that 0 * NaN still poisons the output exactly as in the reference.
-std::vector<uint8_t> finite_kv_tiles(const AttnParams& params, const PreparedInputs& in,
-                                     int threads);
+// Per kv tile [B * Hk][n_kv]: 1 when its K and V rows are all finite (from the row maxima). A
+// causally hidden tile is skipped only then, so that 0 * NaN still poisons the output exactly
+// as in the reference.
+std::vector<uint8_t> finite_kv_tiles(const AttnParams& params, const PreparedInputs& in);
 
 // Chunks of kv tiles per (batch, kv head) in the fused backward: chunk c accumulates dQ of kv
 // tiles c, c + chunks, ... into its own fp32 partial; the partials are summed in chunk order.
@@ -124,10 +130,11 @@ void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, cons
                                   const Bf16Pairs& s_paired = {}, const Bf16Pairs& dp_paired = {},
                                   BlockMax* s_max = nullptr);
 
-// Whether the rows of a q tile are clean for the backward: q, dO and D finite and every row's
-// P exactly 0 wherever masked (finite m and l, or a safe empty row). rows x D / Dv operands.
-bool q_tile_clean(const HeadContext& x, int64_t rows, const float* q, const float* dout,
-                  const float* d, const float* m, const float* l);
+// Whether the rows of a q tile are clean for the backward: q and dO finite (the caller's
+// `inputs_finite`), D finite and every row's P exactly 0 wherever masked (finite m and l, or a
+// safe empty row). d, m, l: [rows].
+bool q_tile_clean(const HeadContext& x, int64_t rows, bool inputs_finite, const float* d,
+                  const float* m, const float* l);
 
 // The fused backward skips tile t when skipping changes nothing: causally hidden, -inf fill,
 // clean kv tile (finite K, V) and clean q tile.

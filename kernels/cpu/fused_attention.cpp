@@ -26,24 +26,30 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// src rounded to the precision: src itself where it already holds values of the precision (an
-// fp32 run, or the usual bf16 / fp16 dump), else a copy rounded in parallel chunks.
-const float* rounded(Precision precision, const float* src, int64_t n, Buffer<float>& copy,
-                     int threads) {
-  if (!rounds(precision)) return src;
-  constexpr int64_t kChunk = 1 << 16;
+// src [rows x dim] rounded to the precision: src itself where it already holds values of the
+// precision (an fp32 run, or the usual bf16 / fp16 dump), else a copy rounded in parallel chunks.
+// row_max gets the largest magnitude of each row of the result, from the same pass: rounding
+// is monotone in |x|, so a copy's row maxima are the source's rounded.
+const float* rounded(Precision precision, const float* src, int64_t rows, int64_t dim,
+                     Buffer<float>& copy, std::vector<float>& row_max, int threads) {
+  const int64_t n = rows * dim;
+  const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 16) / dim);
+  const int64_t chunks = tile_count(rows, chunk_rows);
   threads = streaming_threads(threads, n * int64_t{sizeof(float)});
-  std::vector<uint8_t> exact(count(tile_count(n, kChunk)));
-  parallel_for(tile_count(n, kChunk), threads, [&](int64_t chunk, int) {
-    const int64_t begin = chunk * kChunk;
-    exact[count(chunk)] = rounds_to_itself(precision, src + begin, std::min(kChunk, n - begin));
+  row_max.resize(count(rows));
+  std::vector<uint8_t> exact(count(chunks));
+  parallel_for(chunks, threads, [&](int64_t chunk, int) {
+    const int64_t r0 = chunk * chunk_rows, len = std::min(chunk_rows, rows - r0);
+    exact[count(chunk)] = row_maxima(precision, src + r0 * dim, len, dim, row_max.data() + r0);
   });
   if (std::all_of(exact.begin(), exact.end(), [](uint8_t e) { return e != 0; })) return src;
   copy.resize(count(n));
-  parallel_for(tile_count(n, kChunk), threads, [&](int64_t chunk, int) {
-    const int64_t begin = chunk * kChunk;
-    const int64_t len = std::min(kChunk, n - begin);
-    round_copy(precision, src + begin, copy.data() + begin, len);
+  parallel_for(chunks, threads, [&](int64_t chunk, int) {
+    const int64_t r0 = chunk * chunk_rows, len = std::min(chunk_rows, rows - r0);
+    round_copy(precision, src + r0 * dim, copy.data() + r0 * dim, len * dim);
+    for (int64_t r = r0; r < r0 + len; ++r) {
+      row_max[count(r)] = static_cast<float>(round_to(precision, row_max[count(r)]));
+    }
   });
   return copy.data();
 }
@@ -67,20 +73,23 @@ void validate(const AttnParams& p, const CpuAttnInputs& in) {
 }
 
 PreparedInputs prepare_inputs(const AttnParams& p, const CpuAttnInputs& in, bool backward,
-                              int threads) {
+                              bool traced, int threads) {
   const Precision precision = emulated_precision(p.precision);
   const int64_t q_rows = p.batch * p.heads * p.seqlen_q;
   const int64_t kv_rows = p.batch * p.kv_heads * p.seqlen_k;
   PreparedInputs x;
-  x.q = rounded(precision, in.q, q_rows * p.head_dim, x.q_copy, threads);
-  x.k = rounded(precision, in.k, kv_rows * p.head_dim, x.k_copy, threads);
-  x.v = rounded(precision, in.v, kv_rows * p.head_dim_v, x.v_copy, threads);
+  x.q = backward || traced || rounds(precision)
+            ? rounded(precision, in.q, q_rows, p.head_dim, x.q_copy, x.q_max, threads)
+            : in.q;
+  x.k = rounded(precision, in.k, kv_rows, p.head_dim, x.k_copy, x.k_max, threads);
+  x.v = rounded(precision, in.v, kv_rows, p.head_dim_v, x.v_copy, x.v_max, threads);
   if (backward) {
     if (in.dout == nullptr) {
       x.dout_copy.assign(count(q_rows * p.head_dim_v), 1.0f);
       x.dout = x.dout_copy.data();
+      x.dout_max.assign(count(q_rows), 1.0f);
     } else {
-      x.dout = rounded(precision, in.dout, q_rows * p.head_dim_v, x.dout_copy, threads);
+      x.dout = rounded(precision, in.dout, q_rows, p.head_dim_v, x.dout_copy, x.dout_max, threads);
     }
   }
   return x;
@@ -133,18 +142,16 @@ Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t
   return pairs;
 }
 
-std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& in, int threads) {
+std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& in) {
   const int64_t n_kv = tile_count(p.seqlen_k, kTileCols);
   std::vector<uint8_t> finite(count(p.batch * p.kv_heads * n_kv));
-  const int64_t bytes =
-      p.batch * p.kv_heads * p.seqlen_k * (p.head_dim + p.head_dim_v) * int64_t{sizeof(float)};
-  parallel_for(
-      p.batch * p.kv_heads * n_kv, streaming_threads(threads, bytes), [&](int64_t item, int) {
-        const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, p.seqlen_k - j0);
-        const int64_t row = (item / n_kv) * p.seqlen_k + j0;
-        finite[count(item)] = all_finite(in.k + row * p.head_dim, cols * p.head_dim) &&
-                              all_finite(in.v + row * p.head_dim_v, cols * p.head_dim_v);
-      });
+  for (int64_t item = 0; item < p.batch * p.kv_heads * n_kv; ++item) {
+    const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, p.seqlen_k - j0);
+    const size_t row = count((item / n_kv) * p.seqlen_k + j0);
+    finite[count(item)] =
+        std::all_of(in.k_max.begin() + row, in.k_max.begin() + row + cols, magnitude_finite) &&
+        std::all_of(in.v_max.begin() + row, in.v_max.begin() + row + cols, magnitude_finite);
+  }
   return finite;
 }
 
@@ -173,7 +180,8 @@ void cpu_attention_forward(const AttnParams& params, const CpuAttnOptions& optio
         "cpu_attention: a forward without O (the statistics alone) runs fused, untraced");
   }
   const int threads = cpu::resolve_threads(options.threads);
-  const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, false, threads);
+  const cpu::PreparedInputs in =
+      cpu::prepare_inputs(params, inputs, false, options.trace != nullptr, threads);
   std::optional<cpu::TraceRecorder> rec;
   if (options.trace != nullptr)
     rec.emplace(params, options.mode, in, false, threads, *options.trace);
@@ -202,7 +210,8 @@ void cpu_attention_backward(const AttnParams& params, const CpuAttnOptions& opti
                             const CpuBackwardOutputs& out) {
   cpu::validate(params, inputs);
   const int threads = cpu::resolve_threads(options.threads);
-  const cpu::PreparedInputs in = cpu::prepare_inputs(params, inputs, true, threads);
+  const cpu::PreparedInputs in =
+      cpu::prepare_inputs(params, inputs, true, options.trace != nullptr, threads);
   std::optional<cpu::TraceRecorder> rec;
   if (options.trace != nullptr)
     rec.emplace(params, options.mode, in, true, threads, *options.trace);

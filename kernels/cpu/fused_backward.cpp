@@ -55,7 +55,7 @@ class FusedBackward {
 
   void run() {
     preprocess();
-    kv_clean_ = finite_kv_tiles(prm_, in_, threads_);
+    kv_clean_ = finite_kv_tiles(prm_, in_);
     const int64_t dq_elements = prm_.batch * prm_.heads * prm_.seqlen_q * prm_.head_dim;
     chunks_ = kv_chunks(prm_.batch * prm_.kv_heads, n_kv_, dq_elements);
     if (rec_ != nullptr) rec_->dq_partials(chunks_);
@@ -98,8 +98,12 @@ class FusedBackward {
         pair_columns(rows, Dv, in_.dout + row * Dv, Dv, do_cols_.data() + item * do_cols_block_);
       }
       backward_preprocess(x0_, rows, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
-      q_clean_[count(item)] = q_tile_clean(x0_, rows, in_.q + row * D, in_.dout + row * Dv,
-                                           out_.d + row, fwd_.m + row, fwd_.l + row);
+      const auto finite_rows = [&](const std::vector<float>& row_max) {
+        return std::all_of(row_max.begin() + row, row_max.begin() + row + rows, magnitude_finite);
+      };
+      q_clean_[count(item)] =
+          q_tile_clean(x0_, rows, finite_rows(in_.q_max) && finite_rows(in_.dout_max), out_.d + row,
+                       fwd_.m + row, fwd_.l + row);
       if (rec_ != nullptr) {
         rec_->rows_ready(item / n_q_, i0, rows, fwd_.m + row, fwd_.l + row, out_.d + row);
       }
@@ -252,10 +256,9 @@ void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, cons
 
 // A causally hidden tile may be skipped only when every row's P there is exactly 0 (finite m
 // and l, or a safe empty row) and no NaN/Inf in q, dO, D, K or V could turn 0 products into NaN.
-bool q_tile_clean(const HeadContext& x, int64_t rows, const float* q, const float* dout,
-                  const float* d, const float* m, const float* l) {
-  bool clean =
-      all_finite(q, rows * x.dim) && all_finite(dout, rows * x.dim_v) && all_finite(d, rows);
+bool q_tile_clean(const HeadContext& x, int64_t rows, bool inputs_finite, const float* d,
+                  const float* m, const float* l) {
+  bool clean = inputs_finite && all_finite(d, rows);
   for (int64_t r = 0; r < rows; ++r) {
     const bool safe_empty = x.safe && m[r] == -std::numeric_limits<float>::infinity();
     clean &= safe_empty || (std::isfinite(m[r]) && std::isfinite(l[r]));

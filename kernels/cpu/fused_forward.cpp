@@ -98,7 +98,7 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
   const bool pair_v = pair && out.o != nullptr;  // out.o null: the statistics alone, no P V
   const Buffer<uint32_t> v_pairs =
       pair_v ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : Buffer<uint32_t>();
-  const std::vector<uint8_t> kv_finite = finite_kv_tiles(prm, in, threads);
+  const std::vector<uint8_t> kv_finite = finite_kv_tiles(prm, in);
   std::vector<ForwardScratch> scratch(static_cast<size_t>(threads), ForwardScratch(Dv));
 
   // Items run last q tile first: under causal masking those are the longest.

@@ -526,23 +526,36 @@ void RoundCopy(Precision precision, const float* src, float* dst, int64_t n) {
   });
 }
 
-bool RoundsToItself(Precision precision, const float* x, int64_t n) {
+// Per row, the largest magnitude bits (as LargestMagnitude); over all rows, the OR of the bits
+// that rounding flips. One pass over the rows.
+bool RowMaxima(Precision precision, const float* x, int64_t rows, int64_t dim, float* row_max) {
   return WithVectorRounding(precision, [&](auto tag) HWY_ATTR {
     constexpr Precision kInVector = decltype(tag)::value;
     const D d;
     const DU du;
-    auto changed = hn::Zero(du);  // OR of the bits rounding flips
-    int64_t i = 0;
-    if (kInVector == precision) {
-      for (; i + kLanes <= n; i += kLanes) {
-        const V v = hn::LoadU(d, x + i);
-        changed =
-            hn::Or(changed, hn::Xor(hn::BitCast(du, Rounded<kInVector>(d, v)), hn::BitCast(du, v)));
+    auto changed = hn::Zero(du);
+    bool same = true;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x_r = x + r * dim;
+      auto largest = hn::Zero(du);
+      int64_t i = 0;
+      for (; i + kLanes <= dim; i += kLanes) {
+        const V v = hn::LoadU(d, x_r + i);
+        largest = hn::Max(largest, MagnitudeBits(d, v));
+        if constexpr (kInVector != Precision::f32) {
+          changed = hn::Or(changed,
+                           hn::Xor(hn::BitCast(du, Rounded<kInVector>(d, v)), hn::BitCast(du, v)));
+        }
       }
+      // Entries past the vectors, and every entry where this target rounds one by one.
+      for (int64_t t = kInVector == precision ? i : 0; same && t < dim; ++t) {
+        same = float_bits(round_to(precision, x_r[t])) == float_bits(x_r[t]);
+      }
+      uint32_t bits = hn::GetLane(hn::MaxOfLanes(du, largest));
+      for (; i < dim; ++i) bits = std::max(bits, float_bits(x_r[i]) & kMagnitudeMask);
+      row_max[r] = bits_float(bits);
     }
-    bool same = hn::AllTrue(du, hn::Eq(changed, hn::Zero(du)));
-    for (; same && i < n; ++i) same = float_bits(round_to(precision, x[i])) == float_bits(x[i]);
-    return same;
+    return same && hn::AllTrue(du, hn::Eq(changed, hn::Zero(du)));
   });
 }
 
@@ -712,7 +725,7 @@ HWY_EXPORT(FillRows);
 HWY_EXPORT(ScaleInPlace);
 HWY_EXPORT(RoundCopy);
 HWY_EXPORT(RoundRows);
-HWY_EXPORT(RoundsToItself);
+HWY_EXPORT(RowMaxima);
 HWY_EXPORT(OnlineSoftmaxRows);
 HWY_EXPORT(SoftmaxGradRows);
 HWY_EXPORT(LargestMagnitude);
@@ -798,10 +811,11 @@ void scale_in_place(float* x, float alpha, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, alpha, n);
 }
 
-bool rounds_to_itself(Precision precision, const float* x, int64_t n) {
-  if (!rounds(precision)) return true;
+bool row_maxima(Precision precision, const float* x, int64_t rows, int64_t dim, float* row_max) {
+  ATTNSCOPE_DCHECK(rows >= 0 && dim >= 0 && (rows == 0 || (x != nullptr && row_max != nullptr)));
   choose_cpu_isa();
-  return HWY_DYNAMIC_DISPATCH(RoundsToItself)(precision, x, n);
+  return HWY_DYNAMIC_DISPATCH(RowMaxima)(rounds(precision) ? precision : Precision::f32, x, rows,
+                                         dim, row_max);
 }
 
 void round_copy(Precision precision, const float* src, float* dst, int64_t n) {

@@ -98,9 +98,11 @@ void fill_rows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst);
 // x[0:n] *= alpha.
 void scale_in_place(float* x, float alpha, int64_t n);
 
-// True when round_to(precision, x[i]) has the bits of x[i] for every i < n (x already holds
-// values of the precision; a NaN need not round to itself).
-bool rounds_to_itself(Precision precision, const float* x, int64_t n);
+// row_max[r] = largest_magnitude of row r of x [rows x dim] (rows contiguous), for r < rows.
+// Returns true when round_to(precision, x[i]) has the bits of x[i] for every entry (x already
+// holds values of the precision; a NaN need not round to itself). One pass over x: all that
+// prepare_inputs learns of an input.
+bool row_maxima(Precision precision, const float* x, int64_t rows, int64_t dim, float* row_max);
 
 // dst[0:n] = round_to(precision, src[0:n]); dst may equal src. f32 / f64 only copy.
 void round_copy(Precision precision, const float* src, float* dst, int64_t n);

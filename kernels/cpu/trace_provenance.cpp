@@ -14,7 +14,6 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// sum of x[0:n]^2 in fp64 (NaN / inf when an entry is).
 // Row norms [rows] of x [rows x dim] and the head norm of each block of `rows_per_head` rows,
 // summed in row order; every non-finite entry of row i of head `head` gets code(head, i).
 template <typename Code>
@@ -106,7 +105,7 @@ void TraceRecorder::finish_backward(const CpuBackwardOutputs& out) {
   // their own gradient stages or accumulators.
   const auto kv_code = [&](int64_t bkv, int64_t j) {
     const int64_t row = bkv * Sk + j;
-    if (!all_finite(in_.k + row * D, D) || !all_finite(in_.v + row * Dv, Dv)) {
+    if (!magnitude_finite(in_.k_max[count(row)]) || !magnitude_finite(in_.v_max[count(row)])) {
       return Provenance::input;
     }
     const uint8_t col = col_flags_[count(bkv * n_kv_ + j / kTileCols)];

@@ -24,21 +24,21 @@ size_t count(int64_t n) {
 // than the rounding of bf16 / fp16 operands and of fp32 sums can add.
 constexpr double kSafeBound = 1e37;
 
-// flags[i] = 1 when row i of x [rows x dim] holds a non-finite value; head_max[h] = largest |x|
-// over the rows_per_head rows of head h (+inf when one is non-finite).
-void scan_rows(const float* x, int64_t rows, int64_t dim, int64_t rows_per_head, int threads,
-               std::vector<uint8_t>& bad, std::vector<float>& head_max) {
-  bad.assign(count(rows), 0);
-  head_max.assign(count(rows / rows_per_head), 0.0f);
-  threads = streaming_threads(threads, rows * dim * int64_t{sizeof(float)});
-  parallel_for(rows / rows_per_head, threads, [&](int64_t head, int) {
-    float& largest = head_max[count(head)];
-    for (int64_t r = head * rows_per_head; r < (head + 1) * rows_per_head; ++r) {
-      const float row = largest_magnitude(x + r * dim, dim);
-      bad[count(r)] = !magnitude_finite(row);
-      largest = magnitude_finite(row) ? std::max(largest, row) : kInf;
+// From PreparedInputs' row maxima of an input with rows_per_head rows per head: bad[i] = 1 when
+// row i holds a non-finite value; head_max[h] = the largest magnitude over head h's rows (+inf
+// when one is not finite).
+void rows_and_heads(const std::vector<float>& row_max, int64_t rows_per_head,
+                    std::vector<uint8_t>& bad, std::vector<float>& head_max) {
+  bad.resize(row_max.size());
+  head_max.assign(row_max.size() / count(rows_per_head), 0.0f);
+  const float* row = row_max.data();
+  for (float& largest : head_max) {
+    for (int64_t r = 0; r < rows_per_head; ++r, ++row) {
+      const bool finite = magnitude_finite(*row);
+      bad[count(row - row_max.data())] = !finite;
+      largest = finite ? std::max(largest, *row) : kInf;
     }
-  });
+  }
 }
 
 // Largest term sum one tile update adds to an accumulator entry: n products of magnitudes at most
@@ -114,31 +114,33 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
                                          params.mask_fill == MaskFill::finfo_min);
 
   const int64_t rows = B * H * Sq;
-  scan_rows(in.q, rows, D, Sq, threads, q_bad_, q_head_max_);
-  if (backward) scan_rows(in.dout, rows, params.head_dim_v, Sq, threads, dout_bad_, dout_head_max_);
+  rows_and_heads(in.q_max, Sq, q_bad_, q_head_max_);
+  if (backward) rows_and_heads(in.dout_max, Sq, dout_bad_, dout_head_max_);
+  std::vector<uint8_t> kv_bad;  // per kv row: the recorder keeps only per-tile and per-head flags
+  std::vector<float> k_head_max, v_head_max;
+  rows_and_heads(in.k_max, Sk, kv_bad, k_head_max);
+  rows_and_heads(in.v_max, Sk, kv_bad, v_head_max);
   k_tile_max_.assign(count(B * Hk * n_kv_), 0.0f);
   k_tile_bad_.assign(count(B * Hk * n_kv_), 0);
-  const int64_t kv_bytes = B * Hk * Sk * D * int64_t{sizeof(float)};
-  parallel_for(B * Hk * n_kv_, streaming_threads(threads, kv_bytes), [&](int64_t item, int) {
-    const int64_t j0 = (item % n_kv_) * kTileCols, cols = std::min(kTileCols, Sk - j0);
-    const float largest = largest_magnitude(in.k + ((item / n_kv_) * Sk + j0) * D, cols * D);
-    k_tile_bad_[count(item)] = !magnitude_finite(largest);
-    k_tile_max_[count(item)] = magnitude_finite(largest) ? largest : kInf;
-  });
-  k_head_bad_.assign(count(B * Hk), 0);
   for (int64_t tile = 0; tile < B * Hk * n_kv_; ++tile) {
-    k_head_bad_[count(tile / n_kv_)] |= k_tile_bad_[count(tile)];
+    const int64_t j0 = (tile % n_kv_) * kTileCols, row0 = (tile / n_kv_) * Sk + j0;
+    for (int64_t row = row0; row < row0 + std::min(kTileCols, Sk - j0); ++row) {
+      const float largest = in.k_max[count(row)];
+      k_tile_bad_[count(tile)] |= !magnitude_finite(largest);
+      k_tile_max_[count(tile)] =
+          magnitude_finite(largest) ? std::max(k_tile_max_[count(tile)], largest) : kInf;
+    }
   }
+  k_head_bad_.assign(count(B * Hk), 0);
   v_head_bad_.assign(count(B * Hk), 0);
   v_head_large_.assign(count(B * Hk), 0);
-  const int64_t v_bytes = B * Hk * Sk * params.head_dim_v * int64_t{sizeof(float)};
-  parallel_for(B * Hk, streaming_threads(threads, v_bytes), [&](int64_t bkv, int) {
-    const int64_t n = Sk * params.head_dim_v;
-    const float largest = largest_magnitude(in.v + bkv * n, n);
+  for (int64_t bkv = 0; bkv < B * Hk; ++bkv) {
+    k_head_bad_[count(bkv)] = !magnitude_finite(k_head_max[count(bkv)]);
+    const float largest = v_head_max[count(bkv)];
     v_head_bad_[count(bkv)] = !magnitude_finite(largest);
     v_head_large_[count(bkv)] =
         magnitude_finite(largest) && static_cast<double>(Sk) * largest > 1e37;
-  });
+  }
   row_flags_.assign(count(rows), 0);
   col_flags_.assign(count(B * Hk * n_kv_), 0);
   (backward ? trace.backward.tiles : trace.forward.tiles).assign(count(B * H * n_q_ * n_kv_), {});

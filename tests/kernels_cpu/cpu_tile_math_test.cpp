@@ -205,25 +205,39 @@ TEST(TileMath, fill_rows_fills_cols_of_each_row_and_keeps_the_padding) {
   }
 }
 
-// rounds_to_itself: true on values of the precision (lanes and tail), false once one entry
-// would round, including an fp16 overflow to inf; always true at fp32.
-TEST(TileMath, rounds_to_itself_only_when_every_value_is_of_the_precision) {
+// row_maxima: each row's largest_magnitude, bit for bit (NaN and inf rows too), and true on
+// values of the precision (lanes and tail), false once one entry would round, including an fp16
+// overflow to inf; always true at fp32.
+TEST(TileMath, row_maxima_give_each_rows_largest_magnitude_and_whether_all_round_to_themselves) {
   for (Precision pr : {Precision::f16, Precision::bf16}) {
-    for (int64_t n : {5, 16, 37}) {
-      std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t dim : {5, 16, 37}) {
+      const int64_t rows = 4, n = rows * dim;
+      std::vector<float> x(static_cast<size_t>(n)), row_max(static_cast<size_t>(rows));
       for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = round_to(pr, 0.1f * (i - 7));
-      EXPECT_TRUE(rounds_to_itself(pr, x.data(), n));
+      x[static_cast<size_t>(dim + 2)] = kNaN;       // row 1
+      x[static_cast<size_t>(2 * dim + 1)] = -kInf;  // row 2
+      EXPECT_TRUE(row_maxima(pr, x.data(), rows, dim, row_max.data()));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float expected = largest_magnitude(x.data() + r * dim, dim);
+        EXPECT_EQ(float_bits(row_max[static_cast<size_t>(r)]), float_bits(expected))
+            << precision_name(pr) << " dim " << dim << " row " << r;
+      }
+      EXPECT_TRUE(std::isnan(row_max[1]));
+      EXPECT_EQ(row_max[2], kInf);
       for (int64_t at : {int64_t{0}, n - 1}) {
         std::vector<float> y = x;
         y[static_cast<size_t>(at)] = 1.0f + 1.0f / 1024 + 1.0f / 4096;  // in neither precision
-        EXPECT_FALSE(rounds_to_itself(pr, y.data(), n)) << precision_name(pr) << n << " " << at;
-        EXPECT_TRUE(rounds_to_itself(Precision::f32, y.data(), n));
+        EXPECT_FALSE(row_maxima(pr, y.data(), rows, dim, row_max.data()))
+            << precision_name(pr) << dim << " " << at;
+        EXPECT_TRUE(row_maxima(Precision::f32, y.data(), rows, dim, row_max.data()));
       }
     }
   }
   const float big = 69632.0f;  // 1.0625 * 2^16: an fp16 inf, a bf16 value
-  EXPECT_FALSE(rounds_to_itself(Precision::f16, &big, 1));
-  EXPECT_TRUE(rounds_to_itself(Precision::bf16, &big, 1));
+  float big_max = 0;
+  EXPECT_FALSE(row_maxima(Precision::f16, &big, 1, 1, &big_max));
+  EXPECT_TRUE(row_maxima(Precision::bf16, &big, 1, 1, &big_max));
+  EXPECT_EQ(big_max, big);
 }
 
 TEST(TileMath, exp_within_2_ulp_and_ieee_special_cases) {

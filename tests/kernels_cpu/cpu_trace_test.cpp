@@ -208,6 +208,47 @@ TEST(TraceOnOff, a_reused_trace_equals_a_fresh_one_after_a_larger_run) {
   }
 }
 
+// Inputs not yet of the precision are rounded before the run, and the finite checks and the
+// trace read the rounded rows' largest magnitudes: a run on them equals one on inputs rounded
+// beforehand, trace included, also where rounding turns a finite K entry (bf16, fp16) or dO
+// entry (fp16) into inf. D = 37 leaves a tail past the vector lanes.
+TEST(TraceOnOff, unrounded_inputs_run_as_inputs_rounded_beforehand_bf16_f16_fused_unfused) {
+  CaseConfig c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.sq = 150;
+  c.sk = 170;
+  c.d = 37;
+  c.causal = true;
+  TestCase raw = make_case(c);  // fp32 values
+  raw.k[static_cast<size_t>(100 * c.d + 36)] = std::numeric_limits<float>::max();
+  raw.dout[static_cast<size_t>(20 * c.d + 5)] = 70000.0f;  // fp16: inf; bf16: 70144
+  for (Precision p : {Precision::bf16, Precision::f16}) {
+    raw.config.precision = p;
+    TestCase rounded = raw;
+    for (std::vector<float>* x : {&rounded.q, &rounded.k, &rounded.v, &rounded.dout}) {
+      for (float& e : *x) e = static_cast<float>(round_to(p, e));
+    }
+    ASSERT_TRUE(std::isinf(rounded.k[static_cast<size_t>(100 * c.d + 36)]));
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      CpuTrace a, b;
+      const CpuAttnResult from_raw = run_cpu_traced(raw, mode, &a);
+      const CpuAttnResult from_rounded = run_cpu_traced(rounded, mode, &b);
+      expect_outputs_identical(from_rounded, from_raw);
+      EXPECT_TRUE(a.forward.o_provenance == b.forward.o_provenance &&
+                  a.forward.lse_provenance == b.forward.lse_provenance);
+      EXPECT_TRUE(a.backward.dq_provenance == b.backward.dq_provenance &&
+                  a.backward.dk_provenance == b.backward.dk_provenance &&
+                  a.backward.dv_provenance == b.backward.dv_provenance);
+      ASSERT_EQ(a.backward.tiles.size(), b.backward.tiles.size());
+      for (size_t i = 0; i < a.backward.tiles.size(); ++i) {
+        EXPECT_EQ(fields(a.forward.tiles[i]), fields(b.forward.tiles[i])) << "fwd tile " << i;
+        EXPECT_EQ(fields(a.backward.tiles[i]), fields(b.backward.tiles[i])) << "bwd tile " << i;
+      }
+    }
+  }
+}
+
 // Causal Sq = Sk = 200: rows i >= 150 see the NaN in k_150; every dQ_i reads k_150 (0 * NaN);
 // dK_150, dV_150 hold their own bad input, every other dK_j / dV_j is poisoned by those rows.
 TEST(Provenance, nan_in_key_row_150_is_input_on_rows_seeing_it_propagated_on_other_kv_rows) {
