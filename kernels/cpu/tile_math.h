@@ -1,6 +1,7 @@
-// Dense fp32 building blocks of the CPU attention kernels: a register-blocked tile matmul,
-// transposes, a vectorised exp, row reductions and rounding to an emulated precision.
-// Every function sums in a fixed order, so results never depend on the calling thread.
+// Dense fp32 building blocks of the CPU attention kernels: a register-blocked tile matmul
+// (gemm_f32.cpp), transposes, a vectorised exp, row reductions and rounding to an emulated
+// precision (tile_math.cpp). Every function sums in a fixed order, so results never depend on
+// the calling thread.
 #pragma once
 
 #include <cstdint>
