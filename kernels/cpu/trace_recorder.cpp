@@ -147,6 +147,8 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   if (backward) {
     row_clean_.assign(count(rows), 0);
     row_m_.assign(count(rows), std::numeric_limits<float>::quiet_NaN());
+    block_m_finite_.assign(count(rows), 0);
+    block_p_finite_.assign(count(rows), 0);
     dk_bound_.assign(count(B * Hk * n_kv_), 0.0);
     dv_bound_.assign(count(B * Hk * n_kv_), 0.0);
   }
@@ -196,8 +198,9 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
   if (!per_entry && causal_visible_cols(prm_, t, 0) == t.cols) {
     float max_arg = 0, max_abs = 0;
     bool clean = false;
-    if (known != nullptr && known->finite && all_finite(m, t.rows)) {
-      // Every shift is m: known holds what finite_block_max would give.
+    if (known != nullptr && known->finite) {
+      // Every shift is m (the caller checked that every m is finite): known holds what
+      // finite_block_max would give.
       clean = true;
       max_arg = known->max_shifted;
       max_abs = known->max_abs;
@@ -243,14 +246,8 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
   return false;
 }
 
-bool TraceRecorder::p_is_finite(bool scores_clean, int64_t rows, const float* m,
-                                const float* l) const {
-  bool finite = scores_clean;
-  for (int64_t r = 0; finite && r < rows; ++r) {
-    const bool safe_empty = safe_ && m[r] == -kInf;
-    finite = safe_empty || (std::isfinite(m[r]) && (l == nullptr || l[r] >= 1.0f));
-  }
-  return finite;
+bool TraceRecorder::p_row_finite(float m, const float* l) const {
+  return (safe_ && m == -kInf) || (std::isfinite(m) && (l == nullptr || *l >= 1.0f));
 }
 
 void TraceRecorder::forward_tile(const HeadContext& x, const ScoreTile& t, const float* s,
@@ -259,7 +256,9 @@ void TraceRecorder::forward_tile(const HeadContext& x, const ScoreTile& t, const
   const int64_t qt = t.i0 / kTileRows, jt = t.j0 / kTileCols;
   TileStats& ts = tile(false, x, qt, jt);
   ts.computed = 1;
-  const bool p_finite = p_is_finite(scan_scores(x, t, s, m, ts, s_max), t.rows, m, nullptr);
+  const BlockMax* known = s_max != nullptr && all_finite(m, t.rows) ? s_max : nullptr;
+  bool p_finite = scan_scores(x, t, s, m, ts, known);
+  for (int64_t r = 0; p_finite && r < t.rows; ++r) p_finite = p_row_finite(m[r], nullptr);
   if (!p_finite) ts.p = count_block(p, t.rows, t.cols, t.ld);
   // acc += P V stays finite from finite P <= 1 and finite V whose sums cannot overflow.
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
@@ -288,13 +287,19 @@ void TraceRecorder::skipped_tile(const HeadContext& x, const ScoreTile& t) {
 
 void TraceRecorder::rows_ready(int64_t bh, int64_t i0, int64_t rows, const float* m, const float* l,
                                const float* d) {
+  const size_t row0 = count(bh * prm_.seqlen_q + i0);
+  bool m_finite = true, p_finite = true;
   for (int64_t r = 0; r < rows; ++r) {
-    const size_t row = count(bh * prm_.seqlen_q + i0 + r);
+    const size_t row = row0 + count(r);
     row_m_[row] = m[r];
     const bool safe_empty = safe_ && m[r] == -kInf;
     row_clean_[row] = !q_bad_[row] && !dout_bad_[row] && (d == nullptr || std::isfinite(d[r])) &&
                       (safe_empty || (std::isfinite(m[r]) && std::isfinite(l[r])));
+    m_finite &= std::isfinite(m[r]);
+    p_finite &= p_row_finite(m[r], l + r);
   }
+  block_m_finite_[row0] = m_finite;
+  block_p_finite_[row0] = p_finite;
 }
 
 void TraceRecorder::classify_gradients(const HeadContext& x, const ScoreTile& t,
@@ -354,8 +359,10 @@ void TraceRecorder::backward_tile(const HeadContext& x, const ScoreTile& t,
     b.ds += off;
     TileStats& ts = tile(true, x, t.i0 / kTileRows, j0 / kTileCols);
     ts.computed = 1;
-    const BlockMax* known = sub.cols == t.cols ? b.s_max : nullptr;
-    const bool p_finite = p_is_finite(scan_scores(x, sub, b.s, b.m, ts, known), sub.rows, b.m, b.l);
+    // The block's rows are those of one rows_ready call: their m / l flags are known.
+    const size_t row0 = count((x.b * prm_.heads + x.h) * prm_.seqlen_q + t.i0);
+    const BlockMax* known = sub.cols == t.cols && block_m_finite_[row0] ? b.s_max : nullptr;
+    const bool p_finite = scan_scores(x, sub, b.s, b.m, ts, known) && block_p_finite_[row0];
     if (!p_finite) ts.p = count_block(b.p, sub.rows, sub.cols, t.ld);
     if (!magnitude_finite(b.ds_max_abs)) {
       ts.dp = count_block(b.dp, sub.rows, sub.cols, t.ld);

@@ -41,7 +41,8 @@ class TraceRecorder {
   void finish_forward(const CpuForwardOutputs& out);
 
   // Backward, before the main loop reaches rows [i0, i0 + rows) of query head bh = b * H + h:
-  // the forward's m and l of those rows and D (null in unfused, where D comes later).
+  // the forward's m and l of those rows and D (null in unfused, where D comes later). The
+  // backward blocks of these rows (backward_tile) are exactly rows [i0, i0 + rows).
   void rows_ready(int64_t bh, int64_t i0, int64_t rows, const float* m, const float* l,
                   const float* d);
 
@@ -73,13 +74,13 @@ class TraceRecorder {
   void set_col(int64_t col, uint8_t flags);
   bool bias_row_bad(const HeadContext& x, const ScoreTile& t, int64_t r) const;
   // Visible-score stats of one kv tile t into ts and the row flags; m: row max per tile row;
-  // known: finite_block_max of s against m if a stage computed it (null: not). Returns true
-  // when every score is visible and finite and no exp argument overflows.
+  // known: finite_block_max of s against m if a stage computed it and every m is finite (null:
+  // not). Returns true when every score is visible and finite and no exp argument overflows.
   bool scan_scores(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
                    TileStats& ts, const BlockMax* known = nullptr);
-  // Whether P = exp(S - m) / l is finite without looking: clean scores, and per row finite m
-  // with l >= 1 (l null: the unnormalised forward P) or a safe empty row.
-  bool p_is_finite(bool scores_clean, int64_t rows, const float* m, const float* l) const;
+  // Whether a row's P = exp(S - m) / l is finite without looking, given clean scores: finite m
+  // with l >= 1 (l null: the unnormalised forward P), or a safe empty row.
+  bool p_row_finite(float m, const float* l) const;
   // Non-finite counts of the fused accumulators after tile t's update into ts (p_finite: P is
   // known finite), scanning only those the running bounds do not prove finite.
   void count_accumulators(const HeadContext& x, const ScoreTile& t, const BackwardBlock& blk,
@@ -108,6 +109,9 @@ class TraceRecorder {
   std::vector<uint8_t> col_flags_;     // [B * Hk * n_kv] ColFlag bits
   std::vector<uint8_t> row_clean_;     // [B * H * Sq] backward: q, dO, m, l (D) usable
   std::vector<float> row_m_;           // [B * H * Sq] backward: m of the row
+  // [B * H * Sq] backward, at the first row of each rows_ready block: every m of the block is
+  // finite; every row's P is finite from clean scores (p_row_finite).
+  std::vector<uint8_t> block_m_finite_, block_p_finite_;
   // Fused backward: bounds on the magnitude of every entry of dK_j, dV_j [B * Hk * n_kv] and of
   // the dQ partials' rows [partials][B * H * n_q] so far (+inf: not finite, or unknown).
   std::vector<double> dk_bound_, dv_bound_, dq_bound_;

@@ -388,6 +388,33 @@ TEST(TileStats, causal_70x130_nan_query_row_counts_exact_fused) {
   }
 }
 
+// Sq = 64, Sk = 128, D = 16, a NaN in k_100 (kv tile 1): every row's max m is NaN, so P of kv
+// tile 0 is NaN everywhere although its scores are finite, in the backward (which takes P
+// against the final m) but not in the forward (whose running m is finite after tile 0).
+TEST(TileStats, nan_key_in_kv_tile_1_makes_p_of_clean_kv_tile_0_nan_through_m_in_backward) {
+  CaseConfig c;
+  c.sq = 64;
+  c.sk = 128;
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    c.precision = p;
+    TestCase t = make_case(c);
+    t.k[static_cast<size_t>(100 * c.d + 3)] = kNaN;
+    for (Mode mode : {Mode::fused, Mode::unfused}) {
+      SCOPED_TRACE(testing::Message() << precision_name(p) << " " << mode_name(mode));
+      CpuTrace tr;
+      run_cpu_traced(t, mode, &tr);
+      const TileStats& f0 = tr.forward.tiles[static_cast<size_t>(tr.tile_index(0, 0, 0, 0))];
+      const TileStats& b0 = tr.backward.tiles[static_cast<size_t>(tr.tile_index(0, 0, 0, 0))];
+      const TileStats& b1 = tr.backward.tiles[static_cast<size_t>(tr.tile_index(0, 0, 0, 1))];
+      EXPECT_EQ(f0.s.total() + b0.s.total(), 0);
+      EXPECT_EQ(b1.s.nan, 64);
+      EXPECT_EQ(b0.p.nan, 64 * 64);
+      EXPECT_EQ(b1.p.nan, 64 * 64);
+      if (mode == Mode::fused) EXPECT_EQ(f0.p.total(), 0);
+    }
+  }
+}
+
 // dK_j overflows in its fp32 accumulator from finite operands, at q tile 1 of 3 (Sq = 192,
 // Sk = 128, D = 16, scale 1/4): K = 0, so S = 0 and P = 1/128; V_j = (+-1, 0, ...) alternating
 // and dO_i = (4096, 0, ...), so O = 0, D = 0 and dS_ij = +-32; q_i = (1e36, 0, ...) on the rows
