@@ -62,8 +62,13 @@ HWY_INLINE hn::Vec<DF> Exp(DF d, hn::Vec<DF> x) {
   const hn::RebindToUnsigned<DF> du;
   const auto c = [d](float v) { return hn::Set(d, v); };
   const auto lo = c(-87.0f), hi = c(88.8f), magic = c(12582912.0f);  // 1.5 * 2^23
+#if HWY_TARGET <= HWY_SSE4
+  // x86's maxps / minps return their second operand when either is NaN: x's NaN stays.
+  const auto xc = hn::Min(hi, hn::Max(lo, x));
+#else
   auto xc = hn::IfThenElse(x < lo, lo, x);
   xc = hn::IfThenElse(xc > hi, hi, xc);
+#endif
   const auto t = hn::MulAdd(xc, c(1.44269504088896341f), magic);  // round(x log2 e), low bits
   const auto n = hn::Sub(t, magic);
   auto r = hn::NegMulAdd(n, c(0.693359375f), xc);
