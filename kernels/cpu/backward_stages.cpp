@@ -15,10 +15,10 @@ void backward_preprocess(const HeadContext& x, int64_t rows, const float* o, con
                          float* d) {
   const int64_t dim_v = x.dim_v;
   ATTNSCOPE_DCHECK(rows > 0 && dim_v > 0 && o != nullptr && dout != nullptr && d != nullptr);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dout_r = dout + r * dim_v;
-    const float* o_r = o + r * dim_v;
-    d[r] = x.bf16_dot ? dot_bf16(dout_r, o_r, dim_v) : dot_f32_in_order(dout_r, o_r, dim_v);
+  if (x.bf16_dot) {
+    dot_rows_bf16(rows, dim_v, dout, o, d);
+  } else {
+    dot_rows_f32_in_order(rows, dim_v, dout, o, d);
   }
 }
 

@@ -29,7 +29,8 @@ struct HeadContext {
   // 1 / l), dP and dV; unfused: the dropout noise value round(1 / (1 - p)) in the precision.
   float dropout_scale = 1;
   bool p_from_lse = false;  // fused with BackwardP::from_lse (the unfused kernel is eager)
-  // Fused bf16 under the set "avx512bf16" (cpu_isa.h): matmuls by gemm_tile_bf16, D by dot_bf16.
+  // Fused bf16 under the set "avx512bf16" (cpu_isa.h): matmuls by gemm_tile_bf16, D by
+  // dot_rows_bf16.
   bool bf16_dot = false;
 };
 

@@ -213,17 +213,25 @@ ATTNSCOPE_AVX512_BF16 void gemm_pairs(int64_t m, int64_t n, int64_t kp, const ui
                                          c + r * ldc, ldc, alpha);
 }
 
-ATTNSCOPE_AVX512_BF16 float dot_pairs(const float* a, const float* b, int64_t n) {
-  __m128 acc = _mm_setzero_ps();
+// out[r] = the dot product of row r of a and b [rows x n], one vdpbf16ps per pair in order;
+// kRows rows at a time (a constant, so that the sums live in registers), so that their
+// dependency chains overlap.
+template <int64_t kRows>
+ATTNSCOPE_AVX512_BF16 void dot_rows_pairs(int64_t r, int64_t n, const float* a, const float* b,
+                                          float* out) {
+  const auto word = [n](const float* x, int64_t t) {
+    return _mm_cvtsi32_si128(static_cast<int>(pair_word(x + t, t + 1 < n ? x + t + 1 : nullptr)));
+  };
+  __m128 acc[kRows];
+  for (int64_t i = 0; i < kRows; ++i) acc[i] = _mm_setzero_ps();
   for (int64_t t = 0; t < n; t += 2) {
-    const bool pair = t + 1 < n;
-    const __m128i wa =
-        _mm_cvtsi32_si128(static_cast<int>(pair_word(a + t, pair ? a + t + 1 : nullptr)));
-    const __m128i wb =
-        _mm_cvtsi32_si128(static_cast<int>(pair_word(b + t, pair ? b + t + 1 : nullptr)));
-    acc = _mm_dpbf16_ps(acc, (__m128bh)wa, (__m128bh)wb);
+    for (int64_t i = 0; i < kRows; ++i) {
+      const float* a_r = a + (r + i) * n;
+      const float* b_r = b + (r + i) * n;
+      acc[i] = _mm_dpbf16_ps(acc[i], (__m128bh)word(a_r, t), (__m128bh)word(b_r, t));
+    }
   }
-  return _mm_cvtss_f32(acc);
+  for (int64_t i = 0; i < kRows; ++i) out[r + i] = _mm_cvtss_f32(acc[i]);
 }
 
 }  // namespace
@@ -294,9 +302,12 @@ void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                                                       op.ldb, c, ldc, alpha);
 }
 
-float dot_bf16(const float* a, const float* b, int64_t n) {
-  ATTNSCOPE_DCHECK(cpu_has_avx512_bf16() && n >= 0);
-  return dot_pairs(a, b, n);
+void dot_rows_bf16(int64_t rows, int64_t n, const float* a, const float* b, float* out) {
+  ATTNSCOPE_DCHECK(cpu_has_avx512_bf16() && rows >= 0 && n >= 0);
+  constexpr int64_t kDotRows = 8;
+  int64_t r = 0;
+  for (; r + kDotRows <= rows; r += kDotRows) dot_rows_pairs<kDotRows>(r, n, a, b, out);
+  for (; r < rows; ++r) dot_rows_pairs<1>(r, n, a, b, out);
 }
 
 }  // namespace attnscope::cpu

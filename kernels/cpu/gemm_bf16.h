@@ -46,8 +46,9 @@ void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                     const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
                     bool accumulate, const Bf16Pairs& paired = {});
 
-// sum_x a[x] * b[x] of bf16 values, x < n, exactly as gemm_tile_bf16 sums one element of C (so
-// D_i = dO_i . O_i equals dP_ij = dO_i . V_j bit for bit wherever O_i = V_j).
-float dot_bf16(const float* a, const float* b, int64_t n);
+// out[r] = sum_x a[r][x] * b[r][x] of bf16 values for r < rows (a, b: [rows x n], rows
+// contiguous), each exactly as gemm_tile_bf16 sums one element of C (so D_i = dO_i . O_i equals
+// dP_ij = dO_i . V_j bit for bit wherever O_i = V_j).
+void dot_rows_bf16(int64_t rows, int64_t n, const float* a, const float* b, float* out);
 
 }  // namespace attnscope::cpu

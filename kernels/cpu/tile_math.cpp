@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attn_check.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -377,10 +378,28 @@ double SumSquares(const float* x, int64_t n) {
   return sum;
 }
 
-float DotF32InOrder(const float* a, const float* b, int64_t n) {
-  float sum = 0;  // as GemmTile sums one element of C
-  for (int64_t x = 0; x < n; ++x) sum = MulAddLane(a[x], b[x], sum);
-  return sum;
+// Each row's sum runs in order, as GemmTile sums one element of C (MulAddLane's rounding, in
+// one-lane vectors so that the sums stay in registers); kDotRows rows at a time, so that their
+// FMA chains overlap.
+void DotRowsF32InOrder(int64_t rows, int64_t n, const float* a, const float* b, float* out) {
+  constexpr int64_t kDotRows = 8;
+  const hn::CappedTag<float, 1> d1;
+  // Rows r .. r + kRows - 1 (a constant count, so that the sums live in registers).
+  const auto group = [&](int64_t r, auto rows_tag) HWY_ATTR {
+    constexpr int64_t kRows = decltype(rows_tag)::value;
+    hn::Vec<decltype(d1)> sum[kRows];
+    for (auto& v : sum) v = hn::Zero(d1);
+    for (int64_t x = 0; x < n; ++x) {
+      for (int64_t i = 0; i < kRows; ++i) {
+        const int64_t at = (r + i) * n + x;
+        sum[i] = hn::MulAdd(hn::LoadU(d1, a + at), hn::LoadU(d1, b + at), sum[i]);
+      }
+    }
+    for (int64_t i = 0; i < kRows; ++i) out[r + i] = hn::GetLane(sum[i]);
+  };
+  int64_t r = 0;
+  for (; r + kDotRows <= rows; r += kDotRows) group(r, std::integral_constant<int64_t, kDotRows>());
+  for (; r < rows; ++r) group(r, std::integral_constant<int64_t, 1>());
 }
 
 void FillRows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst) {
@@ -608,7 +627,7 @@ HWY_EXPORT(ExpShiftedScaledRows);
 HWY_EXPORT(ExpShiftedScaledRowsMax);
 HWY_EXPORT(MaxPropagatingNan);
 HWY_EXPORT(DotF32);
-HWY_EXPORT(DotF32InOrder);
+HWY_EXPORT(DotRowsF32InOrder);
 HWY_EXPORT(SumSquares);
 HWY_EXPORT(FillRows);
 HWY_EXPORT(ScaleInPlace);
@@ -675,9 +694,10 @@ double sum_squares(const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n);
 }
 
-float dot_f32_in_order(const float* a, const float* b, int64_t n) {
+void dot_rows_f32_in_order(int64_t rows, int64_t n, const float* a, const float* b, float* out) {
+  ATTNSCOPE_DCHECK(rows >= 0 && n >= 0);
   choose_cpu_isa();
-  return HWY_DYNAMIC_DISPATCH(DotF32InOrder)(a, b, n);
+  HWY_DYNAMIC_DISPATCH(DotRowsF32InOrder)(rows, n, a, b, out);
 }
 
 void fill_rows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst) {

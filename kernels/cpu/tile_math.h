@@ -83,11 +83,12 @@ inline float max_propagating_nan(float a, float b) {
 // product is fused into its sum where the set has FMA.
 float dot_f32(const float* a, const float* b, int64_t n);
 
-// sum_x a[x] * b[x] in fp32, x = 0..n-1 in order, each product fused into the sum where the
-// instruction set has FMA: exactly as gemm_tile sums one element of C. D_i = dO_i . O_i then
-// equals dP_ij = dO_i . V_j bit for bit wherever O_i = V_j (a row with one visible key), so
-// dS = P (dP - D) vanishes exactly there.
-float dot_f32_in_order(const float* a, const float* b, int64_t n);
+// out[r] = sum_x a[r][x] * b[r][x] for r < rows (a, b: [rows x n], rows contiguous), in fp32,
+// x = 0..n-1 in order, each product fused into the sum where the instruction set has FMA:
+// exactly as gemm_tile sums one element of C. D_i = dO_i . O_i then equals dP_ij = dO_i . V_j
+// bit for bit wherever O_i = V_j (a row with one visible key), so dS = P (dP - D) vanishes
+// exactly there.
+void dot_rows_f32_in_order(int64_t rows, int64_t n, const float* a, const float* b, float* out);
 
 // sum_x x[x]^2 in fp64, x mod 8 lanes, then the lanes in order, then the n mod 8 last squares:
 // the same bits on every instruction set (an fp32 square is exact in fp64).

@@ -1,6 +1,6 @@
 // The AVX512-BF16 tile matmul (kernels/cpu/gemm_bf16.h) against fp64 sums on odd shapes, the
 // three A layouts (rows contiguous, transposed, any strides), alpha and accumulate; exact on
-// integer operands (so every product meets its partner); dot_bf16 equal bit for bit to each
+// integer operands (so every product meets its partner); dot_rows_bf16 equal bit for bit to each
 // element of a matmul; NaN and inf propagation. Skipped on CPUs without AVX512-BF16.
 #include "kernels/cpu/gemm_bf16.h"
 
@@ -102,7 +102,7 @@ TEST_F(GemmBf16, exact_on_integers_so_every_product_meets_its_partner) {
   }
 }
 
-TEST_F(GemmBf16, dot_bf16_is_one_element_of_the_matmul_bit_for_bit) {
+TEST_F(GemmBf16, dot_rows_bf16_are_elements_of_the_matmul_bit_for_bit) {
   // D_i = dO_i . O_i must equal dP_ij = dO_i . V_j wherever O_i = V_j: the dot sums as the
   // matmul does, for any length (odd ones pad the last pair).
   std::mt19937 gen(9);
@@ -114,16 +114,22 @@ TEST_F(GemmBf16, dot_bf16_is_one_element_of_the_matmul_bit_for_bit) {
     for (float& e : b) e = round_to(Precision::bf16, u(gen));
     std::vector<float> c(static_cast<size_t>(m * n));
     gemm_tile_bf16(m, n, k, a.data(), k, 1, b.data(), n, c.data(), n, 1.0f, false);
+    // Row (r, x) of the dot products: row r of A against column x of B (7 * 19 rows: whole
+    // groups of 8 and a tail).
+    std::vector<float> rows_a, cols_b, d(static_cast<size_t>(m * n));
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t x = 0; x < n; ++x) {
-        std::vector<float> col(static_cast<size_t>(k));
-        for (int64_t t = 0; t < k; ++t) col[static_cast<size_t>(t)] = b[t * n + x];
-        ASSERT_EQ(float_bits(dot_bf16(a.data() + r * k, col.data(), k)), float_bits(c[r * n + x]))
-            << "k " << k << " at " << r << "," << x;
+        rows_a.insert(rows_a.end(), a.begin() + r * k, a.begin() + (r + 1) * k);
+        for (int64_t t = 0; t < k; ++t) cols_b.push_back(b[static_cast<size_t>(t * n + x)]);
       }
     }
+    dot_rows_bf16(m * n, k, rows_a.data(), cols_b.data(), d.data());
+    for (int64_t e = 0; e < m * n; ++e) {
+      ASSERT_EQ(float_bits(d[static_cast<size_t>(e)]), float_bits(c[static_cast<size_t>(e)]))
+          << "k " << k << " at " << e / n << "," << e % n;
+    }
   }
-  EXPECT_EQ(dot_bf16(nullptr, nullptr, 0), 0.0f);
+  dot_rows_bf16(0, 0, nullptr, nullptr, nullptr);
 }
 
 // a_rounds: a transposed fp32 A paired with rounding gives the bits of the same matmul on

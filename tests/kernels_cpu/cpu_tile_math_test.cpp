@@ -278,6 +278,33 @@ TEST(TileMath, row_max_propagates_nan_and_is_minus_inf_when_empty) {
   EXPECT_TRUE(std::isnan(max_propagating_nan(1.0f, kNaN)));
 }
 
+// dot_rows_f32_in_order: each row's dot product has the bits of one element of gemm_tile (alpha
+// 1, C = 0), for any length and row count (groups of 8 rows and a tail).
+TEST(TileMath, dot_rows_f32_in_order_are_elements_of_gemm_tile_bit_for_bit) {
+  std::mt19937 gen(8);
+  std::normal_distribution<float> u(0, 3);
+  for (int64_t k : {1, 5, 64, 131}) {
+    const int64_t m = 7, n = 19;
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+    for (float& e : a) e = u(gen);
+    for (float& e : b) e = u(gen);
+    std::vector<float> c(static_cast<size_t>(m * n));
+    gemm_tile(m, n, k, a.data(), k, 1, b.data(), n, c.data(), n, 1.0f, false);
+    std::vector<float> rows_a, cols_b, d(static_cast<size_t>(m * n));
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t x = 0; x < n; ++x) {
+        rows_a.insert(rows_a.end(), a.begin() + r * k, a.begin() + (r + 1) * k);
+        for (int64_t t = 0; t < k; ++t) cols_b.push_back(b[static_cast<size_t>(t * n + x)]);
+      }
+    }
+    dot_rows_f32_in_order(m * n, k, rows_a.data(), cols_b.data(), d.data());
+    for (int64_t e = 0; e < m * n; ++e) {
+      ASSERT_EQ(float_bits(d[static_cast<size_t>(e)]), float_bits(c[static_cast<size_t>(e)]))
+          << "k " << k << " at " << e / n << "," << e % n;
+    }
+  }
+}
+
 TEST(TileMath, gemm_tile_matches_naive_on_odd_shapes_strides_alpha_accumulate) {
   std::mt19937 gen(3);
   std::uniform_real_distribution<float> u(-1, 1);
