@@ -145,15 +145,21 @@ void online_softmax_update(const HeadContext& x, const ScoreTile& t, const float
   ATTNSCOPE_DCHECK(t.rows > 0 && t.rows <= attnscope::kTileRows && t.cols > 0 && t.cols <= t.ld);
   ATTNSCOPE_DCHECK(s != nullptr && p != nullptr && m != nullptr && l != nullptr);
   ATTNSCOPE_DCHECK(dim_v >= 0 && (acc != nullptr || dim_v == 0));  // acc null: statistics only
-  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v, x.precision, s_max);
+  // P stays fp32 where nothing reads it (statistics alone) or where accumulate_pv's bf16 matmul
+  // rounds it as it pairs it: the bits of P rounded here.
+  const bool rounded = acc != nullptr && !x.bf16_dot;
+  online_softmax_rows(t.rows, t.cols, t.ld, s, p, m, l, acc, dim_v,
+                      rounded ? x.precision : Precision::f32, s_max);
 }
 
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,
                    const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && fused_tile(*x.params, t));
   ATTNSCOPE_DCHECK(p != nullptr && v != nullptr && acc != nullptr);
-  if (x.dropout) apply_dropout(x, t, p, p, 1.0f);
-  tile_matmul(x, t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true, paired);
+  if (x.dropout) apply_dropout(x, t, p, p, 1.0f);  // times 1 or 0: exact, rounded or not
+  Bf16Pairs pv = paired;
+  pv.a_rounds = x.bf16_dot;  // P is fp32 there (online_softmax_update)
+  tile_matmul(x, t.rows, x.dim_v, t.cols, p, t.ld, 1, v, x.dim_v, acc, x.dim_v, 1.0f, true, pv);
 }
 
 void forward_epilogue(const HeadContext& x, int64_t rows, const float* m, const float* l,

@@ -106,7 +106,9 @@ void apply_dropout(const HeadContext& x, const ScoreTile& t, const float* p, flo
 //   m_new = max(m, rowmax S)        (NaN if a score is NaN, as torch.max: the row is NaN)
 //   alpha = exp(m - m_new);  P = exp(S - m_new);  l = alpha * l + rowsum P;  acc *= alpha
 // With m_new = -inf (nothing visible yet) the exponent base is 0, so P = 0 and alpha = 0.
-// P is stored rounded to x.precision, the low-precision matmul operand (l sums it unrounded).
+// P is the low-precision matmul operand, stored rounded to x.precision (l sums it unrounded);
+// it stays fp32 where the statistics alone are wanted (acc null) or where x.bf16_dot, whose
+// matmul rounds it as it pairs it (accumulate_pv): the same bits go into P V.
 // Invariant after kv tile j: m = max of the scores of keys < (j + 1) Bc, l = sum over those
 // keys of exp(s - m), acc = sum of exp(s - m) v (acc [rows x Dv], row stride dim_v).
 // s_max: online_softmax_rows's.
@@ -114,9 +116,10 @@ void online_softmax_update(const HeadContext& x, const ScoreTile& t, const float
                            float* m, float* l, float* acc, int64_t dim_v,
                            BlockMax* s_max = nullptr);
 
-// acc += (P o keep) V: P comes rounded from online_softmax_update; with dropout its dropped
-// entries are zeroed in place (m and l stay those of the undropped P, and 1 / (1 - p) waits
-// for forward_epilogue), v holds rows t.j0.. of V [cols x Dv] (row stride Dv), acc [rows x Dv].
+// acc += (P o keep) V: P comes from online_softmax_update (rounded, or rounded here as the bf16
+// matmul pairs it); with dropout its dropped entries are zeroed in place (m and l stay those of
+// the undropped P, and 1 / (1 - p) waits for forward_epilogue), v holds rows t.j0.. of V
+// [cols x Dv] (row stride Dv), acc [rows x Dv].
 void accumulate_pv(const HeadContext& x, const ScoreTile& t, float* p, const float* v, float* acc,
                    const Bf16Pairs& paired = {});
 

@@ -103,6 +103,29 @@ ATTNSCOPE_AVX512_BF16 void pair_columns_rounding_avx512(int64_t k, int64_t n, co
   }
 }
 
+// pair_rows_avx512 of round_to(bf16, A): vcvtne2ps2bf16 rounds 32 floats into 32 bf16 in
+// order, which are the row's pair words (rounding as in pair_columns_rounding_avx512).
+ATTNSCOPE_AVX512_BF16 void pair_rows_rounding_avx512(int64_t m, int64_t k, const float* a,
+                                                     int64_t lda, uint32_t* out) {
+  const int64_t kp = (k + 1) / 2;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = a + r * lda;
+    uint32_t* o = out + r * kp;
+    int64_t t = 0;
+    for (; t + 2 * kLanes <= k; t += 2 * kLanes) {
+      const __m512bh words =
+          _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + t + kLanes), _mm512_loadu_ps(row + t));
+      _mm512_storeu_si512(o + t / 2, (__m512i)words);
+    }
+    if (t < k) {  // the last k - t < 32 values, zero-padded to whole pairs
+      const __mmask16 lo = lanes_below(k - t), hi = lanes_below(k - t - kLanes);
+      const __m512bh words = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + t + kLanes),
+                                                 _mm512_maskz_loadu_ps(lo, row + t));
+      _mm512_mask_storeu_epi32(o + t / 2, lanes_below(kp - t / 2), (__m512i)words);
+    }
+  }
+}
+
 // out[r * kp + p] = pair(A(r, 2p), A(r, 2p + 1)), kp = ceil(k / 2): A [m x k] with rows
 // contiguous (row stride lda).
 ATTNSCOPE_AVX512_BF16 void pair_rows_avx512(int64_t m, int64_t k, const float* a, int64_t lda,
@@ -261,7 +284,7 @@ void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                     const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
                     bool accumulate, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(cpu_has_avx512_bf16());
-  ATTNSCOPE_DCHECK(!paired.a_rounds || (paired.a == nullptr && a_rs == 1));
+  ATTNSCOPE_DCHECK(!paired.a_rounds || (paired.a == nullptr && (a_rs == 1 || a_cs == 1)));
   ATTNSCOPE_DCHECK(m >= 0 && n >= 0 && k >= 0 && ldb >= n && ldc >= n);
   if (m == 0 || n == 0) return;
   const int64_t kp = (k + 1) / 2;
@@ -278,8 +301,13 @@ void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
     op.b = b_words.data();
   }
   if (op.a == nullptr && a_cs == 1) {
-    pair_rows(m, k, a, a_rs, words(a_words, m * kp));
-    op = {a_words.data(), kp, 1, op.b, op.ldb};
+    uint32_t* out = words(a_words, m * kp);
+    if (paired.a_rounds) {
+      pair_rows_rounding_avx512(m, k, a, a_rs, out);
+    } else {
+      pair_rows(m, k, a, a_rs, out);
+    }
+    op = {out, kp, 1, op.b, op.ldb};
   } else if (op.a == nullptr && a_rs == 1) {  // A = X^T with X [k x m]: X's columns paired
     uint32_t* out = words(a_words, kp * paired_ld(m));
     if (paired.a_rounds) {

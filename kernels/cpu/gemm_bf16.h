@@ -18,9 +18,9 @@ struct Bf16Pairs {
   int64_t a_rs = 0, a_ps = 0;
   const uint32_t* b = nullptr;  // pair p of B's column x at b[p * ldb + x]
   int64_t ldb = 0;
-  // A unpaired, as a transposed X (a_rs = 1): its fp32 values are rounded to bf16 as they are
-  // paired (the bits round_to(bf16) gives, denormals aside, which vdpbf16ps reads as 0 anyway),
-  // so A need not hold bf16 values.
+  // A unpaired, with rows contiguous (a_cs = 1) or as a transposed X (a_rs = 1): its fp32
+  // values are rounded to bf16 as they are paired (the bits round_to(bf16) gives, denormals
+  // aside, which vdpbf16ps reads as 0 anyway), so A need not hold bf16 values.
   bool a_rounds = false;
 };
 

@@ -132,9 +132,9 @@ TEST_F(GemmBf16, dot_rows_bf16_are_elements_of_the_matmul_bit_for_bit) {
   dot_rows_bf16(0, 0, nullptr, nullptr, nullptr);
 }
 
-// a_rounds: a transposed fp32 A paired with rounding gives the bits of the same matmul on
-// round_to(bf16, A), odd shapes, values halfway between bf16 neighbours, NaN, inf, overflow to
-// inf and denormals (read as 0 by vdpbf16ps either way) included.
+// a_rounds: an fp32 A (transposed, or rows contiguous) paired with rounding gives the bits of the
+// same matmul on round_to(bf16, A), odd shapes, values halfway between bf16 neighbours, NaN, inf,
+// overflow to inf and denormals (read as 0 by vdpbf16ps either way) included.
 TEST_F(GemmBf16, a_rounds_pairs_fp32_a_as_its_bf16_rounding) {
   std::mt19937 gen(5);
   std::normal_distribution<float> u(0, 1);
@@ -149,18 +149,22 @@ TEST_F(GemmBf16, a_rounds_pairs_fp32_a_as_its_bf16_rounding) {
     for (float& e : b) e = round_to(Precision::bf16, u(gen));
     std::vector<float> a_bf16 = a;
     for (float& e : a_bf16) e = round_to(Precision::bf16, e);
-    std::vector<float> want(static_cast<size_t>(m * n), 1.0f), got = want;
-    // A = X^T with X [k x m] stored row by row: a_rs = 1, a_cs = m.
-    gemm_tile_bf16(m, n, k, a_bf16.data(), 1, m, b.data(), n, want.data(), n, 1.0f, true);
     Bf16Pairs rounds;
     rounds.a_rounds = true;
-    gemm_tile_bf16(m, n, k, a.data(), 1, m, b.data(), n, got.data(), n, 1.0f, true, rounds);
-    int64_t mismatches = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      mismatches += std::isnan(want[i]) != std::isnan(got[i]) ||
-                    (!std::isnan(want[i]) && float_bits(want[i]) != float_bits(got[i]));
+    // A = X^T with X [k x m] stored row by row (a_rs = 1, a_cs = m), and A with rows contiguous
+    // (a_rs = k, a_cs = 1).
+    for (const auto& [a_rs, a_cs] : {std::pair<int64_t, int64_t>{1, m}, {k, 1}}) {
+      std::vector<float> want(static_cast<size_t>(m * n), 1.0f), got = want;
+      // got first: the pairing buffer then holds no pairs of this A yet.
+      gemm_tile_bf16(m, n, k, a.data(), a_rs, a_cs, b.data(), n, got.data(), n, 1.0f, true, rounds);
+      gemm_tile_bf16(m, n, k, a_bf16.data(), a_rs, a_cs, b.data(), n, want.data(), n, 1.0f, true);
+      int64_t mismatches = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        mismatches += std::isnan(want[i]) != std::isnan(got[i]) ||
+                      (!std::isnan(want[i]) && float_bits(want[i]) != float_bits(got[i]));
+      }
+      EXPECT_EQ(mismatches, 0) << "a_rs " << a_rs;
     }
-    EXPECT_EQ(mismatches, 0);
   }
 }
 
