@@ -538,7 +538,9 @@ void OnlineSoftmaxRows(int64_t rows, int64_t cols, int64_t ld, const float* s, f
     ExpRows<false>(rows, cols, ld, s, base, ones, p, nullptr, nullptr);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    l[r] = alpha[r] * l[r] + SumRounding(p + r * ld, cols, precision);
+    // alpha l + sum in one FMA where the set has it, as the compiler contracted it before it
+    // was spelled out (contraction is the compiler's choice: the bits must not be).
+    l[r] = MulAddLane(alpha[r], l[r], SumRounding(p + r * ld, cols, precision));
     if (alpha[r] != 1.0f) ScaleInPlace(acc + r * dim_v, alpha[r], dim_v);
     m[r] = m_new[r];
   }
