@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu_test_util.h"
 #include "kernels/precision.h"
 
 namespace attnscope::cpu {
@@ -116,14 +117,9 @@ TEST_F(GemmBf16, dot_rows_bf16_are_elements_of_the_matmul_bit_for_bit) {
     gemm_tile_bf16(m, n, k, a.data(), k, 1, b.data(), n, c.data(), n, 1.0f, false);
     // Row (r, x) of the dot products: row r of A against column x of B (7 * 19 rows: whole
     // groups of 8 and a tail).
-    std::vector<float> rows_a, cols_b, d(static_cast<size_t>(m * n));
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t x = 0; x < n; ++x) {
-        rows_a.insert(rows_a.end(), a.begin() + r * k, a.begin() + (r + 1) * k);
-        for (int64_t t = 0; t < k; ++t) cols_b.push_back(b[static_cast<size_t>(t * n + x)]);
-      }
-    }
-    dot_rows_bf16(m * n, k, rows_a.data(), cols_b.data(), d.data());
+    const test::DotRows rows = test::dot_rows_of(a, b, m, n, k);
+    std::vector<float> d(static_cast<size_t>(m * n));
+    dot_rows_bf16(m * n, k, rows.a_rows.data(), rows.b_cols.data(), d.data());
     for (int64_t e = 0; e < m * n; ++e) {
       ASSERT_EQ(float_bits(d[static_cast<size_t>(e)]), float_bits(c[static_cast<size_t>(e)]))
           << "k " << k << " at " << e / n << "," << e % n;

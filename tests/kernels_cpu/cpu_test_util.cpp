@@ -230,4 +230,16 @@ TestCase messy_pooling_case(Precision precision) {
   return t;
 }
 
+DotRows dot_rows_of(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n,
+                    int64_t k) {
+  DotRows d;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t x = 0; x < n; ++x) {
+      d.a_rows.insert(d.a_rows.end(), a.begin() + r * k, a.begin() + (r + 1) * k);
+      for (int64_t t = 0; t < k; ++t) d.b_cols.push_back(b[static_cast<size_t>(t * n + x)]);
+    }
+  }
+  return d;
+}
+
 }  // namespace attnscope::test

@@ -88,4 +88,12 @@ double max_abs(const std::vector<double>& ref);
 int64_t nonfinite_mismatches(const std::vector<float>& got, const std::vector<double>& ref);
 int64_t count_nonfinite(const std::vector<float>& x);
 
+// The m x n dot products of A [m x k] and B [k x n] (rows contiguous) as pairs of rows, for
+// the row-wise dot kernels: row r * n + x of a_rows is row r of A, of b_cols column x of B.
+struct DotRows {
+  std::vector<float> a_rows, b_cols;
+};
+DotRows dot_rows_of(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n,
+                    int64_t k);
+
 }  // namespace attnscope::test

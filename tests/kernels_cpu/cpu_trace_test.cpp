@@ -410,7 +410,9 @@ TEST(TileStats, nan_key_in_kv_tile_1_makes_p_of_clean_kv_tile_0_nan_through_m_in
       EXPECT_EQ(b1.s.nan, 64);
       EXPECT_EQ(b0.p.nan, 64 * 64);
       EXPECT_EQ(b1.p.nan, 64 * 64);
-      if (mode == Mode::fused) EXPECT_EQ(f0.p.total(), 0);
+      if (mode == Mode::fused) {
+        EXPECT_EQ(f0.p.total(), 0);
+      }
     }
   }
 }
