@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "kernels/attn_check.h"
-#include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/tile_math.h"
 #include "kernels/cpu/trace_scan.h"
 

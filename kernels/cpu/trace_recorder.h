@@ -30,8 +30,8 @@ class TraceRecorder {
 
   // Fused forward, after accumulate_pv of tile t: s the masked scores, p the P that went into
   // P V, rounded or not, o keep with dropout (the same non-finite entries: rounding keeps them
-  // and 0 * NaN is NaN), m the running row max
-  // after the update (tile rows), acc [rows x Dv]; s_max: online_softmax_update's, or null.
+  // and 0 * NaN is NaN), m the running row max after the update (tile rows), acc [rows x Dv];
+  // s_max: online_softmax_update's, or null.
   void forward_tile(const HeadContext& x, const ScoreTile& t, const float* s, const float* p,
                     const float* m, const float* acc, const BlockMax* s_max = nullptr);
   // Unfused forward, row block t (t.j0 = 0, t.cols = Sk): scores, rounded P, row max m.
