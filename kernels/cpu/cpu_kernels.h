@@ -40,6 +40,9 @@ void validate(const AttnParams& params, const CpuAttnInputs& inputs);
 PreparedInputs prepare_inputs(const AttnParams& params, const CpuAttnInputs& inputs, bool backward,
                               bool traced, int threads);
 
+// Whether rows [row0, row0 + rows) of a prepared input are all finite, from its row maxima.
+bool rows_finite(const std::vector<float>& row_max, int64_t row0, int64_t rows);
+
 // Number of tiles of size `tile` covering n.
 inline int64_t tile_count(int64_t n, int64_t tile) {
   return (n + tile - 1) / tile;

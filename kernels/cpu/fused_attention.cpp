@@ -95,6 +95,11 @@ PreparedInputs prepare_inputs(const AttnParams& p, const CpuAttnInputs& in, bool
   return x;
 }
 
+bool rows_finite(const std::vector<float>& row_max, int64_t row0, int64_t rows) {
+  const auto first = row_max.begin() + row0;
+  return std::all_of(first, first + rows, magnitude_finite);
+}
+
 Buffer<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
                                  int threads) {
   const int64_t n_kv = tile_count(sk, kTileCols), block = dim * kTileCols;
@@ -147,10 +152,8 @@ std::vector<uint8_t> finite_kv_tiles(const AttnParams& p, const PreparedInputs& 
   std::vector<uint8_t> finite(count(p.batch * p.kv_heads * n_kv));
   for (int64_t item = 0; item < p.batch * p.kv_heads * n_kv; ++item) {
     const int64_t j0 = (item % n_kv) * kTileCols, cols = std::min(kTileCols, p.seqlen_k - j0);
-    const size_t row = count((item / n_kv) * p.seqlen_k + j0);
-    finite[count(item)] =
-        std::all_of(in.k_max.begin() + row, in.k_max.begin() + row + cols, magnitude_finite) &&
-        std::all_of(in.v_max.begin() + row, in.v_max.begin() + row + cols, magnitude_finite);
+    const int64_t row = (item / n_kv) * p.seqlen_k + j0;
+    finite[count(item)] = rows_finite(in.k_max, row, cols) && rows_finite(in.v_max, row, cols);
   }
   return finite;
 }

@@ -98,12 +98,10 @@ class FusedBackward {
         pair_columns(rows, Dv, in_.dout + row * Dv, Dv, do_cols_.data() + item * do_cols_block_);
       }
       backward_preprocess(x0_, rows, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
-      const auto finite_rows = [&](const std::vector<float>& row_max) {
-        return std::all_of(row_max.begin() + row, row_max.begin() + row + rows, magnitude_finite);
-      };
+      const bool inputs_finite =
+          rows_finite(in_.q_max, row, rows) && rows_finite(in_.dout_max, row, rows);
       q_clean_[count(item)] =
-          q_tile_clean(x0_, rows, finite_rows(in_.q_max) && finite_rows(in_.dout_max), out_.d + row,
-                       fwd_.m + row, fwd_.l + row);
+          q_tile_clean(x0_, rows, inputs_finite, out_.d + row, fwd_.m + row, fwd_.l + row);
       if (rec_ != nullptr) {
         rec_->rows_ready(item / n_q_, i0, rows, fwd_.m + row, fwd_.l + row, out_.d + row);
       }

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 
 #include "kernels/attn_check.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -378,28 +377,30 @@ double SumSquares(const float* x, int64_t n) {
   return sum;
 }
 
+// Rows r .. r + kRows - 1 of DotRowsF32InOrder (a constant count, so that the sums live in
+// registers).
+template <int64_t kRows>
+HWY_INLINE void DotRowsGroup(int64_t r, int64_t n, const float* a, const float* b, float* out) {
+  const hn::CappedTag<float, 1> d1;
+  hn::Vec<decltype(d1)> sum[kRows];
+  for (auto& v : sum) v = hn::Zero(d1);
+  for (int64_t x = 0; x < n; ++x) {
+    for (int64_t i = 0; i < kRows; ++i) {
+      const int64_t at = (r + i) * n + x;
+      sum[i] = hn::MulAdd(hn::LoadU(d1, a + at), hn::LoadU(d1, b + at), sum[i]);
+    }
+  }
+  for (int64_t i = 0; i < kRows; ++i) out[r + i] = hn::GetLane(sum[i]);
+}
+
 // Each row's sum runs in order, as GemmTile sums one element of C (MulAddLane's rounding, in
 // one-lane vectors so that the sums stay in registers); kDotRows rows at a time, so that their
 // FMA chains overlap.
 void DotRowsF32InOrder(int64_t rows, int64_t n, const float* a, const float* b, float* out) {
   constexpr int64_t kDotRows = 8;
-  const hn::CappedTag<float, 1> d1;
-  // Rows r .. r + kRows - 1 (a constant count, so that the sums live in registers).
-  const auto group = [&](int64_t r, auto rows_tag) HWY_ATTR {
-    constexpr int64_t kRows = decltype(rows_tag)::value;
-    hn::Vec<decltype(d1)> sum[kRows];
-    for (auto& v : sum) v = hn::Zero(d1);
-    for (int64_t x = 0; x < n; ++x) {
-      for (int64_t i = 0; i < kRows; ++i) {
-        const int64_t at = (r + i) * n + x;
-        sum[i] = hn::MulAdd(hn::LoadU(d1, a + at), hn::LoadU(d1, b + at), sum[i]);
-      }
-    }
-    for (int64_t i = 0; i < kRows; ++i) out[r + i] = hn::GetLane(sum[i]);
-  };
   int64_t r = 0;
-  for (; r + kDotRows <= rows; r += kDotRows) group(r, std::integral_constant<int64_t, kDotRows>());
-  for (; r < rows; ++r) group(r, std::integral_constant<int64_t, 1>());
+  for (; r + kDotRows <= rows; r += kDotRows) DotRowsGroup<kDotRows>(r, n, a, b, out);
+  for (; r < rows; ++r) DotRowsGroup<1>(r, n, a, b, out);
 }
 
 void FillRows(int64_t rows, int64_t cols, int64_t ld, float value, float* dst) {

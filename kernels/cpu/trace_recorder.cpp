@@ -23,18 +23,18 @@ size_t count(int64_t n) {
 // than the rounding of bf16 / fp16 operands and of fp32 sums can add.
 constexpr double kSafeBound = 1e37;
 
-// From PreparedInputs' row maxima of an input with rows_per_head rows per head: bad[i] = 1 when
-// row i holds a non-finite value; head_max[h] = the largest magnitude over head h's rows (+inf
-// when one is not finite).
+// From PreparedInputs' row maxima of an input with rows_per_head rows per head: head_max[h] =
+// the largest magnitude over head h's rows (+inf when one is not finite); bad (if given)[i] = 1
+// when row i holds a non-finite value.
 void rows_and_heads(const std::vector<float>& row_max, int64_t rows_per_head,
-                    std::vector<uint8_t>& bad, std::vector<float>& head_max) {
-  bad.resize(row_max.size());
+                    std::vector<float>& head_max, std::vector<uint8_t>* bad = nullptr) {
+  if (bad != nullptr) bad->resize(row_max.size());
   head_max.assign(row_max.size() / count(rows_per_head), 0.0f);
   const float* row = row_max.data();
   for (float& largest : head_max) {
     for (int64_t r = 0; r < rows_per_head; ++r, ++row) {
       const bool finite = magnitude_finite(*row);
-      bad[count(row - row_max.data())] = !finite;
+      if (bad != nullptr) (*bad)[count(row - row_max.data())] = !finite;
       largest = finite ? std::max(largest, *row) : kInf;
     }
   }
@@ -113,12 +113,11 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
                                          params.mask_fill == MaskFill::finfo_min);
 
   const int64_t rows = B * H * Sq;
-  rows_and_heads(in.q_max, Sq, q_bad_, q_head_max_);
-  if (backward) rows_and_heads(in.dout_max, Sq, dout_bad_, dout_head_max_);
-  std::vector<uint8_t> kv_bad;  // per kv row: the recorder keeps only per-tile and per-head flags
+  rows_and_heads(in.q_max, Sq, q_head_max_, &q_bad_);
+  if (backward) rows_and_heads(in.dout_max, Sq, dout_head_max_, &dout_bad_);
   std::vector<float> k_head_max, v_head_max;
-  rows_and_heads(in.k_max, Sk, kv_bad, k_head_max);
-  rows_and_heads(in.v_max, Sk, kv_bad, v_head_max);
+  rows_and_heads(in.k_max, Sk, k_head_max);
+  rows_and_heads(in.v_max, Sk, v_head_max);
   k_tile_max_.assign(count(B * Hk * n_kv_), 0.0f);
   k_tile_bad_.assign(count(B * Hk * n_kv_), 0);
   for (int64_t tile = 0; tile < B * Hk * n_kv_; ++tile) {
