@@ -70,7 +70,8 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
                 int64_t ldvt, float* dp, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
-  ATTNSCOPE_DCHECK(dout != nullptr && vt != nullptr && dp != nullptr && ldvt >= t.cols);
+  ATTNSCOPE_DCHECK(dout != nullptr && (vt != nullptr || paired.b != nullptr) && dp != nullptr &&
+                   ldvt >= t.cols);
   tile_matmul(x, t.rows, t.cols, x.dim_v, dout, x.dim_v, 1, vt, ldvt, dp, t.ld, 1.0f, false,
               paired);
   if (x.dropout) apply_dropout(x, t, dp, dp, x.dropout_scale);

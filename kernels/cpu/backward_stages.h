@@ -44,7 +44,8 @@ void accumulate_dv(const HeadContext& x, const ScoreTile& t, const float* p, flo
 
 // dP = Z o (dO_i V_j^T) in fp32, Z = keep * dropout_scale (1 without dropout): the dP that
 // enters dS, and the one the stepper and the head matrices show. dout [rows x Dv] (row stride
-// Dv), vt column t.j0 of V^T [Dv x cols] (row stride ldvt), dp like the score tile.
+// Dv), vt column t.j0 of V^T [Dv x cols] (row stride ldvt; null where paired.b holds its
+// pairs), dp like the score tile.
 void compute_dp(const HeadContext& x, const ScoreTile& t, const float* dout, const float* vt,
                 int64_t ldvt, float* dp, const Bf16Pairs& paired = {});
 

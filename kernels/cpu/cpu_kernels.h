@@ -54,14 +54,13 @@ inline int64_t tile_count(int64_t n, int64_t tile) {
 Buffer<float> transpose_kv_tiles(const float* x, int64_t heads, int64_t sk, int64_t dim,
                                  int threads);
 
-// The bf16 pairs (gemm_bf16.h) of kv tiles as the B operand of the forward's matmuls, for
-// HeadContext::bf16_dot. pair_kt_tiles: of the `tiles` blocks of a transpose_kv_tiles result
-// (K^T in S = Q K^T), block i at i * kt_pairs_block(dim). pair_v_tiles: of the rows of each kv
-// tile of `heads` matrices [Sk x dim] (V in P V), tile jt of head g at (g * n_kv + jt) *
-// v_pairs_block(dim).
+// The bf16 pairs (gemm_bf16.h) of the kv tiles of `heads` matrices [Sk x dim] as the B operand
+// of the forward's matmuls, for HeadContext::bf16_dot; tile jt of head g at (g * n_kv + jt)
+// times the block size. pair_kt_tiles: of each tile's transpose (K^T in S = Q K^T, the pairs
+// of transpose_kv_tiles' block). pair_v_tiles: of each tile's rows (V in P V).
 int64_t kt_pairs_block(int64_t dim);
 int64_t v_pairs_block(int64_t dim);
-Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads);
+Buffer<uint32_t> pair_kt_tiles(const float* k, int64_t heads, int64_t sk, int64_t dim, int threads);
 Buffer<uint32_t> pair_v_tiles(const float* v, int64_t heads, int64_t sk, int64_t dim, int threads);
 
 // Per kv tile [B * Hk][n_kv]: 1 when its K and V rows are all finite (from the row maxima). A
@@ -77,7 +76,7 @@ int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements);
 // Operands of one (batch, query head) for the fused forward: q [Sq x D] of the head, kt the
 // K^T tiles of its kv head (transpose_kv_tiles layout: n_kv blocks [D x Bc]), v [Sk x Dv] of
 // the kv head, kv_finite [n_kv] (finite_kv_tiles of the kv head). kt_pairs, v_pairs (null, or
-// with bf16_dot both): pair_kt_tiles and pair_v_tiles of the kv head.
+// with bf16_dot both): pair_kt_tiles and pair_v_tiles of the kv head; kt may be null with them.
 struct FusedHeadOperands {
   const float* q = nullptr;
   const float* kt = nullptr;
@@ -124,8 +123,8 @@ enum class TileStage : uint8_t { s, p, dp, ds };
 // mask_tile (s, gf), recompute_p (p), compute_dp (dp), compute_ds (ds). q_tile [rows x D], kt the
 // tile's K^T [D x Bc] and vt its V^T [Dv x Bc] (row stride Bc), do_tile [rows x Dv]; m, l, d
 // at the tile's rows (read from the stage that needs them on); s_paired and dp_paired: the
-// operands of S's and dP's matmuls already paired (forward_stages.h, tile_matmul); s_max:
-// recompute_p's.
+// operands of S's and dP's matmuls already paired (forward_stages.h, tile_matmul; kt / vt may
+// then be null); s_max: recompute_p's.
 void fused_backward_intermediates(const HeadContext& x, const ScoreTile& t, const float* q_tile,
                                   const float* kt, const float* do_tile, const float* vt,
                                   const float* m, const float* l, const float* d,

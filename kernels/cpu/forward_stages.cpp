@@ -73,7 +73,8 @@ void tile_matmul(const HeadContext& x, int64_t m, int64_t n, int64_t k, const fl
 void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
                 int64_t ldkt, float* s, float* gf, const Bf16Pairs& paired) {
   ATTNSCOPE_DCHECK(x.params != nullptr && tile_in_bounds(*x.params, t));
-  ATTNSCOPE_DCHECK(q != nullptr && kt != nullptr && s != nullptr && ldkt >= t.cols);
+  ATTNSCOPE_DCHECK(q != nullptr && (kt != nullptr || paired.b != nullptr) && s != nullptr &&
+                   ldkt >= t.cols);
   tile_matmul(x, t.rows, t.cols, x.dim, q, x.dim, 1, kt, ldkt, s, t.ld, x.scale, false, paired);
   const AttnParams& p = *x.params;
   if (gf != nullptr && x.softcap <= 0) fill_rows(t.rows, t.cols, t.ld, 1.0f, gf);

@@ -81,8 +81,8 @@ void tile_matmul(const HeadContext& x, int64_t m, int64_t n, int64_t k, const fl
 
 // S = scale * Q K^T in fp32, then softcap (s = cap * tanh(s / cap)), then + bias (rounded to
 // the precision). q: rows t.i0.. of Q [rows x D] (row stride D); kt: column t.j0 of K^T
-// [D x cols] (row stride ldkt). gf (nullable, same layout as s): d s / d(scale q.k), i.e.
-// 1 - tanh^2 with softcap, else 1.
+// [D x cols] (row stride ldkt; null where paired.b holds its pairs). gf (nullable, same layout as
+// s): d s / d(scale q.k), i.e. 1 - tanh^2 with softcap, else 1.
 void score_tile(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
                 int64_t ldkt, float* s, float* gf, const Bf16Pairs& paired = {});
 

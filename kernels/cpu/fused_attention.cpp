@@ -124,13 +124,15 @@ int64_t v_pairs_block(int64_t dim) {
   return kTileCols / 2 * paired_ld(dim);
 }
 
-Buffer<uint32_t> pair_kt_tiles(const Buffer<float>& kt, int64_t dim, int threads) {
-  const int64_t tiles = static_cast<int64_t>(kt.size()) / (dim * kTileCols);
-  Buffer<uint32_t> pairs(count(tiles * kt_pairs_block(dim)));
-  const int64_t bytes = static_cast<int64_t>(kt.size() * sizeof(float));
-  parallel_for(tiles, streaming_threads(threads, bytes), [&](int64_t i, int) {
-    pair_columns(dim, kTileCols, kt.data() + i * dim * kTileCols, kTileCols,
-                 pairs.data() + i * kt_pairs_block(dim));
+Buffer<uint32_t> pair_kt_tiles(const float* k, int64_t heads, int64_t sk, int64_t dim,
+                               int threads) {
+  const int64_t n_kv = tile_count(sk, kTileCols);
+  Buffer<uint32_t> pairs(count(heads * n_kv * kt_pairs_block(dim)));
+  const int64_t bytes = heads * sk * dim * int64_t{sizeof(float)};
+  parallel_for(heads * n_kv, streaming_threads(threads, bytes), [&](int64_t item, int) {
+    const int64_t j0 = (item % n_kv) * kTileCols;
+    pair_rows_transposed(std::min(kTileCols, sk - j0), dim, k + ((item / n_kv) * sk + j0) * dim,
+                         dim, kTileCols, pairs.data() + item * kt_pairs_block(dim));
   });
   return pairs;
 }

@@ -23,17 +23,17 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Per-worker buffers: the tile intermediates plus K_j^T, V_j^T and the fp32 dK_j, dV_j; with
-// bf16_dot also the pairs (gemm_bf16.h) of K_j^T, V_j^T (B of S and dP) and K_j (B of dQ).
+// Per-worker buffers: the tile intermediates and the fp32 dK_j, dV_j, plus K_j^T and V_j^T
+// (B of S and dP) in fp32, or with bf16_dot as pairs (gemm_bf16.h) with those of K_j (B of dQ).
 struct BackwardScratch {
   BackwardTileBuffers tile;
-  std::vector<float> kt, vt;                     // [D, Bc], [Dv, Bc]
+  std::vector<float> kt, vt;                     // [D, Bc], [Dv, Bc]; empty with bf16_dot
   std::vector<float> dk, dv;                     // [Bc, D], [Bc, Dv]
-  Buffer<uint32_t> kt_pairs, vt_pairs, k_pairs;  // pair_columns of kt, vt, K_j
+  Buffer<uint32_t> kt_pairs, vt_pairs, k_pairs;  // pair_columns of K_j^T, V_j^T, K_j
 
-  BackwardScratch(int64_t dim, int64_t dim_v)
-      : kt(count(dim * kTileCols)),
-        vt(count(dim_v * kTileCols)),
+  BackwardScratch(int64_t dim, int64_t dim_v, bool paired)
+      : kt(count(paired ? 0 : dim * kTileCols)),
+        vt(count(paired ? 0 : dim_v * kTileCols)),
         dk(count(kTileCols * dim)),
         dv(count(kTileCols * dim_v)) {}
 };
@@ -63,7 +63,8 @@ class FusedBackward {
     std::fill(out_.dq, out_.dq + dq_elements, 0.0f);
     dq_extra_.resize(count((chunks_ - 1) * dq_elements));
     std::fill(dq_extra_.begin(), dq_extra_.end(), 0.0f);
-    std::vector<BackwardScratch> scratch(count(threads_), {prm_.head_dim, prm_.head_dim_v});
+    std::vector<BackwardScratch> scratch(count(threads_),
+                                         {prm_.head_dim, prm_.head_dim_v, paired_});
     parallel_for(prm_.batch * prm_.kv_heads * chunks_, threads_, [&](int64_t item, int worker) {
       const int64_t bkv = item / chunks_, chunk = item % chunks_;
       float* dq_acc = chunk == 0 ? out_.dq : dq_extra_.data() + (chunk - 1) * dq_elements;
@@ -115,16 +116,18 @@ class FusedBackward {
     const int64_t G = prm_.group_size(), b = bkv / prm_.kv_heads, kvh = bkv % prm_.kv_heads;
     const int64_t j0 = jt * kTileCols, cols = std::min(kTileCols, Sk - j0);
     const float* k_tile = in_.k + (bkv * Sk + j0) * D;
-    transpose(cols, D, k_tile, D, w.kt.data(), kTileCols);
-    transpose(cols, Dv, in_.v + (bkv * Sk + j0) * Dv, Dv, w.vt.data(), kTileCols);
+    const float* v_tile = in_.v + (bkv * Sk + j0) * Dv;
     if (paired_) {
       // The forward's layouts of paired kv tiles: K^T and V^T as its K^T, K as its V.
       w.kt_pairs.resize(count(kt_pairs_block(D)));
       w.vt_pairs.resize(count(kt_pairs_block(Dv)));
       w.k_pairs.resize(count(v_pairs_block(D)));
-      pair_columns(D, kTileCols, w.kt.data(), kTileCols, w.kt_pairs.data());
-      pair_columns(Dv, kTileCols, w.vt.data(), kTileCols, w.vt_pairs.data());
+      pair_rows_transposed(cols, D, k_tile, D, kTileCols, w.kt_pairs.data());
+      pair_rows_transposed(cols, Dv, v_tile, Dv, kTileCols, w.vt_pairs.data());
       pair_columns(cols, D, k_tile, D, w.k_pairs.data());
+    } else {
+      transpose(cols, D, k_tile, D, w.kt.data(), kTileCols);
+      transpose(cols, Dv, v_tile, Dv, w.vt.data(), kTileCols);
     }
     std::fill(w.dk.begin(), w.dk.end(), 0.0f);
     std::fill(w.dv.begin(), w.dv.end(), 0.0f);
@@ -152,9 +155,10 @@ class FusedBackward {
         const Bf16Pairs dp_pairs{pairs(do_rows_, row * do_row_words_), do_row_words_, 1,
                                  pairs(w.vt_pairs, 0), kTileCols};
         BlockMax s_max;  // of S against m, for the trace
-        fused_backward_intermediates(x, t, q_tile, w.kt.data(), do_tile, w.vt.data(), fwd_.m + row,
-                                     fwd_.l + row, out_.d + row, tb, TileStage::ds, s_pairs,
-                                     dp_pairs, rec_ != nullptr ? &s_max : nullptr);
+        fused_backward_intermediates(x, t, q_tile, paired_ ? nullptr : w.kt.data(), do_tile,
+                                     paired_ ? nullptr : w.vt.data(), fwd_.m + row, fwd_.l + row,
+                                     out_.d + row, tb, TileStage::ds, s_pairs, dp_pairs,
+                                     rec_ != nullptr ? &s_max : nullptr);
         if (pool) pooled_->add({t, tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data()}, worker);
         if (skip) continue;
         accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data(),

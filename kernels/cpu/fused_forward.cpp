@@ -31,8 +31,9 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
   const int64_t i0 = qt * kTileRows, rows = std::min(kTileRows, Sq - i0);
   ATTNSCOPE_DCHECK(qt >= 0 && i0 < Sq);
   const bool stats_only = o == nullptr;  // P V left out: it feeds neither m nor l
-  ATTNSCOPE_DCHECK(op.q != nullptr && op.kt != nullptr && op.kv_finite != nullptr &&
-                   (op.v != nullptr || stats_only) && (rec == nullptr || !stats_only));
+  ATTNSCOPE_DCHECK(op.q != nullptr && (op.kt != nullptr || op.kt_pairs != nullptr) &&
+                   op.kv_finite != nullptr && (op.v != nullptr || stats_only) &&
+                   (rec == nullptr || !stats_only));
   ATTNSCOPE_DCHECK(w.s.size() >= static_cast<size_t>(kTileRows * kTileCols) &&
                    w.acc.size() >= static_cast<size_t>(kTileRows * Dv));
   ATTNSCOPE_DCHECK(lse != nullptr && m != nullptr && l != nullptr);
@@ -60,7 +61,8 @@ void fused_forward_q_tile(const HeadContext& x, int64_t qt, const FusedHeadOpera
     const Bf16Pairs s_pairs = paired ? Bf16Pairs{w.q_pairs.data(), q_words, 1,
                                                  op.kt_pairs + jt * kt_pairs_block(D), kTileCols}
                                      : Bf16Pairs{};
-    score_tile(x, t, q_tile, op.kt + jt * D * kTileCols, kTileCols, w.s.data(), nullptr, s_pairs);
+    const float* kt = paired ? nullptr : op.kt + jt * D * kTileCols;
+    score_tile(x, t, q_tile, kt, kTileCols, w.s.data(), nullptr, s_pairs);
     mask_tile(x, t, w.s.data(), nullptr);
     if (pool) pooled->add({t, w.s.data(), nullptr, nullptr, nullptr}, worker);
     if (skip) continue;
@@ -91,10 +93,12 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
   const int64_t D = prm.head_dim, Dv = prm.head_dim_v;
   const int64_t n_q = tile_count(Sq, kTileRows), n_kv = tile_count(Sk, kTileCols);
 
-  const Buffer<float> kt = transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
-  // bf16_dot: K^T and V paired once here rather than once per q tile.
+  // bf16_dot: K^T and V paired once here rather than once per q tile, and no fp32 K^T.
   const bool pair = make_head_context(prm, Mode::fused, 0, 0).bf16_dot;
-  const Buffer<uint32_t> kt_pairs = pair ? pair_kt_tiles(kt, D, threads) : Buffer<uint32_t>();
+  const Buffer<float> kt =
+      pair ? Buffer<float>() : transpose_kv_tiles(in.k, prm.batch * Hk, Sk, D, threads);
+  const Buffer<uint32_t> kt_pairs =
+      pair ? pair_kt_tiles(in.k, prm.batch * Hk, Sk, D, threads) : Buffer<uint32_t>();
   const bool pair_v = pair && out.o != nullptr;  // out.o null: the statistics alone, no P V
   const Buffer<uint32_t> v_pairs =
       pair_v ? pair_v_tiles(in.v, prm.batch * Hk, Sk, Dv, threads) : Buffer<uint32_t>();
@@ -107,7 +111,7 @@ void fused_forward(const AttnParams& prm, const PreparedInputs& in, int threads,
     const int64_t b = bh / H, h = bh % H;
     const int64_t bkv = b * Hk + prm.kv_head_of(h);
     const FusedHeadOperands op{in.q + bh * Sq * D,
-                               kt.data() + bkv * n_kv * D * kTileCols,
+                               pair ? nullptr : kt.data() + bkv * n_kv * D * kTileCols,
                                in.v + bkv * Sk * Dv,
                                kv_finite.data() + bkv * n_kv,
                                pair ? kt_pairs.data() + bkv * n_kv * kt_pairs_block(D) : nullptr,

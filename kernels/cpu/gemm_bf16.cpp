@@ -6,10 +6,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "kernels/attn_check.h"
+#include "kernels/cpu/tile_math.h"
 
 namespace attnscope::cpu {
 namespace {
@@ -278,6 +280,17 @@ void pair_rows(int64_t m, int64_t k, const float* x, int64_t ldx, uint32_t* out)
 void pair_columns(int64_t k, int64_t n, const float* x, int64_t ldx, uint32_t* out) {
   ATTNSCOPE_DCHECK(cpu_has_avx512_bf16() && k >= 0 && n >= 0 && ldx >= n);
   pair_columns_avx512(k, n, x, ldx, paired_ld(n), out);
+}
+
+void pair_rows_transposed(int64_t n, int64_t k, const float* x, int64_t ldx, int64_t ldo,
+                          uint32_t* out) {
+  ATTNSCOPE_DCHECK(cpu_has_avx512_bf16() && n >= 0 && k >= 0 && ldx >= k && ldo >= n);
+  const int64_t kp = (k + 1) / 2;
+  thread_local std::vector<uint32_t> rows;  // [n x kp]: pair_rows of X
+  if (rows.size() < static_cast<size_t>(n * kp)) rows.resize(static_cast<size_t>(n * kp));
+  pair_rows_avx512(n, k, x, ldx, rows.data());
+  transpose_words(n, kp, rows.data(), kp, out, ldo);
+  for (int64_t p = 0; p < kp && n < ldo; ++p) std::fill(out + p * ldo + n, out + (p + 1) * ldo, 0u);
 }
 
 void gemm_tile_bf16(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,

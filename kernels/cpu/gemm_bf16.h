@@ -36,6 +36,12 @@ void pair_rows(int64_t m, int64_t k, const float* x, int64_t ldx, uint32_t* out)
 // a_rs = 1, a_ps = paired_ld(n)).
 void pair_columns(int64_t k, int64_t n, const float* x, int64_t ldx, uint32_t* out);
 
+// pair_columns of X^T for X [n x k] with rows contiguous (row stride ldx): out[p * ldo + c] =
+// pair p of row c of X, 0 for n <= c < ldo (ldo >= n). K's rows give K^T's pairs this way
+// without an fp32 K^T.
+void pair_rows_transposed(int64_t n, int64_t k, const float* x, int64_t ldx, int64_t ldo,
+                          uint32_t* out);
+
 // gemm_tile (tile_math.h) for A and B of bf16 values, same arguments and layouts. Each element
 // of A B starts at +0 and takes, for t = 0, 2, 4, ... in order, one vdpbf16ps step that adds
 // A(r, t + 1) B(t + 1, x), then A(r, t) B(t, x) (t + 1 = k counts as 0), rounded as that

@@ -643,19 +643,6 @@ HWY_EXPORT(LargestMagnitude);
 HWY_EXPORT(FiniteBlockMax);
 HWY_EXPORT(FiniteMax);
 
-void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst,
-               int64_t ld_dst) {
-  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && ld_src >= cols && ld_dst >= rows);
-  ATTNSCOPE_DCHECK(rows == 0 || cols == 0 || (src != nullptr && dst != nullptr));
-  constexpr int64_t kBlock = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
-    const int64_t r1 = r0 + kBlock < rows ? r0 + kBlock : rows;
-    for (int64_t x = 0; x < cols; ++x) {
-      for (int64_t r = r0; r < r1; ++r) dst[x * ld_dst + r] = src[r * ld_src + x];
-    }
-  }
-}
-
 float exp_f32(float x) {
   choose_cpu_isa();
   return HWY_DYNAMIC_DISPATCH(ExpF32)(x);

@@ -26,9 +26,12 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, in
                const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate);
 
 // dst(x, r) = src(r, x): src [rows x cols] with row stride ld_src, dst [cols x rows] with row
-// stride ld_dst.
+// stride ld_dst; the elements' bits are copied unchanged (transpose.cpp). transpose_words: of
+// 32-bit words, such as the bf16 pairs of gemm_bf16.h.
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst,
                int64_t ld_dst);
+void transpose_words(int64_t rows, int64_t cols, const uint32_t* src, int64_t ld_src, uint32_t* dst,
+                     int64_t ld_dst);
 
 // exp in fp32, within 2 ulp of the true value; exp(-inf) = 0, exp(+inf) = inf, NaN stays
 // NaN, results below e^-86.5 (~2.6e-38, about the fp32 normal minimum) flush to 0.

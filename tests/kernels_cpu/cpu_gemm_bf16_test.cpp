@@ -1,7 +1,8 @@
 // The AVX512-BF16 tile matmul (kernels/cpu/gemm_bf16.h) against fp64 sums on odd shapes, the
 // three A layouts (rows contiguous, transposed, any strides), alpha and accumulate; exact on
 // integer operands (so every product meets its partner); dot_rows_bf16 equal bit for bit to each
-// element of a matmul; NaN and inf propagation. Skipped on CPUs without AVX512-BF16.
+// element of a matmul; the pairings' layouts; NaN and inf propagation. Skipped on CPUs without
+// AVX512-BF16.
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <gtest/gtest.h>
@@ -126,6 +127,37 @@ TEST_F(GemmBf16, dot_rows_bf16_are_elements_of_the_matmul_bit_for_bit) {
     }
   }
   dot_rows_bf16(0, 0, nullptr, nullptr, nullptr);
+}
+
+// pair_rows_transposed of X is pair_columns of X^T word for word (NaN bits and an odd k's
+// padded last pair included), zero from column n up to ldo.
+TEST_F(GemmBf16, pair_rows_transposed_pairs_the_columns_of_the_transpose) {
+  std::mt19937 gen(12);
+  std::normal_distribution<float> u(0, 2);
+  for (const int64_t n : {1, 5, 16, 17, 64}) {
+    for (const int64_t k : {1, 2, 13, 64, 128}) {
+      SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k));
+      const int64_t ldx = k + 1, ldo = 64, kp = (k + 1) / 2;
+      std::vector<float> x(static_cast<size_t>(n * ldx)), xt(static_cast<size_t>(k * n));
+      for (float& e : x) e = round_to(Precision::bf16, u(gen));
+      x[static_cast<size_t>(ldx * (n - 1))] = kNaN;
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t t = 0; t < k; ++t) {
+          xt[static_cast<size_t>(t * n + c)] = x[static_cast<size_t>(c * ldx + t)];
+        }
+      }
+      std::vector<uint32_t> want(static_cast<size_t>(kp * paired_ld(n)));
+      pair_columns(k, n, xt.data(), n, want.data());
+      std::vector<uint32_t> got(static_cast<size_t>(kp * ldo), 0xdeadbeefu);
+      pair_rows_transposed(n, k, x.data(), ldx, ldo, got.data());
+      for (int64_t p = 0; p < kp; ++p) {
+        for (int64_t c = 0; c < ldo; ++c) {
+          const uint32_t w = c < n ? want[static_cast<size_t>(p * paired_ld(n) + c)] : 0u;
+          ASSERT_EQ(got[static_cast<size_t>(p * ldo + c)], w) << "pair " << p << " column " << c;
+        }
+      }
+    }
+  }
 }
 
 // a_rounds: an fp32 A (transposed, or rows contiguous) paired with rounding gives the bits of the

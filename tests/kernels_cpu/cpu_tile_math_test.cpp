@@ -1,6 +1,7 @@
 // The CPU kernels' building blocks: vectorised rounding bit-identical to kernels/precision.h,
 // exp within 2 ulp with IEEE special cases, NaN-propagating row max, the tile matmul against
-// a naive loop on odd shapes and strides, and the finite-value scans of the instrumentation.
+// a naive loop on odd shapes and strides, bit-exact transposes, and the finite-value scans of
+// the instrumentation.
 #include "kernels/cpu/tile_math.h"
 
 #include <gtest/gtest.h>
@@ -195,6 +196,38 @@ TEST(TileMath, exp_rows_with_maxima_match_exp_rows_and_finite_block_max_bit_for_
 }
 
 // fill_rows writes the value into every row's first cols entries and leaves the rest alone.
+// transpose and transpose_words copy every element's bits (NaN payloads included) to its
+// transposed place on shapes around the 4 x 4 blocks, and leave dst's padding alone.
+TEST(TileMath, transposes_move_every_elements_bits_and_keep_the_padding) {
+  for (const int64_t rows : {0, 1, 3, 4, 5, 8, 17, 64}) {
+    for (const int64_t cols : {0, 1, 3, 4, 7, 12, 64}) {
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+      const int64_t ld_src = cols + 3, ld_dst = rows + 2;
+      std::vector<uint32_t> src(static_cast<size_t>(rows * ld_src));
+      for (size_t e = 0; e < src.size(); ++e) {
+        src[e] = static_cast<uint32_t>(e * 2654435761u) | 0x7f800001u;  // NaN bits, no two alike
+      }
+      std::vector<float> src_f(src.size());
+      std::memcpy(src_f.data(), src.data(), src.size() * sizeof(float));
+      constexpr uint32_t kPad = 0x5a5a5a5au;
+      std::vector<uint32_t> dst(static_cast<size_t>(cols * ld_dst + 1), kPad);
+      std::vector<float> dst_f(dst.size());
+      std::memcpy(dst_f.data(), dst.data(), dst.size() * sizeof(float));
+      transpose_words(rows, cols, src.data(), ld_src, dst.data(), ld_dst);
+      transpose(rows, cols, src_f.data(), ld_src, dst_f.data(), ld_dst);
+      for (int64_t x = 0; x < cols; ++x) {
+        for (int64_t r = 0; r < ld_dst; ++r) {
+          const size_t at = static_cast<size_t>(x * ld_dst + r);
+          const uint32_t want = r < rows ? src[static_cast<size_t>(r * ld_src + x)] : kPad;
+          ASSERT_EQ(dst[at], want) << "words (" << x << ", " << r << ")";
+          ASSERT_EQ(bits(dst_f[at]), want) << "floats (" << x << ", " << r << ")";
+        }
+      }
+      ASSERT_EQ(dst.back(), kPad);
+    }
+  }
+}
+
 TEST(TileMath, fill_rows_fills_cols_of_each_row_and_keeps_the_padding) {
   for (int64_t cols : {1, 15, 16, 17, 64}) {
     constexpr int64_t kRows = 3, kLd = 70;
