@@ -571,18 +571,19 @@ float LargestMagnitude(const float* x, int64_t n) {
 }
 
 bool FiniteBlockMax(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
-                    float* max_shifted, float* max_abs) {
+                    const int64_t* row_cols, float* max_shifted, float* max_abs) {
   const D d;
   BlockMaxAcc acc;
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_r = x + r * ld;
+    const int64_t n = row_cols != nullptr ? row_cols[r] : cols;
     const V vs = Splat(shift[r]);
     int64_t i = 0;
-    for (int a = 0; i + kLanes <= cols; i += kLanes, a = (a + 1) % BlockMaxAcc::kAcc) {
+    for (int a = 0; i + kLanes <= n; i += kLanes, a = (a + 1) % BlockMaxAcc::kAcc) {
       const V v = hn::LoadU(d, x_r + i);
       acc.add(a, v, hn::Sub(v, vs));
     }
-    for (; i < cols; ++i) acc.add_tail(x_r[i], x_r[i] - shift[r]);
+    for (; i < n; ++i) acc.add_tail(x_r[i], x_r[i] - shift[r]);
   }
   return acc.finish(max_shifted, max_abs);
 }
@@ -769,9 +770,11 @@ int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max) {
 }
 
 bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
-                      float* max_shifted, float* max_abs) {
+                      float* max_shifted, float* max_abs, const int64_t* row_cols) {
+  ATTNSCOPE_DCHECK(rows >= 0 && cols >= 0 && cols <= ld);
   choose_cpu_isa();
-  return HWY_DYNAMIC_DISPATCH(FiniteBlockMax)(x, rows, cols, ld, shift, max_shifted, max_abs);
+  return HWY_DYNAMIC_DISPATCH(FiniteBlockMax)(x, rows, cols, ld, shift, row_cols, max_shifted,
+                                              max_abs);
 }
 
 }  // namespace attnscope::cpu

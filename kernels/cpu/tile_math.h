@@ -137,8 +137,10 @@ int64_t finite_max(const float* x, int64_t n, float* max_abs, float* max);
 
 // Fast pass over a block x [rows x cols] (row stride ld) expected to be all finite:
 // *max_abs = largest |x|, *max_shifted = largest x[r][c] - shift[r]. Returns false when some
-// entry is NaN or inf (the outputs are then meaningless).
+// entry is NaN or inf (the outputs are then meaningless). row_cols (if given): row r is read
+// only up to row_cols[r] <= cols entries (a causal tile's visible scores); a row of none adds
+// nothing (max_shifted -inf, max_abs 0 when no row has any).
 bool finite_block_max(const float* x, int64_t rows, int64_t cols, int64_t ld, const float* shift,
-                      float* max_shifted, float* max_abs);
+                      float* max_shifted, float* max_abs, const int64_t* row_cols = nullptr);
 
 }  // namespace attnscope::cpu

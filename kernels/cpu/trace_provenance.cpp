@@ -64,17 +64,20 @@ void TraceRecorder::finish_forward(const CpuForwardOutputs& out) {
   f.m.assign(out.m, out.m + rows);
   f.l.assign(out.l, out.l + rows);
   f.lse.assign(out.lse, out.lse + rows);
-  f.o_max_abs.assign(count(rows), 0.0f);
+  f.o_max_abs.resize(count(rows));
   f.o_provenance.assign(count(rows * Dv), Provenance::finite);
   f.lse_provenance.assign(count(rows), Provenance::finite);
   const int64_t o_bytes = rows * Dv * int64_t{sizeof(float)};
   parallel_for(prm_.batch * prm_.heads, streaming_threads(threads_, o_bytes), [&](int64_t bh, int) {
+    // Each row's largest magnitude in one pass over the head: its max |O_i| unless not finite.
+    float* o_max_abs = f.o_max_abs.data() + bh * Sq;
+    row_maxima(Precision::f32, out.o + bh * Sq * Dv, Sq, Dv, o_max_abs);
     for (int64_t i = 0; i < Sq; ++i) {
       const int64_t row = bh * Sq + i;
       const float* o_r = out.o + row * Dv;
-      float max_abs = 0, max = 0;
-      const bool o_bad = finite_max(o_r, Dv, &max_abs, &max) > 0;
-      f.o_max_abs[count(row)] = max_abs;
+      const bool o_bad = !magnitude_finite(o_max_abs[i]);
+      float max = 0;
+      if (o_bad) finite_max(o_r, Dv, &o_max_abs[i], &max);
       const bool lse_bad = !std::isfinite(out.lse[row]);
       if (!o_bad && !lse_bad) continue;
       const Provenance cause = row_cause(bh, i, false);

@@ -23,19 +23,24 @@ size_t count(int64_t n) {
 // than the rounding of bf16 / fp16 operands and of fp32 sums can add.
 constexpr double kSafeBound = 1e37;
 
+// The largest of row maxima [n] (magnitudes), +inf when one is not finite: one vector pass.
+float largest_of(const float* row_max, int64_t n) {
+  const float largest = largest_magnitude(row_max, n);
+  return magnitude_finite(largest) ? largest : kInf;
+}
+
 // From PreparedInputs' row maxima of an input with rows_per_head rows per head: head_max[h] =
 // the largest magnitude over head h's rows (+inf when one is not finite); bad (if given)[i] = 1
 // when row i holds a non-finite value.
 void rows_and_heads(const std::vector<float>& row_max, int64_t rows_per_head,
                     std::vector<float>& head_max, std::vector<uint8_t>* bad = nullptr) {
-  if (bad != nullptr) bad->resize(row_max.size());
-  head_max.assign(row_max.size() / count(rows_per_head), 0.0f);
-  const float* row = row_max.data();
-  for (float& largest : head_max) {
-    for (int64_t r = 0; r < rows_per_head; ++r, ++row) {
-      const bool finite = magnitude_finite(*row);
-      if (bad != nullptr) (*bad)[count(row - row_max.data())] = !finite;
-      largest = finite ? std::max(largest, *row) : kInf;
+  if (bad != nullptr) bad->assign(row_max.size(), 0);
+  head_max.resize(row_max.size() / count(rows_per_head));
+  for (size_t h = 0; h < head_max.size(); ++h) {
+    const float* rows = row_max.data() + h * count(rows_per_head);
+    head_max[h] = largest_of(rows, rows_per_head);
+    for (int64_t r = 0; bad != nullptr && head_max[h] == kInf && r < rows_per_head; ++r) {
+      (*bad)[h * count(rows_per_head) + count(r)] = !magnitude_finite(rows[r]);
     }
   }
 }
@@ -118,16 +123,12 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   std::vector<float> k_head_max, v_head_max;
   rows_and_heads(in.k_max, Sk, k_head_max);
   rows_and_heads(in.v_max, Sk, v_head_max);
-  k_tile_max_.assign(count(B * Hk * n_kv_), 0.0f);
-  k_tile_bad_.assign(count(B * Hk * n_kv_), 0);
+  k_tile_max_.resize(count(B * Hk * n_kv_));
+  k_tile_bad_.resize(count(B * Hk * n_kv_));
   for (int64_t tile = 0; tile < B * Hk * n_kv_; ++tile) {
     const int64_t j0 = (tile % n_kv_) * kTileCols, row0 = (tile / n_kv_) * Sk + j0;
-    for (int64_t row = row0; row < row0 + std::min(kTileCols, Sk - j0); ++row) {
-      const float largest = in.k_max[count(row)];
-      k_tile_bad_[count(tile)] |= !magnitude_finite(largest);
-      k_tile_max_[count(tile)] =
-          magnitude_finite(largest) ? std::max(k_tile_max_[count(tile)], largest) : kInf;
-    }
+    k_tile_max_[count(tile)] = largest_of(in.k_max.data() + row0, std::min(kTileCols, Sk - j0));
+    k_tile_bad_[count(tile)] = k_tile_max_[count(tile)] == kInf;
   }
   k_head_bad_.assign(count(B * Hk), 0);
   v_head_bad_.assign(count(B * Hk), 0);
@@ -191,12 +192,19 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
   const bool k_bad = k_tile_bad_[count(bkv * n_kv_ + t.j0 / kTileCols)];
   const bool per_entry = needs_mask_classes(prm_);
-  // Fast path: an unmasked, all-finite tile without an exp overflow needs only its maxima.
-  // Rows with a non-finite m take no part in the exp argument (shift +inf gives -inf).
-  if (!per_entry && causal_visible_cols(prm_, t, 0) == t.cols) {
+  // Fast path: a tile whose visible scores (all, or a causal staircase) are finite without an
+  // exp overflow needs only their maxima. Rows with a non-finite m take no part in the exp
+  // argument (shift +inf gives -inf).
+  if (!per_entry) {
+    int64_t visible[kTileRows];
+    int64_t masked = 0;
+    for (int64_t r = 0; r < t.rows; ++r) {
+      visible[r] = causal_visible_cols(prm_, t, r);
+      masked += t.cols - visible[r];
+    }
     float max_arg = 0, max_abs = 0;
     bool clean = false;
-    if (known != nullptr && known->finite) {
+    if (masked == 0 && known != nullptr && known->finite) {
       // Every shift is m (the caller checked that every m is finite): known holds what
       // finite_block_max would give.
       clean = true;
@@ -205,11 +213,16 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
     } else {
       float shift[kTileRows];
       for (int64_t r = 0; r < t.rows; ++r) shift[r] = std::isfinite(m[r]) ? m[r] : kInf;
-      clean = finite_block_max(s, t.rows, t.cols, t.ld, shift, &max_arg, &max_abs);
+      clean = finite_block_max(s, t.rows, t.cols, t.ld, shift, &max_arg, &max_abs,
+                               masked > 0 ? visible : nullptr);
     }
     if (clean && max_arg <= kExpOverflowArg) {
       ts.max_abs_s = std::max(ts.max_abs_s, max_abs);
       ts.max_exp_arg = std::max(ts.max_exp_arg, max_arg);
+      ts.masked += static_cast<int32_t>(masked);
+      for (int64_t r = 0; fill_overflowed_ && r < t.rows; ++r) {
+        if (visible[r] < t.cols) set_row(row0 + r, kCauseFillMasked);
+      }
       return true;
     }
   }

@@ -76,7 +76,9 @@ class TraceRecorder {
   bool bias_row_bad(const HeadContext& x, const ScoreTile& t, int64_t r) const;
   // Visible-score stats of one kv tile t into ts and the row flags; m: row max per tile row;
   // known: finite_block_max of s against m if a stage computed it and every m is finite (null:
-  // not). Returns true when every score is visible and finite and no exp argument overflows.
+  // not). Returns true when no score is masked by a mask or bias and every visible one is
+  // finite without an exp overflow (a causally masked score holds the fill, which m bounds:
+  // its exp is 0 or at most 1).
   bool scan_scores(const HeadContext& x, const ScoreTile& t, const float* s, const float* m,
                    TileStats& ts, const BlockMax* known = nullptr);
   // Whether a row's P = exp(S - m) / l is finite without looking, given clean scores: finite m

@@ -13,12 +13,6 @@ bool needs_mask_classes(const AttnParams& params) {
   return params.mask != nullptr || params.bias != nullptr;
 }
 
-int64_t causal_visible_cols(const AttnParams& params, const ScoreTile& t, int64_t r) {
-  if (!params.causal) return t.cols;
-  // Key j is hidden from query i iff j > i + causal_shift.
-  return std::clamp<int64_t>(t.i0 + r + causal_shift(params) + 1 - t.j0, 0, t.cols);
-}
-
 void mask_classes(const HeadContext& x, const ScoreTile& t, uint8_t* cls) {
   const AttnParams& p = *x.params;
   for (int64_t r = 0; r < t.rows; ++r) {

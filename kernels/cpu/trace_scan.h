@@ -3,6 +3,7 @@
 // visible scores. Fast vector paths when a block is all finite; classification otherwise.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -17,7 +18,12 @@ namespace attnscope::cpu {
 bool needs_mask_classes(const AttnParams& params);
 
 // Keys [t.j0, t.j0 + result) of tile row r are not causally hidden (t.cols without causal).
-int64_t causal_visible_cols(const AttnParams& params, const ScoreTile& t, int64_t r);
+// Inline: the trace asks for every row of every tile.
+inline int64_t causal_visible_cols(const AttnParams& params, const ScoreTile& t, int64_t r) {
+  if (!params.causal) return t.cols;
+  // Key j is hidden from query i iff j > i + causal_shift.
+  return std::clamp<int64_t>(t.i0 + r + causal_shift(params) + 1 - t.j0, 0, t.cols);
+}
 
 // cls[r * t.cols + c] = MaskedEntry of entry (r, c) of tile t of head (x.b, x.h); compact
 // [rows x cols]. Covers causal, bool mask and -inf bias.

@@ -3,6 +3,7 @@
 // norms, thread count independence, and a printout of its cost at B*H = 8, S = 2048, D = 64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -291,6 +292,29 @@ TEST(Provenance, neg_1e9_fill_of_fully_masked_row_in_unfused_f16_is_mask_fill) {
   expect_all_codes(r, tr, all(Provenance::mask_fill), all(Provenance::propagated));
   const CpuAttnResult fused = run_cpu_traced(t, Mode::fused, &tr);
   expect_all_codes(fused, tr, all(Provenance::finite), all(Provenance::finite));
+}
+
+// The same cause without a mask: bottom-right causal with Sq > Sk hides every key from the first
+// Sq - Sk rows, which share their kv tiles with rows that see some (the staircase the trace
+// scans without looking at masked scores).
+TEST(Provenance, neg_1e9_fill_of_causally_empty_rows_in_unfused_f16_is_mask_fill) {
+  CaseConfig c;
+  c.sq = 70;
+  c.sk = 67;
+  c.causal = true;
+  c.align = CausalAlign::bottom_right;
+  c.fill = MaskFill::neg_1e9;
+  c.precision = Precision::f16;
+  const TestCase t = make_case(c);
+  CpuTrace tr;
+  const CpuAttnResult r = run_cpu_traced(t, Mode::unfused, &tr);
+  const int64_t dv = c.d;  // rows 0..2 of O are NaN
+  EXPECT_EQ(count_nonfinite(r.o), 3 * dv);
+  expect_codes(r.o, tr.forward.o_provenance, all(Provenance::mask_fill), "o");
+  expect_codes(r.lse, tr.forward.lse_provenance, all(Provenance::mask_fill), "lse");
+  int32_t masked = 0;  // tile (0, 0): row i sees keys j <= i - 3
+  for (int32_t i = 0; i < 64; ++i) masked += 64 - std::max(0, i - 2);
+  EXPECT_EQ(tr.forward.tiles[0].masked, masked);
 }
 
 TEST(Provenance, neg_inf_fill_fully_masked_row_is_fully_masked_row_fused_unfused_f32_bf16) {
