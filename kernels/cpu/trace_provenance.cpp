@@ -1,6 +1,8 @@
 // End of a traced run (see trace_recorder.h): resolves the per-row and per-kv-tile cause flags
 // into one provenance code per non-finite output element, and computes the gradient norms.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "kernels/cpu/parallel_for.h"
@@ -14,33 +16,48 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Row norms [rows] of x [rows x dim] and the head norm of each block of `rows_per_head` rows,
-// summed in row order; every non-finite entry of row i of head `head` gets code(head, i).
-template <typename Code>
-void norms_and_codes(const float* x, int64_t heads, int64_t rows_per_head, int64_t dim, int threads,
-                     std::vector<float>& row_norm, std::vector<double>& head_norm,
-                     std::vector<Provenance>& prov, const Code& code) {
-  row_norm.assign(count(heads * rows_per_head), 0.0f);
-  head_norm.assign(count(heads), 0.0);
-  prov.assign(count(heads * rows_per_head * dim), Provenance::finite);
-  threads = streaming_threads(threads, heads * rows_per_head * dim * int64_t{sizeof(float)});
-  parallel_for(heads, threads, [&](int64_t head, int) {
+// One gradient tensor x [heads * rows_per_head x dim] of finish_backward: its row norms, the
+// norm of each head (its rows' squares summed in row order), and a code for every non-finite
+// entry of row i of head `head`: code(head, i).
+struct GradNorms {
+  const float* x;
+  int64_t heads, rows_per_head, dim;
+  std::vector<float>& row_norm;
+  std::vector<double>& head_norm;
+  std::vector<Provenance>& prov;
+  std::function<Provenance(int64_t head, int64_t i)> code;
+
+  // Sizes the outputs; head() writes every entry (prov keeps its storage across runs).
+  void size() const {
+    row_norm.resize(count(heads * rows_per_head));
+    head_norm.resize(count(heads));
+    prov.resize(count(heads * rows_per_head * dim));
+  }
+
+  void head(int64_t h) const {
+    const int64_t row0 = h * rows_per_head;
+    std::fill(prov.begin() + row0 * dim, prov.begin() + (row0 + rows_per_head) * dim,
+              Provenance::finite);
     double total = 0;
     for (int64_t i = 0; i < rows_per_head; ++i) {
-      const int64_t row = head * rows_per_head + i;
+      const int64_t row = row0 + i;
       const float* x_r = x + row * dim;
       const double sq = sum_squares(x_r, dim);
       row_norm[count(row)] = static_cast<float>(std::sqrt(sq));
       total += sq;
       if (std::isfinite(sq)) continue;  // a NaN or inf entry makes the sum of squares one
-      const Provenance c = code(head, i);
+      const Provenance c = code(h, i);
       for (int64_t e = 0; e < dim; ++e) {
         if (!std::isfinite(x_r[e])) prov[count(row * dim + e)] = c;
       }
     }
-    head_norm[count(head)] = std::sqrt(total);
-  });
-}
+    head_norm[count(h)] = std::sqrt(total);
+  }
+};
+
+// Below this many gradient entries in all, finish_backward runs on the calling thread: a
+// worker's start costs more than it saves.
+constexpr int64_t kParallelNormEntries = int64_t{1} << 16;
 
 }  // namespace
 
@@ -99,11 +116,10 @@ void TraceRecorder::finish_backward(const CpuBackwardOutputs& out) {
   const int64_t D = prm_.head_dim, Dv = prm_.head_dim_v;
   bw.d.assign(out.d, out.d + prm_.batch * H * Sq);
   // dQ_i: the cause found on row i; otherwise only the backward's range can have produced it.
-  norms_and_codes(out.dq, prm_.batch * H, Sq, D, threads_, bw.dq_row_norm, bw.dq_head_norm,
-                  bw.dq_provenance, [&](int64_t bh, int64_t i) {
-                    const Provenance cause = row_cause(bh, i, true);
-                    return cause != Provenance::finite ? cause : Provenance::grad_overflow;
-                  });
+  const auto dq_code = [&](int64_t bh, int64_t i) {
+    const Provenance cause = row_cause(bh, i, true);
+    return cause != Provenance::finite ? cause : Provenance::grad_overflow;
+  };
   // dK_j, dV_j: their own k_j / v_j, else a poisoned row reaching their kv tile, else born in
   // their own gradient stages or accumulators.
   const auto kv_code = [&](int64_t bkv, int64_t j) {
@@ -114,10 +130,18 @@ void TraceRecorder::finish_backward(const CpuBackwardOutputs& out) {
     const uint8_t col = col_flags_[count(bkv * n_kv_ + j / kTileCols)];
     return (col & kColArrived) != 0 ? Provenance::propagated : Provenance::grad_overflow;
   };
-  norms_and_codes(out.dk, prm_.batch * Hk, Sk, D, threads_, bw.dk_row_norm, bw.dk_head_norm,
-                  bw.dk_provenance, kv_code);
-  norms_and_codes(out.dv, prm_.batch * Hk, Sk, Dv, threads_, bw.dv_row_norm, bw.dv_head_norm,
-                  bw.dv_provenance, kv_code);
+  const int64_t BH = prm_.batch * H, BHk = prm_.batch * Hk;
+  const GradNorms grads[] = {
+      {out.dq, BH, Sq, D, bw.dq_row_norm, bw.dq_head_norm, bw.dq_provenance, dq_code},
+      {out.dk, BHk, Sk, D, bw.dk_row_norm, bw.dk_head_norm, bw.dk_provenance, kv_code},
+      {out.dv, BHk, Sk, Dv, bw.dv_row_norm, bw.dv_head_norm, bw.dv_provenance, kv_code}};
+  for (const GradNorms& g : grads) g.size();
+  // One item per head of each tensor, in one parallel pass (dQ's heads first).
+  const int64_t entries = BH * Sq * D + BHk * Sk * (D + Dv);
+  parallel_for(BH + 2 * BHk, entries < kParallelNormEntries ? 1 : threads_, [&](int64_t item, int) {
+    const int64_t g = item < BH ? 0 : 1 + (item - BH) / BHk;
+    grads[g].head(g == 0 ? item : (item - BH) % BHk);
+  });
   bw.valid = true;
 }
 

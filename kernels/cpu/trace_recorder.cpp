@@ -77,14 +77,13 @@ void reset(ForwardTrace& f) {
   f.lse_provenance.clear();
 }
 
+// The gradient codes keep their size as well (finish_backward rewrites every entry, in
+// parallel), so that a run of the same shape does not clear them serially first.
 void reset(BackwardTrace& b) {
   b.valid = false;
   for (std::vector<float>* v : {&b.d, &b.dq_row_norm, &b.dk_row_norm, &b.dv_row_norm}) v->clear();
   for (std::vector<double>* v : {&b.dq_head_norm, &b.dk_head_norm, &b.dv_head_norm}) v->clear();
   b.tiles.clear();
-  for (std::vector<Provenance>* v : {&b.dq_provenance, &b.dk_provenance, &b.dv_provenance}) {
-    v->clear();
-  }
 }
 
 }  // namespace
