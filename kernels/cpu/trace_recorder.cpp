@@ -195,6 +195,7 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
   // exp overflow needs only their maxima. Rows with a non-finite m take no part in the exp
   // argument (shift +inf gives -inf).
   if (!per_entry) {
+    ATTNSCOPE_DCHECK(t.rows <= kTileRows);
     int64_t visible[kTileRows];
     int64_t masked = 0;
     for (int64_t r = 0; r < t.rows; ++r) {
