@@ -13,7 +13,7 @@ namespace {
 TEST(KernelDcheck, a_broken_contract_aborts_naming_the_condition) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(cpu::transpose(2, 3, nullptr, 3, nullptr, 2),
-               "tile_math.cpp:[0-9]+: ATTNSCOPE_DCHECK failed: rows == 0 \\|\\| cols == 0");
+               "transpose.cpp:[0-9]+: ATTNSCOPE_DCHECK failed: rows == 0 \\|\\| cols == 0");
   const auto narrowSource = [] {
     std::vector<float> src(6);
     std::vector<float> dst(6);

@@ -195,7 +195,6 @@ TEST(TileMath, exp_rows_with_maxima_match_exp_rows_and_finite_block_max_bit_for_
   }
 }
 
-// fill_rows writes the value into every row's first cols entries and leaves the rest alone.
 // transpose and transpose_words copy every element's bits (NaN payloads included) to its
 // transposed place on shapes around the 4 x 4 blocks, and leave dst's padding alone.
 TEST(TileMath, transposes_move_every_elements_bits_and_keep_the_padding) {
@@ -208,11 +207,12 @@ TEST(TileMath, transposes_move_every_elements_bits_and_keep_the_padding) {
         src[e] = static_cast<uint32_t>(e * 2654435761u) | 0x7f800001u;  // NaN bits, no two alike
       }
       std::vector<float> src_f(src.size());
-      std::memcpy(src_f.data(), src.data(), src.size() * sizeof(float));
+      for (size_t e = 0; e < src.size(); ++e) std::memcpy(&src_f[e], &src[e], sizeof(float));
       constexpr uint32_t kPad = 0x5a5a5a5au;
       std::vector<uint32_t> dst(static_cast<size_t>(cols * ld_dst + 1), kPad);
-      std::vector<float> dst_f(dst.size());
-      std::memcpy(dst_f.data(), dst.data(), dst.size() * sizeof(float));
+      float pad_f;
+      std::memcpy(&pad_f, &kPad, sizeof pad_f);
+      std::vector<float> dst_f(dst.size(), pad_f);
       transpose_words(rows, cols, src.data(), ld_src, dst.data(), ld_dst);
       transpose(rows, cols, src_f.data(), ld_src, dst_f.data(), ld_dst);
       for (int64_t x = 0; x < cols; ++x) {
@@ -228,6 +228,7 @@ TEST(TileMath, transposes_move_every_elements_bits_and_keep_the_padding) {
   }
 }
 
+// fill_rows writes the value into every row's first cols entries and leaves the rest alone.
 TEST(TileMath, fill_rows_fills_cols_of_each_row_and_keeps_the_padding) {
   for (int64_t cols : {1, 15, 16, 17, 64}) {
     constexpr int64_t kRows = 3, kLd = 70;
