@@ -64,7 +64,8 @@ void accumulate_dq(const HeadContext& x, const ScoreTile& t, const float* ds, co
 void accumulate_dk(const HeadContext& x, const ScoreTile& t, const float* ds, const float* q,
                    float* dk_acc, const Bf16Pairs& paired = {});
 
-// Stores an fp32 accumulator of n elements rounded once to the precision: out = round(acc).
+// Stores an fp32 accumulator of n elements rounded once to the precision: out = round(acc)
+// (out may be acc itself, as with backward_postprocess_dv).
 void backward_postprocess(const HeadContext& x, const float* acc, int64_t n, float* out);
 
 // Stores dV: out = round(acc * dropout_scale) with dropout (FA2 scales its fp32 dV accumulator

@@ -23,19 +23,15 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Per-worker buffers: the tile intermediates and the fp32 dK_j, dV_j, plus K_j^T and V_j^T
-// (B of S and dP) in fp32, or with bf16_dot as pairs (gemm_bf16.h) with those of K_j (B of dQ).
+// Per-worker buffers: the tile intermediates plus K_j^T and V_j^T (B of S and dP) in fp32, or
+// with bf16_dot as pairs (gemm_bf16.h) with those of K_j (B of dQ).
 struct BackwardScratch {
   BackwardTileBuffers tile;
   std::vector<float> kt, vt;                     // [D, Bc], [Dv, Bc]; empty with bf16_dot
-  std::vector<float> dk, dv;                     // [Bc, D], [Bc, Dv]
   Buffer<uint32_t> kt_pairs, vt_pairs, k_pairs;  // pair_columns of K_j^T, V_j^T, K_j
 
   BackwardScratch(int64_t dim, int64_t dim_v, bool paired)
-      : kt(count(paired ? 0 : dim * kTileCols)),
-        vt(count(paired ? 0 : dim_v * kTileCols)),
-        dk(count(kTileCols * dim)),
-        dv(count(kTileCols * dim_v)) {}
+      : kt(count(paired ? 0 : dim * kTileCols)), vt(count(paired ? 0 : dim_v * kTileCols)) {}
 };
 
 class FusedBackward {
@@ -129,8 +125,12 @@ class FusedBackward {
       transpose(cols, D, k_tile, D, w.kt.data(), kTileCols);
       transpose(cols, Dv, v_tile, Dv, w.vt.data(), kTileCols);
     }
-    std::fill(w.dk.begin(), w.dk.end(), 0.0f);
-    std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+    // dK_j and dV_j sum in fp32 in their own output rows (one worker per kv tile), rounded there
+    // at the end.
+    float* const dk = out_.dk + (bkv * Sk + j0) * D;
+    float* const dv = out_.dv + (bkv * Sk + j0) * Dv;
+    std::fill(dk, dk + cols * D, 0.0f);
+    std::fill(dv, dv + cols * Dv, 0.0f);
     const bool kv_clean = kv_clean_[count(bkv * n_kv_ + jt)];
     BackwardTileBuffers& tb = w.tile;
     for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
@@ -161,22 +161,22 @@ class FusedBackward {
                                      rec_ != nullptr ? &s_max : nullptr);
         if (pool) pooled_->add({t, tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data()}, worker);
         if (skip) continue;
-        accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, w.dv.data(),
+        accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, dv,
                       {nullptr, 0, 0, pairs(do_cols_, item * do_cols_block_), paired_ld(Dv)});
         accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + row * D,
                       {nullptr, 0, 0, pairs(w.k_pairs, 0), paired_ld(D)});
-        accumulate_dk(x, t, tb.ds.data(), q_tile, w.dk.data(),
+        accumulate_dk(x, t, tb.ds.data(), q_tile, dk,
                       {nullptr, 0, 0, pairs(q_cols_, item * q_cols_block_), paired_ld(D)});
         if (rec_ != nullptr) {
           rec_->backward_tile(
               x, t,
               {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row, fwd_.l + row,
-               dq_acc + row * D, w.dk.data(), w.dv.data(), tb.ds_max_abs, jt % chunks_, &s_max});
+               dq_acc + row * D, dk, dv, tb.ds_max_abs, jt % chunks_, &s_max});
         }
       }
     }
-    backward_postprocess(x0_, w.dk.data(), cols * D, out_.dk + (bkv * Sk + j0) * D);
-    backward_postprocess_dv(x0_, w.dv.data(), cols * Dv, out_.dv + (bkv * Sk + j0) * Dv);
+    backward_postprocess(x0_, dk, cols * D, dk);
+    backward_postprocess_dv(x0_, dv, cols * Dv, dv);
   }
 
   // dQ = round(partial_0 + partial_1 + ...), summed in chunk order, per q tile.
