@@ -198,7 +198,7 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
     ATTNSCOPE_DCHECK(t.rows <= kTileRows);
     int64_t visible[kTileRows];
     int64_t masked = 0;
-    for (int64_t r = 0; r < t.rows; ++r) {
+    for (int64_t r = 0; prm_.causal && r < t.rows; ++r) {
       visible[r] = causal_visible_cols(prm_, t, r);
       masked += t.cols - visible[r];
     }
@@ -220,7 +220,7 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
       ts.max_abs_s = std::max(ts.max_abs_s, max_abs);
       ts.max_exp_arg = std::max(ts.max_exp_arg, max_arg);
       ts.masked += static_cast<int32_t>(masked);
-      for (int64_t r = 0; fill_overflowed_ && r < t.rows; ++r) {
+      for (int64_t r = 0; fill_overflowed_ && masked > 0 && r < t.rows; ++r) {
         if (visible[r] < t.cols) set_row(row0 + r, kCauseFillMasked);
       }
       return true;
@@ -269,7 +269,10 @@ void TraceRecorder::forward_tile(const HeadContext& x, const ScoreTile& t, const
   ts.computed = 1;
   const BlockMax* known = s_max != nullptr && all_finite(m, t.rows) ? s_max : nullptr;
   bool p_finite = scan_scores(x, t, s, m, ts, known);
-  for (int64_t r = 0; p_finite && r < t.rows; ++r) p_finite = p_row_finite(m[r], nullptr);
+  // Every m finite (known) makes every row's P finite from clean scores.
+  for (int64_t r = 0; p_finite && known == nullptr && r < t.rows; ++r) {
+    p_finite = p_row_finite(m[r], nullptr);
+  }
   if (!p_finite) ts.p = count_block(p, t.rows, t.cols, t.ld);
   // acc += P V stays finite from finite P <= 1 and finite V whose sums cannot overflow.
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
