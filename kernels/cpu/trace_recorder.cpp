@@ -123,11 +123,9 @@ TraceRecorder::TraceRecorder(const AttnParams& params, Mode mode, const Prepared
   rows_and_heads(in.k_max, Sk, k_head_max);
   rows_and_heads(in.v_max, Sk, v_head_max);
   k_tile_max_.resize(count(B * Hk * n_kv_));
-  k_tile_bad_.resize(count(B * Hk * n_kv_));
   for (int64_t tile = 0; tile < B * Hk * n_kv_; ++tile) {
     const int64_t j0 = (tile % n_kv_) * kTileCols, row0 = (tile / n_kv_) * Sk + j0;
     k_tile_max_[count(tile)] = largest_of(in.k_max.data() + row0, std::min(kTileCols, Sk - j0));
-    k_tile_bad_[count(tile)] = k_tile_max_[count(tile)] == kInf;
   }
   k_head_bad_.assign(count(B * Hk), 0);
   v_head_bad_.assign(count(B * Hk), 0);
@@ -189,7 +187,7 @@ bool TraceRecorder::scan_scores(const HeadContext& x, const ScoreTile& t, const 
                                 const float* m, TileStats& ts, const BlockMax* known) {
   const int64_t row0 = (x.b * prm_.heads + x.h) * prm_.seqlen_q + t.i0;
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
-  const bool k_bad = k_tile_bad_[count(bkv * n_kv_ + t.j0 / kTileCols)];
+  const bool k_bad = k_tile_max_[count(bkv * n_kv_ + t.j0 / kTileCols)] == kInf;
   const bool per_entry = needs_mask_classes(prm_);
   // Fast path: a tile whose visible scores (all, or a causal staircase) are finite without an
   // exp overflow needs only their maxima. Rows with a non-finite m take no part in the exp
@@ -321,7 +319,7 @@ void TraceRecorder::classify_gradients(const HeadContext& x, const ScoreTile& t,
   const int64_t row0 = (x.b * prm_.heads + x.h) * prm_.seqlen_q + t.i0;
   const int64_t bkv = x.b * prm_.kv_heads + prm_.kv_head_of(x.h);
   const int64_t col = bkv * n_kv_ + t.j0 / kTileCols;
-  const bool kv_bad = k_tile_bad_[count(col)] || v_head_bad_[count(bkv)];
+  const bool kv_bad = k_tile_max_[count(col)] == kInf || v_head_bad_[count(bkv)];
   uint8_t col_flags = 0;
   for (int64_t r = 0; r < t.rows; ++r) {
     const int64_t p_bad = count_nonfinite(blk.p + r * t.ld, t.cols);

@@ -102,9 +102,8 @@ class TraceRecorder {
   int64_t n_q_ = 0, n_kv_ = 0;
   std::vector<uint8_t> q_bad_, dout_bad_;  // [B * H * Sq] row has a non-finite q / dO
   // Largest |q|, |dO| of each head [B * H] and |k| of each K tile [B * Hk * n_kv]; +inf where
-  // some entry is non-finite.
+  // some entry is non-finite (a K tile "has a non-finite" exactly then).
   std::vector<float> q_head_max_, dout_head_max_, k_tile_max_;
-  std::vector<uint8_t> k_tile_bad_;    // [B * Hk * n_kv] K tile has a non-finite
   std::vector<uint8_t> k_head_bad_;    // [B * Hk] K of the kv head has a non-finite
   std::vector<uint8_t> v_head_bad_;    // [B * Hk] V of the kv head has a non-finite
   std::vector<uint8_t> v_head_large_;  // [B * Hk] Sk * max |v| could overflow an fp32 sum
