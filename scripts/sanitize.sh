@@ -52,7 +52,8 @@ cd "$BUILD"
 # and SSE4 kernel tests, whose 8- and 4-lane tails the default run (the CPU's widest set) does
 # not reach. Skipped here: the scalar SSE2 set (334 s under ASan, no vector tails), the forced
 # AVX-512 runs (the default on AVX-512 CPUs runs one of them, and both share Highway's AVX-512
-# code), the variant harness and the CLI per set (results, not memory safety).
-SKIP_UNDER_ASAN='^(kernels_cpu_isa_(sse2|avx512|avx512bf16)|cpu_variants_isa_.*|cli_scan_same_findings_under_every_cpu_isa)$'
+# code), the variant harness and the CLI per set (results, not memory safety), and the runs on
+# emulated CPUs (*_on_emulated_*: results again, at qemu's 50x slowdown).
+SKIP_UNDER_ASAN='^(kernels_cpu_isa_(sse2|avx512|avx512bf16)|cpu_variants_isa_.*|cli_scan_same_findings_under_every_cpu_isa|.*_on_emulated_.*)$'
 attnscope_stage "sanitize: tests (ctest)" ctest --output-on-failure -j "$JOBS" --timeout 1500 \
   -E "$SKIP_UNDER_ASAN" "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what attnscope needs (idempotent), then configures and builds it.
 #   Debian packages: compilers, CMake, Ninja, Qt 6 (+ Svg), QCustomPlot, HDF5, libzip and
-#   nlohmann-json (the .pt / .npz / .safetensors readers), GoogleTest, Xvfb.
+#   nlohmann-json (the .pt / .npz / .safetensors readers), GoogleTest, Xvfb, qemu-user.
 #   Python venv ($ATTNSCOPE_VENV): pinned torch (its LibTorch is what C++ links), h5py, numpy.
 #   Build dir: $ATTNSCOPE_BUILD (default ./build).
 # Source it or run it; the README's commands call it.
@@ -23,7 +23,8 @@ install_debian_packages() {
     xvfb xauth
     clang-14 libclang-rt-14-dev ccache  # clang: the libFuzzer build of scripts/fuzz.sh
     clang-format-14  # the format_check test
-    slurm-wlm munge)  # the slurm-labelled test: a local one-node Slurm (tests/slurm)
+    slurm-wlm munge  # the slurm-labelled test: a local one-node Slurm (tests/slurm)
+    qemu-user)  # the *_on_emulated_* tests: CPUs this machine is not (tests/CMakeLists.txt)
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||

@@ -29,9 +29,10 @@ def kinds_of(case):
     return sorted({f["kind"] for f in case["findings"]})
 
 
-def run_cli(*args, env=None, timeout=300):
-    """attnscope-cli ARGS run to the end, its output captured (a CompletedProcess)."""
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True,
+def run_cli(*args, env=None, timeout=300, under=()):
+    """attnscope-cli ARGS run to the end, its output captured (a CompletedProcess); `under` is a
+    command line it runs under (an emulator)."""
+    return subprocess.run([*under, CLI, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -40,9 +41,9 @@ class CliTestCase(unittest.TestCase):
 
     maxDiff = 10_000
 
-    def cli(self, *args, exit, env=None, timeout=300):
+    def cli(self, *args, exit, env=None, timeout=300, under=()):
         """Runs attnscope-cli ARGS and checks that it exits with `exit`; the CompletedProcess."""
-        run = run_cli(*args, env=env, timeout=timeout)
+        run = run_cli(*args, env=env, timeout=timeout, under=under)
         self.assertEqual(run.returncode, exit, "exit code" + self.context(run))
         return run
 

@@ -3,7 +3,8 @@
 // available set: fp32 within 1e-5 of the fp64 reference, fp16 / bf16 within the low-precision
 // rule (fused error <= 2x unfused error + 1e-6, 3x for gradients), and on every set the same
 // non-finite positions and the same provenance of each non-finite output as on the best set;
-// avx512bf16 takes the fused bf16 matmuls alone, and keeps dS exactly 0 where a row sees one key.
+// avx512bf16 takes the fused bf16 matmuls alone, and keeps dS exactly 0 where a row sees one key;
+// under an emulated CPU model, the sets detected are the ones that model offers.
 #include "kernels/cpu/cpu_isa.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,18 @@ TEST(CpuIsa, set_in_use_is_the_forced_one_or_the_best) {
   } else {
     GTEST_SKIP() << "ATTNSCOPE_CPU_ISA=" << forced << " is not available on this CPU";
   }
+}
+
+// Under an emulated CPU (tests/cpu_models), ATTNSCOPE_EXPECT_CPU_ISAS lists the sets that CPU
+// model offers, best first, comma-separated: the detection must find exactly those.
+TEST(CpuIsa, available_sets_are_the_ones_the_cpu_model_offers) {
+  const char* expected = std::getenv("ATTNSCOPE_EXPECT_CPU_ISAS");
+  if (expected == nullptr) GTEST_SKIP() << "ATTNSCOPE_EXPECT_CPU_ISAS is set under emulated CPUs";
+  std::string available;
+  for (const std::string& name : cpu_isas_available()) {
+    available += (available.empty() ? "" : ",") + name;
+  }
+  EXPECT_EQ(available, expected);
 }
 
 TEST(CpuIsa, unknown_and_unavailable_sets_are_refused_naming_the_available_ones) {
