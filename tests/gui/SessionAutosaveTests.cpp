@@ -7,6 +7,9 @@
 #include <QJsonObject>
 #include <QSignalSpy>
 #include <QtTest>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "app/export/SessionFile.h"
 #include "app/gui/AnnotationController.h"
@@ -131,11 +134,26 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     QVERIFY(w.waitForHead(kCase, 0));
     HeatmapPanel* maps = w.window->heatmaps();
+    // A zoom is kept for the sidecar once its debounce timer reports it: wait for that report,
+    // not for a fixed time past the debounce (a busy event loop fires it late).
+    std::vector<std::pair<HeadView, MatrixWindow>> reported;
+    const QMetaObject::Connection zoomed =
+        QObject::connect(w.context(), &SessionContext::zoomed,
+                         [&](HeadView v, const std::optional<MatrixWindow>& window) {
+                           if (window) reported.emplace_back(v, *window);
+                         });
+    const auto zoomReported = [&](HeadView v, const MatrixWindow& window) {
+      return waitUntil([&] {
+        return std::find(reported.begin(), reported.end(), std::make_pair(v, window)) !=
+               reported.end();
+      });
+    };
     maps->view(HeadView::s)->zoomTo(sZoom);
-    QTest::qWait(300);  // past the zoom debounce
+    QVERIFY(zoomReported(HeadView::s, sZoom));
     maps->tabs()->setCurrentWidget(maps->view(HeadView::dv));
     maps->view(HeadView::dv)->zoomTo(dvZoom);
-    QTest::qWait(300);
+    QVERIFY(zoomReported(HeadView::dv, dvZoom));
+    QObject::disconnect(zoomed);
     maps->tabs()->setCurrentWidget(maps->view(HeadView::o));
     w.window->close();
   }

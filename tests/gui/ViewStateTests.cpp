@@ -5,6 +5,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
+#include <optional>
 
 #include "app/export/SessionFile.h"
 #include "app/gui/AnnotationController.h"
@@ -55,8 +56,16 @@ void InteractionTest::view_state_is_restored_on_reopen() {
     ds->setColormap(ColormapKind::sequential);
     ds->setScaleKind(ScaleKind::symlog);
     QVERIFY(w.waitForHead(kCase, 2, [](const HeadResult& r) { return r.backend == "reference"; }));
+    // The zoom is reported (and so kept for the sidecar) once its debounce timer fires: wait
+    // for that report, not for a fixed time past the debounce (a busy event loop fires it late).
+    bool reported = false;
+    const QMetaObject::Connection zoomed = QObject::connect(
+        ctx, &SessionContext::zoomed, [&](HeadView v, const std::optional<MatrixWindow>& window) {
+          reported = reported || (v == HeadView::ds && window == zoom);
+        });
     ds->zoomTo(zoom);
-    QTest::qWait(300);  // past the zoom debounce
+    QVERIFY(waitUntil([&] { return reported; }));
+    QObject::disconnect(zoomed);
     QCOMPARE(ds->visibleWindow(), zoom);
     w.window->close();
   }
