@@ -539,17 +539,16 @@ TEST(TileStats, max_abs_score_and_exp_argument_match_reference_causal) {
   expect_tile_maxima_match_reference(t, [](int64_t i, int64_t j) { return j > i + 50; });
 }
 
-TEST(Norms, row_and_head_gradient_norms_match_the_outputs_gqa) {
+// Both modes; three q tiles (the last one ragged) and two kv tiles.
+TEST(Norms, gradient_norms_and_o_maxima_match_the_outputs_gqa_fused_unfused) {
   CaseConfig c;
   c.batch = 2;
   c.heads = 4;
   c.kv_heads = 2;
-  c.sq = 40;
+  c.sq = 140;
   c.sk = 90;
   c.d = 16;
   const TestCase t = make_case(c);
-  CpuTrace tr;
-  const CpuAttnResult r = run_cpu_traced(t, Mode::fused, &tr);
   const auto check = [](const std::vector<float>& x, int64_t heads, int64_t rows, int64_t dim,
                         const std::vector<float>& row_norm, const std::vector<double>& head_norm) {
     ASSERT_EQ(row_norm.size(), static_cast<size_t>(heads * rows));
@@ -568,13 +567,19 @@ TEST(Norms, row_and_head_gradient_norms_match_the_outputs_gqa) {
       EXPECT_NEAR(head_norm[static_cast<size_t>(h)], std::sqrt(total), 1e-12 * std::sqrt(total));
     }
   };
-  check(r.dq, 8, 40, 16, tr.backward.dq_row_norm, tr.backward.dq_head_norm);
-  check(r.dk, 4, 90, 16, tr.backward.dk_row_norm, tr.backward.dk_head_norm);
-  check(r.dv, 4, 90, 16, tr.backward.dv_row_norm, tr.backward.dv_head_norm);
-  for (size_t row = 0; row < tr.forward.o_max_abs.size(); ++row) {
-    float want = 0;
-    for (int64_t e = 0; e < 16; ++e) want = std::max(want, std::abs(r.o[row * 16 + e]));
-    EXPECT_EQ(tr.forward.o_max_abs[row], want);
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    SCOPED_TRACE(mode_name(mode));
+    CpuTrace tr;
+    const CpuAttnResult r = run_cpu_traced(t, mode, &tr);
+    check(r.dq, 8, 140, 16, tr.backward.dq_row_norm, tr.backward.dq_head_norm);
+    check(r.dk, 4, 90, 16, tr.backward.dk_row_norm, tr.backward.dk_head_norm);
+    check(r.dv, 4, 90, 16, tr.backward.dv_row_norm, tr.backward.dv_head_norm);
+    ASSERT_EQ(tr.forward.o_max_abs.size(), size_t{8 * 140});
+    for (size_t row = 0; row < tr.forward.o_max_abs.size(); ++row) {
+      float want = 0;
+      for (int64_t e = 0; e < 16; ++e) want = std::max(want, std::abs(r.o[row * 16 + e]));
+      EXPECT_EQ(tr.forward.o_max_abs[row], want);
+    }
   }
 }
 
