@@ -13,7 +13,7 @@ function(attnscope_qt_tests target prefix timeout)
   # Lists travel through the command line with | for ;.
   # Qt Test's own watchdog (QTEST_FUNCTION_TIMEOUT, 300 s by default) would abort a function
   # before CTest's TIMEOUT and the tests' own waits (up to 600 s on a loaded machine, where the
-  # idle-priority analyses get little CPU): it gets CTest's limit.
+  # background analyses get little CPU): it gets CTest's limit.
   math(EXPR function_timeout_ms "${timeout} * 1000")
   set(environment QT_QPA_PLATFORM=offscreen QTEST_FUNCTION_TIMEOUT=${function_timeout_ms}
       ${ARG_ENVIRONMENT})

@@ -103,9 +103,10 @@ std::vector<SeriesCase> unreadableCases(const DumpReader& reader) {
 AnalysisController::AnalysisController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context) {
   summaryRunner_ =
-      new TaskRunner(QStringLiteral("attnscope-analysis"), QThread::IdlePriority, this);
-  seriesRunner_ = new TaskRunner(QStringLiteral("attnscope-series"), QThread::IdlePriority, this);
-  sweepRunner_ = new TaskRunner(QStringLiteral("attnscope-sweep"), QThread::IdlePriority, this);
+      new TaskRunner(QStringLiteral("attnscope-analysis"), TaskPriority::background, this);
+  seriesRunner_ =
+      new TaskRunner(QStringLiteral("attnscope-series"), TaskPriority::background, this);
+  sweepRunner_ = new TaskRunner(QStringLiteral("attnscope-sweep"), TaskPriority::background, this);
   connect(summaryRunner_, &TaskRunner::failed, this,
           [this](const QString& m) { emit failed(tr("Case analysis"), m); });
   connect(seriesRunner_, &TaskRunner::failed, this,

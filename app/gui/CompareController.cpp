@@ -31,7 +31,7 @@ struct CompareController::State {
 
 CompareController::CompareController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context), state_(std::make_shared<State>()) {
-  runner_ = new TaskRunner(QStringLiteral("attnscope-compare"), QThread::InheritPriority, this);
+  runner_ = new TaskRunner(QStringLiteral("attnscope-compare"), TaskPriority::normal, this);
   connect(context_, &SessionContext::inputsChanged, this, &CompareController::schedule);
   connect(context_, &SessionContext::caseChanged, this, [this] { window_ = MatrixWindow{}; });
 }

@@ -46,7 +46,7 @@ std::shared_ptr<const Outcome> success(HeadResult r, const HeadRequest& asked,
 }  // namespace
 
 ComputeWorker::ComputeWorker(QObject* parent) : QObject(parent), state_(std::make_shared<State>()) {
-  runner_ = new TaskRunner(QStringLiteral("attnscope-compute"), QThread::InheritPriority, this);
+  runner_ = new TaskRunner(QStringLiteral("attnscope-compute"), TaskPriority::normal, this);
   connect(runner_, &TaskRunner::started, this, &ComputeWorker::started);
   connect(runner_, &TaskRunner::dropped, this, &ComputeWorker::dropped);
   connect(runner_, &TaskRunner::busyChanged, this, &ComputeWorker::busyChanged);

@@ -23,7 +23,7 @@ struct Opened {
 
 DumpOpener::DumpOpener(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context) {
-  runner_ = new TaskRunner(QStringLiteral("attnscope-open"), QThread::InheritPriority, this);
+  runner_ = new TaskRunner(QStringLiteral("attnscope-open"), TaskPriority::normal, this);
   connect(runner_, &TaskRunner::failed, this, [this](const QString& message) {
     if (!current_) return;
     emit failed(tr("Cannot open %1").arg(QFileInfo(current_->path).fileName()), message,

@@ -35,7 +35,7 @@ QPair<qint64, qint64> stamp(const QString& path) {
 
 DumpWatcher::DumpWatcher(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context), watcher_(new QFileSystemWatcher(this)) {
-  runner_ = new TaskRunner(QStringLiteral("attnscope-follow"), QThread::IdlePriority, this);
+  runner_ = new TaskRunner(QStringLiteral("attnscope-follow"), TaskPriority::background, this);
   settle_.setSingleShot(true);
   settle_.setInterval(kSettleMs);
   connect(&settle_, &QTimer::timeout, this, &DumpWatcher::reloadNext);

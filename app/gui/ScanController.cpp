@@ -36,10 +36,9 @@ struct ScanController::Progress {
 
 ScanController::ScanController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context) {
-  // Normal priority, unlike the other analyses: at idle priority a busy machine starved the scan
-  // for minutes, and it is what leads the user to the problem. One kernel thread leaves the
-  // head recompute the other cores.
-  runner_ = new TaskRunner(QStringLiteral("attnscope-scan"), QThread::InheritPriority, this);
+  // Normal priority, unlike the other analyses (TaskPriority::background): it is what leads the
+  // user to the problem. One kernel thread leaves the head recompute the other cores.
+  runner_ = new TaskRunner(QStringLiteral("attnscope-scan"), TaskPriority::normal, this);
   connect(runner_, &TaskRunner::progress, this, &ScanController::showProgress);
   connect(context_, &SessionContext::filesChanged, this, [this] {
     if (running_.isEmpty()) startNext();

@@ -29,7 +29,7 @@ std::string requestKey(const std::string& file, const std::string& casePath, con
 
 StepperController::StepperController(SessionContext* context, QObject* parent)
     : QObject(parent), context_(context), holder_(std::make_shared<Holder>()) {
-  runner_ = new TaskRunner(QStringLiteral("attnscope-stepper"), QThread::InheritPriority, this);
+  runner_ = new TaskRunner(QStringLiteral("attnscope-stepper"), TaskPriority::normal, this);
   connect(runner_, &TaskRunner::failed, this, &StepperController::failed);
   connect(context_, &SessionContext::caseChanged, this, &StepperController::onCaseChanged);
   connect(context_, &SessionContext::inputsChanged, this, &StepperController::onInputsChanged);

@@ -1,6 +1,9 @@
 // Worker thread of a TaskRunner (see TaskRunner.h).
 #include "app/gui/TaskRunner.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <QMetaObject>
 #include <exception>
 
@@ -8,13 +11,26 @@ namespace attnscope {
 
 class TaskRunner::Worker : public QObject {};
 
-TaskRunner::TaskRunner(const QString& name, QThread::Priority priority, QObject* parent)
+namespace {
+
+constexpr int kBackgroundNice = 10;  // TaskPriority::background
+
+}  // namespace
+
+TaskRunner::TaskRunner(const QString& name, TaskPriority priority, QObject* parent)
     : QObject(parent), latest_(std::make_shared<std::atomic<quint64>>(0)) {
   worker_ = new Worker;
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
   thread_.setObjectName(name);
-  thread_.start(priority);
+  thread_.start();
+  if (priority == TaskPriority::background) {
+    // The first event of the worker thread, before any job: its own nice value. Raising it is
+    // always allowed; failing leaves the thread at normal priority.
+    QMetaObject::invokeMethod(
+        worker_, [] { setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackgroundNice); },
+        Qt::QueuedConnection);
+  }
 }
 
 TaskRunner::~TaskRunner() {

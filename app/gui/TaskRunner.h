@@ -45,6 +45,13 @@ class TaskControl {
   std::function<void(std::shared_ptr<const void>)> early_;
 };
 
+// How a runner's thread competes for the CPU. background: nice +10 (Linux sets it per thread;
+// the kernels' worker threads it starts inherit it), about a tenth of a core against a normal
+// thread that wants the same core, so the GUI thread and the head recompute come first, yet the
+// job still progresses on a machine whose every core is busy (a training run beside the
+// debugger, or other tests), where SCHED_IDLE (QThread::IdlePriority) would get no CPU at all.
+enum class TaskPriority { normal, background };
+
 // A job of T returns its result, or nullptr with *error set on failure (or when stale).
 template <class T>
 using TaskJob = std::function<std::shared_ptr<const T>(const TaskControl& control, QString* error)>;
@@ -56,9 +63,7 @@ class TaskRunner : public QObject {
   Q_OBJECT
 
  public:
-  // `priority`: background analyses run at QThread::IdlePriority (SCHED_IDLE on Linux, inherited
-  // by the kernels' worker threads) so they never starve the GUI thread or the head recompute.
-  explicit TaskRunner(const QString& name, QThread::Priority priority = QThread::InheritPriority,
+  explicit TaskRunner(const QString& name, TaskPriority priority = TaskPriority::normal,
                       QObject* parent = nullptr);
   ~TaskRunner() override;
 

@@ -54,6 +54,7 @@ class GuiTest : public QObject {
   void scale_entry_recomputes_with_new_scale();
   void scale_slider_and_reset();
   void stale_results_are_dropped();
+  void background_runner_lowers_its_thread_and_the_threads_it_starts();
   void non_hdf5_file_shows_error_and_window_survives();
   void unknown_case_reports_error();
   void window_menu_lists_docks_and_resets_layout();

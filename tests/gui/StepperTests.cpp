@@ -160,7 +160,7 @@ void GuiTest::run_to_next_nonfinite_lands_on_known_tile() {
 
 void GuiTest::every_consumer_of_a_selected_case_shares_one_read() {
   // A three-case dump of small heads: the background walks over it end quickly even when the
-  // machine is busy (the series runs at idle priority).
+  // machine is busy (the series runs at background priority).
   QTemporaryDir dir;
   const QString path = dir.filePath(QStringLiteral("consumers.h5"));
   ScanDumpSpec spec;

@@ -1,5 +1,8 @@
 // The real MainWindow on the sample dump: browser, overlays per head, recompute on scale
 // changes, stale results, error reporting, the Window menu and the command line.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QLabel>
@@ -11,6 +14,10 @@
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QtTest>
+#include <algorithm>
+#include <optional>
+#include <thread>
+#include <utility>
 
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
@@ -255,6 +262,28 @@ void GuiTest::stale_results_are_dropped() {
   QTRY_VERIFY_WITH_TIMEOUT(dropped.count() == 2, 30000);
   QCOMPARE(dropped.at(1).at(0).toULongLong(), idCancelled);
   QCOMPARE(applied.count(), 1);
+}
+
+// A background runner's thread runs at nice +10, and so do the threads a job starts (the
+// kernels' workers); a normal runner's stay at the caller's nice value.
+void GuiTest::background_runner_lowers_its_thread_and_the_threads_it_starts() {
+  const auto niceOf = [](TaskPriority priority) {
+    TaskRunner runner(QStringLiteral("attnscope-nice-test"), priority);
+    std::optional<std::pair<int, int>> seen;  // (the job's thread, a thread it starts)
+    runner.submit<std::pair<int, int>>(
+        [](const TaskControl&, QString*) {
+          const auto own = [] { return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())); };
+          int started = 0;
+          std::thread([&] { started = own(); }).join();
+          return std::make_shared<const std::pair<int, int>>(own(), started);
+        },
+        [&](std::shared_ptr<const std::pair<int, int>> r) { seen = *r; });
+    return waitUntil([&] { return seen.has_value(); }) ? *seen : std::pair<int, int>{-99, -99};
+  };
+  const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  const int lowered = std::min(base + 10, 19);
+  QCOMPARE(niceOf(TaskPriority::background), std::make_pair(lowered, lowered));
+  QCOMPARE(niceOf(TaskPriority::normal), std::make_pair(base, base));
 }
 
 void GuiTest::non_hdf5_file_shows_error_and_window_survives() {
