@@ -78,8 +78,9 @@ TEST(CpuIsa, set_in_use_is_the_forced_one_or_the_best) {
   }
 }
 
-// Under an emulated CPU (tests/cpu_models), ATTNSCOPE_EXPECT_CPU_ISAS lists the sets that CPU
-// model offers, best first, comma-separated: the detection must find exactly those.
+// Under an emulated CPU (qemu-x86_64 -cpu MODEL, tests/kernels_cpu/CMakeLists.txt),
+// ATTNSCOPE_EXPECT_CPU_ISAS lists the sets that CPU model offers, best first, comma-separated:
+// the detection must find exactly those.
 TEST(CpuIsa, available_sets_are_the_ones_the_cpu_model_offers) {
   const char* expected = std::getenv("ATTNSCOPE_EXPECT_CPU_ISAS");
   if (expected == nullptr) GTEST_SKIP() << "ATTNSCOPE_EXPECT_CPU_ISAS is set under emulated CPUs";
