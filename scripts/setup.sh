@@ -24,7 +24,7 @@ install_debian_packages() {
     clang-14 libclang-rt-14-dev ccache  # clang: the libFuzzer build of scripts/fuzz.sh
     clang-format-14  # the format_check test
     slurm-wlm munge  # the slurm-labelled test: a local one-node Slurm (tests/slurm)
-    qemu-user)  # the *_on_emulated_* tests: CPUs this machine is not (tests/CMakeLists.txt)
+    qemu-user)  # the *_on_emulated_* tests: other CPUs (tests/emulated_cpu_tests.cmake)
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||

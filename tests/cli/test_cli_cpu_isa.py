@@ -1,9 +1,10 @@
 """The CPU kernels' instruction sets (kernels/cpu/cpu_isa.h) seen from attnscope-cli: the bundled
 sample scanned with ATTNSCOPE_CPU_ISA forced to each set this CPU has gives the findings of the
 best set (kind, severity, tensor, where, how many, under which modes) and the same first bad
-case, and so does the scan on emulated CPUs (qemu-x86_64 -cpu MODEL, tests/CMakeLists.txt)
-without AVX-512 or without SSE4, where the CLI picks its set from that CPU's offer; an unknown
-set is named on stderr with the sets available, and the scan still runs."""
+case, and so does the scan on emulated CPUs (qemu-x86_64 -cpu MODEL,
+tests/emulated_cpu_tests.cmake) without AVX-512 or without SSE4, where the CLI picks its set from
+that CPU's offer; an unknown set is named on stderr with the sets available, and the scan still
+runs."""
 import os
 
 from cli_support import SAMPLE, CliTestCase
