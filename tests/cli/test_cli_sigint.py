@@ -1,6 +1,6 @@
 """SIGINT to a running attnscope-cli: scan, run and sweep stop cleanly with exit 130 (the cases
 so far as a complete JSON document or table, no output file or temporary left, nothing printed
-by sweep), and a case whose analysis takes minutes stops inside its kernels. The signal is sent
+by sweep), and a case whose analysis takes seconds stops inside its kernels. The signal is sent
 only once the handler is installed (SigCgt in /proc/PID/status)."""
 import os
 import signal
@@ -59,12 +59,16 @@ class CliSigintTest(CliTestCase):
         self.addCleanup(stop, proc)
         return proc
 
-    def wait_for_handler(self, proc):
-        deadline = time.time() + 120
-        while not handler_installed(proc.pid):
+    def wait_for(self, proc, done, what, limit_s):
+        """Polls done() every 10 ms; fails naming `what` if proc ends or limit_s passes first."""
+        deadline = time.time() + limit_s
+        while not done():
             if proc.poll() is not None or time.time() > deadline:
-                self.fail(f"the process never installed its SIGINT handler: {proc.returncode}")
+                self.fail(f"the process ended or stalled before {what}: {proc.returncode}")
             time.sleep(0.01)
+
+    def wait_for_handler(self, proc):
+        self.wait_for(proc, lambda: handler_installed(proc.pid), "its SIGINT handler", 120)
 
     def read_until(self, proc, marker):
         """stdout lines up to and including the first that contains `marker`."""
@@ -112,23 +116,15 @@ class CliSigintTest(CliTestCase):
         self.assertExit130(run)
         return run, out_dir, out_path
 
-    def wait_for_cpu(self, proc, seconds):
-        """Until proc has used `seconds` of CPU time: how far its work got, whatever the CPU's
-        speed and however busy the machine (a wall-clock sleep measures neither)."""
-        deadline = time.time() + 300
-        while cpu_seconds(proc.pid) < seconds:
-            if proc.poll() is not None or time.time() > deadline:
-                self.fail(f"the process ended or stalled before {seconds} CPU-s: "
-                          f"{proc.returncode}")
-            time.sleep(0.01)
-
     def interrupt_big_case(self, *args):
         """attnscope-cli ARGS on the big case, SIGINT once it has used 0.6 CPU-seconds: inside
         its analysis (past its first kernel run), about a tenth of the way through it on any
         machine. The time from SIGINT to exit is printed, not checked."""
         proc = self.start(*args)
         self.wait_for_handler(proc)
-        self.wait_for_cpu(proc, 0.6)
+        # CPU time says how far the work got, whatever the CPU's speed and however busy the
+        # machine (a wall-clock sleep measures neither).
+        self.wait_for(proc, lambda: cpu_seconds(proc.pid) >= 0.6, "0.6 CPU-seconds", 300)
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         run = self.finish(proc)
