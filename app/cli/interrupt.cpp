@@ -34,6 +34,9 @@ void install_interrupt_handler() {
   struct sigaction action;
   std::memset(&action, 0, sizeof action);
   action.sa_handler = on_sigint;
+  // A write blocked on a full stdout pipe resumes after the first SIGINT instead of failing
+  // with EINTR, which left the stream bad and the JSON report cut short.
+  action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
 }
