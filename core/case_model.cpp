@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <tuple>
 
 namespace attnscope {
@@ -438,7 +439,28 @@ bool case_order_less(const CaseInfo& a, const CaseInfo& b) {
 }
 
 void sort_cases(std::vector<CaseInfo>& cases) {
-  std::stable_sort(cases.begin(), cases.end(), case_order_less);
+  // Sorts indices, then moves each case once along the permutation's cycles: a stable sort of
+  // the cases themselves would hold half of them again in its buffer (a listing of a million
+  // cases is most of a gigabyte).
+  if (std::is_sorted(cases.begin(), cases.end(), case_order_less)) return;
+  std::vector<size_t> order(cases.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return case_order_less(cases[a], cases[b]); });
+  // Position n takes the case at order[n]; each cycle is walked once, marking done entries.
+  for (size_t start = 0; start < order.size(); ++start) {
+    if (order[start] == start) continue;
+    CaseInfo held = std::move(cases[start]);
+    size_t at = start;
+    while (order[at] != start) {
+      const size_t from = order[at];
+      cases[at] = std::move(cases[from]);
+      order[at] = at;
+      at = from;
+    }
+    cases[at] = std::move(held);
+    order[at] = at;
+  }
 }
 
 }  // namespace attnscope

@@ -46,6 +46,7 @@ int run_convert(const CommandArgs& args) {
   std::optional<DumpWriter> writer(std::move(*created));
   set_interrupt_cleanup(writer->temp_path());
   install_interrupt_handler();
+  const auto keep_open = dump->keep_open();  // one open of the file for every case
   for (const CaseInfo* info : *cases) {
     if (interrupt_requested()) {
       writer.reset();  // removes the temporary

@@ -13,6 +13,7 @@
 
 #include "cli_common.h"
 #include "cli_options.h"
+#include "core/io/input_path.h"
 #include "scan_report.h"
 #include "shard_verdicts.h"
 
@@ -65,6 +66,10 @@ std::optional<ShardReport> read_report(const std::string& path) {
     fail(kCommand, path + ": " + problem, kHint);
     return std::nullopt;
   };
+  if (const Status file = check_dump_file(path); !file) {
+    fail(kCommand, file.error().message, file.error().hint);
+    return std::nullopt;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return bad("cannot be read");
   std::string text;

@@ -131,6 +131,7 @@ int run_results(const CommandArgs& args) {
   };
   std::vector<Slot> slots(paths.size());
   bool errors = false;
+  const auto keep_open = dump->keep_open();  // one open of the file for every case
   auto work = [&](size_t n) {
     Slot& slot = slots[n];
     Result<CaseData> data = dump->load(paths[n]);

@@ -22,12 +22,17 @@ std::optional<Inputs> open_inputs(const std::string& command, const std::string&
     return inputs;
   }
   inputs.folder = true;
-  const Result<std::vector<std::string>> files = list_run_dumps(path);
+  const Result<RunFolderListing> files = list_run_dumps(path, allow_external);
   if (!files) {
     fail(command, files.error().message, files.error().hint);
     return std::nullopt;
   }
-  std::vector<RunDump> dumps = order_run_dumps(*files);
+  for (const SkippedRunEntry& s : files->skipped) {
+    fail(command, s.error.message, s.error.hint);
+    inputs.unopened.push_back(
+        {std::filesystem::path(s.path).lexically_relative(path).string(), s.error});
+  }
+  std::vector<RunDump> dumps = order_run_dumps(files->dumps);
   if (shard && static_cast<int64_t>(dumps.size()) >= shard->count) {
     std::vector<uint64_t> sizes;
     for (const auto& d : dumps) {

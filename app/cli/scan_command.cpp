@@ -7,7 +7,9 @@
 // --follow then scans the cases a training run adds to the dump (dump_follower.h).
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "case_pipeline.h"
@@ -74,9 +76,19 @@ BatchOutcome scan_batch(const Inputs& inputs, const ScanPlan& plan, AnalysisSett
   const ReportHead head = report_head(inputs);
   report->begin(head, items);
   BatchOutcome result;
+  // Each file stays open from its first case's load to its last case's report (one open per
+  // file, however many cases; a run folder's files are not all open at once). A plan's items
+  // are grouped by file.
+  std::map<const InputDump*, std::shared_ptr<void>> open_files;
+  std::mutex open_files_mutex;
+  std::vector<SkippedCase> unloaded;  // cases whose tensors could not be read, in case order
   auto work = [&](size_t n) {
     Slot& slot = slots[n];
     const DumpReader& dump = items[n].input->reader;
+    {
+      const std::lock_guard<std::mutex> lock(open_files_mutex);
+      if (!open_files.count(items[n].input)) open_files[items[n].input] = dump.keep_open();
+    }
     Result<CaseData> data = dump.load(items[n].info->path);
     Result<CaseAnalysis> a =
         data ? analyze_case(*data, settings) : Result<CaseAnalysis>(data.error());
@@ -90,9 +102,14 @@ BatchOutcome scan_batch(const Inputs& inputs, const ScanPlan& plan, AnalysisSett
     return true;
   };
   auto emit = [&](size_t n) {
+    if (n + 1 == items.size() || items[n + 1].input != items[n].input) {
+      const std::lock_guard<std::mutex> lock(open_files_mutex);
+      open_files.erase(items[n].input);
+    }
     Slot slot = std::move(slots[n]);
     if (!slot.analysis) {
       fail(kCommand, slot.error, slot.hint);
+      unloaded.push_back({item_path(items[n], inputs.folder), slot.error, slot.hint});
       result.unreadable = true;
       return;
     }
@@ -108,6 +125,7 @@ BatchOutcome scan_batch(const Inputs& inputs, const ScanPlan& plan, AnalysisSett
   totals.total = plan.total;
   totals.interrupted = outcome.interrupted;
   totals.skipped = plan.skipped;
+  totals.skipped.insert(totals.skipped.end(), unloaded.begin(), unloaded.end());
   totals.world_size = run_world_size(head);
   totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report->end(totals);

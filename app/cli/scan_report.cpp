@@ -126,7 +126,7 @@ class TableReport : public ScanReport {
          << totals_[0] << " errors, " << totals_[1] << " warnings, " << totals_[2] << " info\n";
     if (!t.skipped.empty()) {
       out_ << t.skipped.size() << " case" << (t.skipped.size() == 1 ? "" : "s")
-           << " skipped, data unreadable:";
+           << " skipped, unreadable:";
       for (const SkippedCase& c : t.skipped) out_ << " " << c.path;
       out_ << "\n";
     }

@@ -64,7 +64,20 @@ CaseSession parseCase(const QJsonObject& json, const QString& casePath, QStringL
   }
   c.views = json.value(QStringLiteral("views")).toObject();
   c.unreadable = json.value(QStringLiteral("unreadable_annotations")).toArray();
-  for (const QJsonValue& entry : json.value(QStringLiteral("annotations")).toArray()) {
+  const QJsonArray annotations = json.value(QStringLiteral("annotations")).toArray();
+  if (annotations.size() > SessionFile::kMaxAnnotationsPerCase) {
+    notes << QStringLiteral(
+                 "%1: %2 annotations, more than the %3 attnscope shows per case; the first "
+                 "%3 are shown, the others are kept in the session file as they are")
+                 .arg(casePath)
+                 .arg(annotations.size())
+                 .arg(SessionFile::kMaxAnnotationsPerCase);
+  }
+  for (const QJsonValue& entry : annotations) {
+    if (c.annotations.size() >= SessionFile::kMaxAnnotationsPerCase) {
+      c.unreadable << entry;
+      continue;
+    }
     const std::optional<Annotation> a = Annotation::fromJson(entry.toObject());
     if (a) {
       c.annotations << *a;
@@ -129,7 +142,24 @@ SessionFile SessionFile::load(const QString& dump, bool repair) {
     }
   }
   if (s.path_.isEmpty()) return s;
+  // A file that cannot be a session: ignored read-only, else moved aside (never overwritten).
+  const auto refuse = [&](const QString& problem) {
+    if (!repair) {
+      s.notes_ << QStringLiteral("%1: %2; ignored").arg(s.path_, problem);
+      return s;
+    }
+    QString note;
+    const bool kept = moveAside(s.path_, problem, note);
+    s.notes_ << note;
+    if (!kept) s.path_ = s.path_ == fallbackPath(dump) ? besidePath(dump) : fallbackPath(dump);
+    return s;
+  };
   QFile file(s.path_);
+  if (file.size() > kMaxBytes) {
+    return refuse(QStringLiteral("%1 MB, larger than the %2 MB a session file may hold")
+                      .arg(static_cast<double>(file.size()) / (1 << 20), 0, 'f', 1)
+                      .arg(kMaxBytes >> 20));
+  }
   if (!file.open(QIODevice::ReadOnly)) {
     s.notes_ << QStringLiteral("%1: cannot read: %2").arg(s.path_, file.errorString());
     s.path_ = fallbackPath(dump) == s.path_ ? besidePath(dump) : fallbackPath(dump);
@@ -140,27 +170,16 @@ SessionFile SessionFile::load(const QString& dump, bool repair) {
   const QJsonDocument doc = QJsonDocument::fromJson(bytes, &parseError);
   file.close();
   const QJsonObject root = doc.object();
-  QString problem;
   if (parseError.error != QJsonParseError::NoError) {
-    problem = QStringLiteral("not valid JSON (%1 at byte %2)")
-                  .arg(parseError.errorString())
-                  .arg(parseError.offset);
-  } else if (!doc.isObject() || root.value(QStringLiteral("format")).toString() != kFormat) {
-    problem = QStringLiteral("not an attnscope session (no \"format\": \"%1\")").arg(kFormat);
-  } else if (root.contains(QStringLiteral("cases")) &&
-             !root.value(QStringLiteral("cases")).isObject()) {
-    problem = QStringLiteral("\"cases\" is not an object");
+    return refuse(QStringLiteral("not valid JSON (%1 at byte %2)")
+                      .arg(parseError.errorString())
+                      .arg(parseError.offset));
   }
-  if (!problem.isEmpty() && !repair) {
-    s.notes_ << QStringLiteral("%1: %2; ignored").arg(s.path_, problem);
-    return s;
+  if (!doc.isObject() || root.value(QStringLiteral("format")).toString() != kFormat) {
+    return refuse(QStringLiteral("not an attnscope session (no \"format\": \"%1\")").arg(kFormat));
   }
-  if (!problem.isEmpty()) {
-    QString note;
-    const bool kept = moveAside(s.path_, problem, note);
-    s.notes_ << note;
-    if (!kept) s.path_ = s.path_ == fallbackPath(dump) ? besidePath(dump) : fallbackPath(dump);
-    return s;
+  if (root.contains(QStringLiteral("cases")) && !root.value(QStringLiteral("cases")).isObject()) {
+    return refuse(QStringLiteral("\"cases\" is not an object"));
   }
   s.parse(root);
   s.lastBytes_ = bytes;
@@ -247,7 +266,7 @@ void SessionFile::mergeOtherWriter() {
     if (where.isEmpty() && QFileInfo::exists(candidate)) where = candidate;
   }
   QFile file(where);
-  if (where.isEmpty() || !file.open(QIODevice::ReadOnly)) return;
+  if (where.isEmpty() || file.size() > kMaxBytes || !file.open(QIODevice::ReadOnly)) return;
   const QByteArray bytes = file.readAll();
   if (bytes == lastBytes_) return;
   const QJsonObject root = QJsonDocument::fromJson(bytes).object();

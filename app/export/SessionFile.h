@@ -40,6 +40,13 @@ struct CaseSession {
 class SessionFile {
  public:
   static constexpr int kVersion = 2;
+  // A sidecar is read only up to this size: a session holds view state and annotations, a few
+  // hundred bytes each. A larger file is treated like a corrupt one (moved aside when
+  // repairing, else ignored), so loading never stalls on a crafted or runaway file.
+  static constexpr qint64 kMaxBytes = qint64{16} << 20;
+  // Annotations read per case; those beyond are kept verbatim (CaseSession::unreadable) and
+  // written back as they were, never drawn, so none is lost and drawing stays fast.
+  static constexpr int kMaxAnnotationsPerCase = 5000;
 
   // `<dump>.attnscope.json` beside the dump, and the per-user fallback keyed by the dump's
   // absolute path (`<AppDataLocation>/sessions/<name>-<hash of the path>.attnscope.json`).

@@ -43,12 +43,23 @@ void DumpOpener::open(const QString& path, Done done) {
 }
 
 void DumpOpener::openRun(const QString& folder, Done done) {
-  const Result<std::vector<std::string>> files =
-      list_run_dumps(QFile::encodeName(folder).toStdString());
+  const Result<RunFolderListing> files = list_run_dumps(QFile::encodeName(folder).toStdString());
   if (!files) {
     emit failed(tr("Cannot open %1").arg(QFileInfo(folder).fileName()),
                 QString::fromStdString(files.error().message),
                 QString::fromStdString(files.error().hint));
+    if (done) done(-1);
+    return;
+  }
+  if (!files->skipped.empty()) {
+    QStringList lines;
+    for (const SkippedRunEntry& s : files->skipped) {
+      lines << QString::fromStdString(s.error.message);
+    }
+    emit failed(tr("Not opened in %1").arg(QFileInfo(folder).fileName()), lines.join('\n'),
+                QString::fromStdString(files->skipped.front().error.hint));
+  }
+  if (files->dumps.empty()) {
     if (done) done(-1);
     return;
   }
@@ -58,9 +69,9 @@ void DumpOpener::openRun(const QString& folder, Done done) {
     int first = -1;
   };
   auto pending = std::make_shared<Pending>();
-  pending->left = files->size();
+  pending->left = files->dumps.size();
   const QString run = QFileInfo(folder).absoluteFilePath();
-  for (const RunDump& dump : order_run_dumps(*files)) {
+  for (const RunDump& dump : order_run_dumps(files->dumps)) {
     const auto rankDone = [this, pending, done](int index) {
       if (index >= 0 && (pending->first < 0 || context_->file(index).run.rank <
                                                    context_->file(pending->first).run.rank)) {

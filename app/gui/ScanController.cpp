@@ -109,7 +109,7 @@ void ScanController::startNext() {
   scans_[dump.path] = std::make_shared<const DumpScan>(progress->scan);
   emit scanChanged(dump.path);
   runner_->submit<DumpScan>(
-      [caseCache = dump.cases, progress,
+      [caseCache = dump.cases, progress, keepOpen = dump.reader->keep_open(),
        rank = dump.run.folder.isEmpty() ? std::nullopt : std::optional<int64_t>(dump.run.rank)](
           const TaskControl& control, QString*) -> std::shared_ptr<const DumpScan> {
         const int total = static_cast<int>(progress->scan.cases.size());

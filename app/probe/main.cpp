@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "core/io/dump_probe.h"
 #include "core/io/hdf5_dump.h"
@@ -61,35 +62,40 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  const Result<DumpReader> dump = DumpReader::open(argv[1], options);
+  Result<DumpReader> dump = DumpReader::open(argv[1], options);
   if (!dump) {
     std::cerr << dump.error().describe() << "\n";
     return kProbeRefused;
   }
   // Cases whose data a previous run could not read (crash, hang) are listed broken unread;
   // the parent fills in their error.
-  DumpListing listing = dump->listing();
-  std::vector<CaseInfo> readable;
+  DumpListing listing = dump->take_listing();
+  size_t readable = 0;  // listing.cases[0, readable) are readable, kept in place (no copy)
   // The sequences of a packed group read the same datasets: the group is checked once.
-  std::map<std::string, Status> checked;  // stored path -> result
+  std::map<std::string, Status> checked_groups;  // stored path -> result
+  const auto keep_open = dump->keep_open();      // one open of the file for every case
   for (CaseInfo& info : listing.cases) {
     if (skip.count(info.stored_path())) {
       listing.broken.push_back({std::move(info), Error{}});
       continue;
     }
-    auto known = checked.find(info.stored_path());
-    if (known == checked.end()) {
-      say(kProbeCheckingLine, info.stored_path());
-      known = checked
-                  .emplace(info.stored_path(), dump->check_case(info, sample_bytes,
-                                                                [](const std::string& dataset) {
-                                                                  say(kProbeReadingLine, dataset);
-                                                                }))
-                  .first;
-    }
-    const Status& data = known->second;
+    // "checking /case" goes out just before the case's first test read: a case that needs
+    // none (an HDF5 case of contiguous datasets) costs no protocol line.
+    const auto check = [&] {
+      bool announced = false;
+      return dump->check_case(info, sample_bytes, [&](const std::string& dataset) {
+        if (!std::exchange(announced, true)) say(kProbeCheckingLine, info.stored_path());
+        say(kProbeReadingLine, dataset);
+      });
+    };
+    auto known = checked_groups.find(info.stored_path());
+    const Status data = !info.packed ? check()
+                        : known != checked_groups.end()
+                            ? known->second
+                            : checked_groups.emplace(info.stored_path(), check()).first->second;
     if (data) {
-      readable.push_back(std::move(info));
+      if (&listing.cases[readable] != &info) listing.cases[readable] = std::move(info);
+      ++readable;
       continue;
     }
     Error e = data.error();
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
     listing.broken.push_back({std::move(info), std::move(e)});
   }
   say(kProbeCheckingLine, "");
-  listing.cases = std::move(readable);
+  listing.cases.resize(readable);
   sort_broken(listing.broken);
   const std::string encoded = encode_listing(listing);
   std::fwrite(encoded.data(), 1, encoded.size(), stdout);

@@ -1,8 +1,11 @@
 // Telling dump formats apart by their first bytes (see dump_format.h).
 #include "core/io/dump_format.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
-#include <fstream>
 
 namespace attnscope {
 
@@ -48,11 +51,15 @@ Container sniff_container(const uint8_t* head, size_t size) {
 }
 
 Container sniff_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Container::hdf5;
+  // O_NONBLOCK and the regular-file check: a named pipe must never block the sniffing.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Container::hdf5;
+  struct stat st {};
   uint8_t head[16] = {0};
-  in.read(reinterpret_cast<char*>(head), sizeof head);
-  return sniff_container(head, static_cast<size_t>(in.gcount()));
+  ssize_t got = 0;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  return sniff_container(head, got > 0 ? static_cast<size_t>(got) : 0);
 }
 
 Error unknown_format_error(const std::string& name, const uint8_t* head, size_t size) {

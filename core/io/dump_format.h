@@ -26,7 +26,8 @@ enum class Container { hdf5, zip, safetensors };
 // 8-byte little-endian header length n >= 2 followed by '{' -> safetensors (its reader checks
 // n against the file); else hdf5 (no HDF5 file has '{' at byte 8).
 Container sniff_container(const uint8_t* head, size_t size);
-// The same for a file on disk (reads its first bytes; hdf5 when it cannot be read).
+// The same for a file on disk (reads its first bytes, never blocking; hdf5 when it cannot be
+// read or is not a regular file).
 Container sniff_file(const std::string& path);
 
 // "NAME: not an HDF5 file, nor a .pt / .npz zip archive or a .safetensors file" with what the

@@ -5,6 +5,7 @@
 #include "core/io/dump_probe.h"
 
 #include "core/io/dump_format.h"
+#include "core/io/input_path.h"
 #include "core/io/live_writer.h"
 #include "core/io/probe_channel.h"
 #include "core/memory_budget.h"
@@ -294,6 +295,7 @@ MemoryBudget probe_memory_limit() {
 }
 
 Result<ProbeOutcome> probe_dump(const std::string& path, const ProbeOptions& options) {
+  if (Status file = check_dump_file(path); !file) return file.error();
   ProbeOutcome outcome;
   const std::string exe = options.executable.empty() ? find_probe_executable() : options.executable;
   if (exe.empty()) return outcome;

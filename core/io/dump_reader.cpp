@@ -5,6 +5,7 @@
 
 #include "core/io/dump_format.h"
 #include "core/io/dump_source.h"
+#include "core/io/input_path.h"
 #include "core/io/packed_sequences.h"
 #include "core/memory_budget.h"
 
@@ -82,6 +83,7 @@ Result<DumpReader> DumpReader::adopt(Result<OpenedSource> opened, const std::str
 }
 
 Result<DumpReader> DumpReader::open(const std::string& path, const OpenOptions& options) {
+  if (Status file = check_dump_file(path); !file) return file.error();
   const Container container = sniff_file(path);
   if (container == Container::hdf5) return adopt(open_hdf5_source(path, options), path);
   return adopt(open_located_source(path, container == Container::zip, options), path);
@@ -101,6 +103,7 @@ Result<DumpReader> DumpReader::open_image(const void* data, size_t size, const s
 
 Result<DumpReader> DumpReader::open_listed(const std::string& path, DumpListing listing,
                                            const OpenOptions& options) {
+  if (Status file = check_dump_file(path); !file) return file.error();
   const Container container = sniff_file(path);
   const bool hdf5 = listing.format == dump_format_name(DumpFormat::hdf5);
   const bool zip = is_zip_format(listing.format);
@@ -139,6 +142,9 @@ const std::vector<BrokenCase>& DumpReader::broken() const {
 DumpListing DumpReader::listing() const {
   return state_->listing;
 }
+DumpListing DumpReader::take_listing() {
+  return std::exchange(state_->listing, DumpListing{});
+}
 
 Status DumpReader::check_data(int64_t sample_bytes,
                               const std::function<void(const std::string&)>& on_dataset) const {
@@ -152,6 +158,10 @@ Status DumpReader::check_data(int64_t sample_bytes,
 Status DumpReader::check_case(const CaseInfo& info, int64_t sample_bytes,
                               const std::function<void(const std::string&)>& on_dataset) const {
   return state_->source->check_case(info, sample_bytes, on_dataset);
+}
+
+std::shared_ptr<void> DumpReader::keep_open() const {
+  return state_->source->keep_open();
 }
 
 size_t DumpReader::loads() const {

@@ -40,6 +40,8 @@ class DumpSource {
   // "/case/q" before each tensor's data is read.
   virtual Status check_case(const CaseInfo& info, int64_t sample_bytes,
                             const DatasetCallback& on_dataset) const = 0;
+  // DumpReader::keep_open; null for sources that keep their file open anyway.
+  virtual std::shared_ptr<void> keep_open() const { return nullptr; }
 };
 
 // A source and the listing of its file: found by discovery (open) or handed in (listed).

@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,7 @@ struct ElementMapping {
   Handle memory_type;       // type handed to H5Dread
   size_t memory_size = 0;   // bytes per element in memory_type
   bool to_boolean = false;  // memory elements are integers: store (value != 0) as one byte
+  bool is_signed = false;   // integer memory elements: signed
 };
 
 // Maps the stored type of dataset `name` (canonical tensor name) to a DType, or explains why it
@@ -124,13 +126,26 @@ struct OpenObject {
   ObjectKey key;  // set for groups only
   ObjectKind kind = ObjectKind::other;
 };
-// Opens `name` in `group` (following soft links); nullopt for dangling links. `key` is read
-// for groups only (datasets and named types are never traversed).
-std::optional<OpenObject> open_object(hid_t group, const char* name);
+// Link access under which the HDF5 library itself refuses to open another file for an external
+// link met anywhere on a path (a soft link into an externally linked group included), unless
+// options.allow_external: its traversal callback denies the step before the file is opened.
+// `dataset`: a dataset access list (which carries the link access properties too).
+Handle link_access(const OpenOptions& options, bool dataset = false);
+// The external link the library last refused under link_access ("file 'x.h5', object '/y'"),
+// then forgets it; "" when none was refused since the last call.
+std::string take_refused_external();
+
+// Opens `name` in `group` under `lapl` (following soft links); nullopt for dangling links and
+// refused external links. `key` is read for groups only (datasets and named types are never
+// traversed).
+std::optional<OpenObject> open_object(hid_t group, const char* name, hid_t lapl);
 
 // Refuses virtual datasets, external raw storage (unless allowed) and unavailable filters.
+// `risky_read`, when given, says whether reading the data goes beyond a plain byte range of
+// the file, where libhdf5 can fault or block: a chunk index and filters, other files.
 std::optional<Error> check_storage(hid_t dataset, const OpenOptions& options,
-                                   const std::string& file, const std::string& object);
+                                   const std::string& file, const std::string& object,
+                                   bool* risky_read = nullptr);
 
 // Reads the dataspace extent; refuses null spaces, dims beyond int64 and shapes whose bytes
 // overflow 64 bits or exceed options.max_tensor_bytes.
@@ -160,6 +175,7 @@ Status write_case_config(hid_t group, const CaseConfig& config);
 struct DatasetMeta {
   ElementMapping element;
   std::vector<int64_t> shape;  // as stored
+  bool risky_read = false;     // chunked, virtual or external (check_storage)
 };
 // Storage, element-type and extent checks of one open dataset holding tensor `name`.
 Result<DatasetMeta> inspect_dataset(hid_t dataset, const std::string& name,
@@ -169,6 +185,8 @@ Result<DatasetMeta> inspect_dataset(hid_t dataset, const std::string& name,
 struct Discovery {
   std::vector<CaseInfo> cases;  // sorted with sort_cases
   std::vector<Error> rejected;
+  // Object paths ("/case/q") of the cases' datasets whose read is risky (check_storage).
+  std::set<std::string> risky_reads;
 };
 // Walks every group reachable from the root (soft / hard link cycles visited once) and
 // validates each group that holds q, k or v; reads no tensor data.
@@ -176,13 +194,19 @@ Discovery discover_cases(hid_t file, const std::string& file_name, const OpenOpt
 
 // ---- data sampling (hdf5_sample.cpp) ----
 
-// Opens a case's dataset with external files / virtual sources resolved next to the dump.
-Handle open_case_dataset(hid_t file, const std::string& object, const OpenOptions& options);
+// Opens dataset `object` of dump `name` under link_access, with external files / virtual
+// sources resolved next to the dump when they are allowed; an Error naming a refused external
+// link or the failed open.
+Result<Handle> open_case_dataset(hid_t file, const std::string& name, const std::string& object,
+                                 const OpenOptions& options);
 
-// Test reads of every tensor of `info` (see DumpReader::check_data); `on_dataset` is called
-// with the dataset's path before its data is read.
+// Test reads of the tensors of `info` (see DumpReader::check_data): of those in `risky` when
+// given (a contiguous or compact dataset is a plain byte range of the file, whose read fails
+// cleanly at load time if it must), else of every one; `on_dataset` is called with the
+// dataset's path before its data is read.
 Status sample_case_data(hid_t file, const std::string& name, const CaseInfo& info,
                         const OpenOptions& options, int64_t sample_bytes,
-                        const std::function<void(const std::string&)>& on_dataset);
+                        const std::function<void(const std::string&)>& on_dataset,
+                        const std::set<std::string>* risky);
 
 }  // namespace attnscope::h5

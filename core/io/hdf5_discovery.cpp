@@ -1,6 +1,7 @@
 // Lazy case discovery: a recursive walk over the group tree that reads only metadata (links,
 // attributes, dataset types and extents), with a visited set so soft-link and hard-link cycles
-// end, and external links refused unless allowed.
+// end, and external links refused unless allowed: by link type here, and inside the library
+// (link_access) wherever a soft link leads through one.
 #include <map>
 #include <set>
 
@@ -47,18 +48,13 @@ struct TensorLink {
   Handle dataset;
 };
 
-struct Subgroup {
-  std::string name;
-  OpenObject object;
-};
-
 class Walker {
  public:
   Walker(const std::string& file_name, const OpenOptions& options)
-      : file_name_(file_name), options_(options) {}
+      : file_name_(file_name), options_(options), lapl_(link_access(options)) {}
 
   Discovery run(hid_t file) {
-    if (auto root = open_object(file, ".")) visited_.insert(root->key);
+    if (auto root = open_object(file, ".", lapl_.get())) visited_.insert(root->key);
     visit_group(file, "/", 0);
     sort_cases(out_.cases);
     return std::move(out_);
@@ -80,7 +76,6 @@ class Walker {
     }
     std::map<std::string, TensorLink> tensors;  // canonical name -> dataset
     std::optional<Error> problem;               // first problem with a tensor link
-    std::vector<Subgroup> subgroups;
     for (const Link& link : links) {
       const std::string object = join_path(path, link.name);
       const char* canonical = canonical_tensor_name(link.name);
@@ -95,16 +90,27 @@ class Walker {
         if (canonical == nullptr) out_.rejected.push_back(e);
         continue;
       }
-      std::optional<OpenObject> opened = open_object(group, link.name.c_str());
+      std::optional<OpenObject> opened = open_object(group, link.name.c_str(), lapl_.get());
       if (!opened) {
-        if (canonical != nullptr && !problem) {
+        const std::string refused = take_refused_external();
+        if (!refused.empty()) {
+          Error e = object_error(
+              ErrorCode::unsupported, object,
+              "soft link leads through an external link to " + refused + ", which is not followed",
+              kAllowExternalHint);
+          if (canonical != nullptr && !problem) problem = e;
+          if (canonical == nullptr) out_.rejected.push_back(e);
+        } else if (canonical != nullptr && !problem) {
           problem = object_error(ErrorCode::format, object, "link does not resolve to an object",
                                  "the link dangles or its target cannot be opened");
         }
         continue;
       }
       if (opened->kind == ObjectKind::group) {
-        subgroups.push_back({link.name, std::move(*opened)});
+        // Depth first, at once: only the groups on the path down stay open (a group of a
+        // million cases never holds a million handles). A group reached again (hard link,
+        // soft link, cycle) is skipped.
+        visit_subgroup(std::move(*opened), join_path(path, link.name), depth);
         continue;
       }
       if (opened->kind != ObjectKind::dataset || canonical == nullptr) continue;
@@ -120,20 +126,17 @@ class Walker {
     if (tensors.count("q") || tensors.count("k") || tensors.count("v") || problem) {
       add_case(group, path, tensors, problem);
     }
-    tensors.clear();
-    // Depth first; a group reached again (hard link, soft link, cycle) is skipped.
-    for (Subgroup& sub : subgroups) {
-      if (!visited_.insert(sub.object.key).second) continue;
-      const std::string child_path = join_path(path, sub.name);
-      if (depth + 1 > kMaxDepth) {
-        out_.rejected.push_back(object_error(ErrorCode::unsupported, child_path,
-                                             "groups nested deeper than 64 levels",
-                                             "flatten the dump's group tree"));
-        continue;
-      }
-      Handle child = std::move(sub.object.handle);
-      visit_group(child.get(), child_path, depth + 1);
+  }
+
+  void visit_subgroup(OpenObject child, const std::string& child_path, int depth) {
+    if (!visited_.insert(child.key).second) return;
+    if (depth + 1 > kMaxDepth) {
+      out_.rejected.push_back(object_error(ErrorCode::unsupported, child_path,
+                                           "groups nested deeper than 64 levels",
+                                           "flatten the dump's group tree"));
+      return;
     }
+    visit_group(child.handle.get(), child_path, depth + 1);
   }
 
   void add_case(hid_t group, const std::string& path,
@@ -165,6 +168,7 @@ class Walker {
       const std::string object = join_path(path, it->second.link);
       auto meta = inspect_dataset(it->second.dataset.get(), name, options_, file_name_, object);
       if (!meta) return meta.error();
+      if (meta->risky_read) out_.risky_reads.insert(object);
       info.tensors.push_back({name, it->second.link, meta->element.dtype, meta->shape});
     }
     auto dims = infer_case_dims(info.tensors, info.config.layout, where);
@@ -176,6 +180,7 @@ class Walker {
 
   const std::string& file_name_;
   const OpenOptions& options_;
+  Handle lapl_;  // link_access(options_): every open of the walk
   std::set<ObjectKey> visited_;
   Discovery out_;
 };
@@ -185,7 +190,8 @@ class Walker {
 Result<DatasetMeta> inspect_dataset(hid_t dataset, const std::string& name,
                                     const OpenOptions& options, const std::string& file,
                                     const std::string& object) {
-  if (auto e = check_storage(dataset, options, file, object)) return *e;
+  bool risky_read = true;
+  if (auto e = check_storage(dataset, options, file, object, &risky_read)) return *e;
   std::string tag;
   if (H5Aexists(dataset, "dtype") > 0) {
     auto text = read_string_attribute(dataset, "dtype", file + ": " + object);
@@ -204,6 +210,7 @@ Result<DatasetMeta> inspect_dataset(hid_t dataset, const std::string& name,
   DatasetMeta meta;
   meta.element = std::move(*element);
   meta.shape = std::move(*shape);
+  meta.risky_read = risky_read;
   return meta;
 }
 

@@ -75,6 +75,9 @@ class DumpReader {
   const std::vector<BrokenCase>& broken() const;
   // The listing this reader holds (what attnscope-probe hands to its parent).
   DumpListing listing() const;
+  // The same, moved out without a copy (a million cases' listing is a gigabyte): cases(),
+  // rejected() and broken() are empty afterwards, check_case() still reads.
+  DumpListing take_listing();
 
   // Reads one case (by group path, "/step_1/layer_0"; the leading '/' may be omitted) into
   // canonical layout. Fails (too_large) before reading when its tensors need more than the
@@ -83,12 +86,22 @@ class DumpReader {
   Result<CaseData> load(const std::string& case_path) const;
   // load() calls made so far on this reader (how often cases were read).
   size_t loads() const;
+  // While the returned token lives, the dump's file stays open between reads, so reading many
+  // of its cases opens it once (an HDF5 file of 100k cases costs O(cases) per open). Without
+  // one, each read opens the file and closes it after, so the process may write the file in
+  // between (issue 21). A file that changed on disk is reopened either way. Tokens nest.
+  [[nodiscard]] std::shared_ptr<void> keep_open() const;
 
   // Test reads of the stored data of every case, without keeping it (the probe, issue 7): a
   // tensor of at most `sample_bytes` is read whole, a larger one has its chunk index walked
   // and its first and last chunk read (contiguous: its first and last elements), each read
-  // capped at `sample_bytes`. `on_dataset` is called with "/case/q" before that dataset is
-  // read. Fails (format) at the first read that fails, naming the file and the dataset.
+  // capped at `sample_bytes`. In an HDF5 file only the datasets whose read goes beyond a plain
+  // byte range of the file are test-read: chunked ones (a chunk index or a filter pipeline is
+  // what can crash libhdf5) and, when allowed, external or virtual ones (another file, which
+  // may block); a contiguous or compact dataset's read fails cleanly at load time if it must
+  // (a dump of a million tiny cases is probed without a million more dataset opens). `on_dataset`
+  // is called with "/case/q" before that dataset is read. Fails (format) at the first read that
+  // fails, naming the file and the dataset.
   Status check_data(int64_t sample_bytes,
                     const std::function<void(const std::string&)>& on_dataset = {}) const;
   // The same test reads for one case of cases().

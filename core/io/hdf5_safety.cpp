@@ -1,4 +1,5 @@
-// Safety checks before any tensor data is touched: object identity for cycle-free traversal,
+// Safety checks before any tensor data is touched: external links refused inside the library,
+// object identity for cycle-free traversal,
 // refusal of virtual datasets / external raw storage / unavailable filters, and dataspace
 // validation (no null spaces, no 64-bit overflow, bounded bytes) before allocation.
 #include <cstring>
@@ -10,6 +11,18 @@ namespace attnscope::h5 {
 
 namespace {
 
+// What refuse_external last denied; every HDF5 call holds the library lock.
+std::string refused_external;
+
+// HDF5's external-link traversal callback: called before the target file is opened, whatever
+// path led to the link; a negative return makes the traversal (and the open) fail.
+herr_t refuse_external(const char*, const char*, const char* child_file, const char* child_object,
+                       unsigned*, hid_t, void*) {
+  refused_external = std::string("file '") + (child_file ? child_file : "?") + "', object '" +
+                     (child_object ? child_object : "?") + "'";
+  return -1;
+}
+
 std::string dims_text(const std::vector<hsize_t>& dims) {
   std::string out = "[";
   for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
@@ -18,9 +31,19 @@ std::string dims_text(const std::vector<hsize_t>& dims) {
 
 }  // namespace
 
-std::optional<OpenObject> open_object(hid_t group, const char* name) {
+Handle link_access(const OpenOptions& options, bool dataset) {
+  Handle plist = plist_handle(H5Pcreate(dataset ? H5P_DATASET_ACCESS : H5P_LINK_ACCESS));
+  if (!options.allow_external) H5Pset_elink_cb(plist.get(), refuse_external, nullptr);
+  return plist;
+}
+
+std::string take_refused_external() {
+  return std::exchange(refused_external, std::string());
+}
+
+std::optional<OpenObject> open_object(hid_t group, const char* name, hid_t lapl) {
   OpenObject out;
-  out.handle = object_handle(H5Oopen(group, name, H5P_DEFAULT));
+  out.handle = object_handle(H5Oopen(group, name, lapl));
   if (!out.handle) {
     error_detail();
     return std::nullopt;
@@ -53,18 +76,23 @@ std::optional<OpenObject> open_object(hid_t group, const char* name) {
 }
 
 std::optional<Error> check_storage(hid_t dataset, const OpenOptions& options,
-                                   const std::string& file, const std::string& object) {
+                                   const std::string& file, const std::string& object,
+                                   bool* risky_read) {
   Handle dcpl = plist_handle(H5Dget_create_plist(dataset));
   if (!dcpl) {
     return dataset_error(ErrorCode::format, file, object, "cannot read the storage properties",
                          "the file may be corrupt", true);
   }
-  if (!options.allow_external && H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
+  const H5D_layout_t stored = H5Pget_layout(dcpl.get());
+  const int external = H5Pget_external_count(dcpl.get());
+  if (risky_read != nullptr) {
+    *risky_read = stored == H5D_CHUNKED || stored == H5D_VIRTUAL || external > 0;
+  }
+  if (!options.allow_external && stored == H5D_VIRTUAL) {
     return dataset_error(ErrorCode::unsupported, file, object,
                          "virtual dataset (its data is mapped from other datasets or files)",
                          kAllowExternalHint);
   }
-  const int external = H5Pget_external_count(dcpl.get());
   if (!options.allow_external && external > 0) {
     char name[256] = {0};
     off_t offset = 0;

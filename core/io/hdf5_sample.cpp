@@ -81,11 +81,9 @@ const char* const kCorruptDataHint =
 Status sample_tensor(hid_t file, const std::string& name, const CaseInfo& info, const TensorInfo& t,
                      const OpenOptions& options, int64_t sample_bytes) {
   const std::string object = join_path(info.stored_path(), t.dataset);
-  Handle dataset = open_case_dataset(file, object, options);
-  if (!dataset) {
-    return dataset_error(ErrorCode::io, name, object, "cannot open the dataset",
-                         "the file may be corrupt", true);
-  }
+  Result<Handle> opened = open_case_dataset(file, name, object, options);
+  if (!opened) return opened.error();
+  const Handle& dataset = *opened;
   auto meta = inspect_dataset(dataset.get(), t.name, options, name, object);
   if (!meta) return meta.error();
   std::vector<hsize_t> dims(meta->shape.begin(), meta->shape.end());
@@ -126,20 +124,35 @@ Status sample_tensor(hid_t file, const std::string& name, const CaseInfo& info, 
 
 }  // namespace
 
-Handle open_case_dataset(hid_t file, const std::string& object, const OpenOptions& options) {
-  Handle dapl = plist_handle(H5Pcreate(H5P_DATASET_ACCESS));
+Result<Handle> open_case_dataset(hid_t file, const std::string& name, const std::string& object,
+                                 const OpenOptions& options) {
+  Handle dapl = link_access(options, /*dataset=*/true);
   if (options.allow_external) {
     H5Pset_efile_prefix(dapl.get(), "${ORIGIN}");
     H5Pset_virtual_prefix(dapl.get(), "${ORIGIN}");
   }
-  return Handle(H5Dopen2(file, object.c_str(), dapl.get()), H5Dclose);
+  Handle dataset(H5Dopen2(file, object.c_str(), dapl.get()), H5Dclose);
+  if (dataset) return Result<Handle>(std::move(dataset));
+  const std::string refused = take_refused_external();
+  if (!refused.empty()) {
+    error_detail();
+    return dataset_error(
+        ErrorCode::unsupported, name, object,
+        "its path leads through an external link to " + refused + ", which is not followed",
+        kAllowExternalHint);
+  }
+  return dataset_error(ErrorCode::io, name, object, "cannot open the dataset",
+                       "the file may have changed since it was opened, or be corrupt", true);
 }
 
 Status sample_case_data(hid_t file, const std::string& name, const CaseInfo& info,
                         const OpenOptions& options, int64_t sample_bytes,
-                        const std::function<void(const std::string&)>& on_dataset) {
+                        const std::function<void(const std::string&)>& on_dataset,
+                        const std::set<std::string>* risky) {
   for (const TensorInfo& t : info.tensors) {
-    if (on_dataset) on_dataset(join_path(info.stored_path(), t.dataset));
+    const std::string object = join_path(info.stored_path(), t.dataset);
+    if (risky != nullptr && !risky->count(object)) continue;
+    if (on_dataset) on_dataset(object);
     Status read = sample_tensor(file, name, info, t, options, sample_bytes);
     if (!read) return read;
   }

@@ -21,6 +21,11 @@ bool names_bfloat16(const std::string& text) {
   return t.find("bfloat16") != std::string::npos || t == "bf16" || t == "torch.bf16";
 }
 
+bool names_float16(const std::string& text) {
+  const std::string t = lower(text);
+  return t == "float16" || t == "torch.float16" || t == "half" || t == "torch.half" || t == "fp16";
+}
+
 // Copy of a 4-byte IEEE float re-laid as 2 bytes: sign 15, exponent at `epos` of `esize` bits,
 // mantissa at 0 of `msize` bits (how h5py builds float16).
 Handle two_byte_float(size_t epos, size_t esize, size_t msize, size_t ebias) {
@@ -123,17 +128,17 @@ Result<ElementMapping> map_element_type(hid_t file_type, const std::string& name
   const size_t size = H5Tget_size(file_type);
   const bool is_mask = is_bool_tensor(name);
   const bool tagged_bf16 = names_bfloat16(bf16_tag);
+  const bool tagged_f16 = names_float16(bf16_tag);
   const std::string float_hint = "re-export " + name +
                                  " with h5py as float16/float32 (bfloat16 as uint16 with attribute "
                                  "dtype=\"bfloat16\")";
   auto reject = [&](const std::string& problem, const std::string& hint) {
     return dataset_error(ErrorCode::format, file, object, problem, hint);
   };
-  if (tagged_bf16 && size != 2) {
-    return reject(std::to_string(size) +
-                      "-byte elements tagged dtype=\"bfloat16\" (bfloat16 has "
-                      "2 bytes)",
-                  "store bfloat16 as uint16 bits (tensor.view(torch.uint16)) or drop the tag");
+  if ((tagged_bf16 || tagged_f16) && size != 2) {
+    return reject(std::to_string(size) + "-byte elements tagged dtype=\"" + bf16_tag + "\" (" +
+                      (tagged_bf16 ? "bfloat16" : "float16") + " has 2 bytes)",
+                  "store the 16-bit bits (tensor.view(torch.int16)) or drop the tag");
   }
   switch (cls) {
     case H5T_FLOAT:
@@ -149,21 +154,29 @@ Result<ElementMapping> map_element_type(hid_t file_type, const std::string& name
                         "-byte floating-point type is not float16, bfloat16, "
                         "float32 or float64",
                     float_hint);
-    case H5T_INTEGER:
+    case H5T_INTEGER: {
+      const bool is_signed = H5Tget_sign(file_type) != H5T_SGN_NONE;
       if (is_index_tensor(name) && (size == 4 || size == 8)) {
         return size == 4 ? native(DType::i32, H5T_NATIVE_INT32)
                          : native(DType::i64, H5T_NATIVE_INT64);
       }
-      if (is_mask && size == 1 && H5Tget_sign(file_type) == H5T_SGN_NONE) {
-        return native(DType::u8, H5T_NATIVE_UINT8);
-      }
+      if (is_mask && size == 1 && !is_signed) return native(DType::u8, H5T_NATIVE_UINT8);
       if (is_mask) {
-        return mapping(DType::u8, type_handle(H5Tget_native_type(file_type, H5T_DIR_ASCEND)), true);
+        ElementMapping m =
+            mapping(DType::u8, type_handle(H5Tget_native_type(file_type, H5T_DIR_ASCEND)), true);
+        m.is_signed = is_signed;
+        return m;
       }
-      if (size == 2 && tagged_bf16) return native(DType::bf16, H5T_NATIVE_UINT16);
+      // 16-bit float bits kept in an integer dataset (t.view(torch.int16) or torch.uint16):
+      // read with the dataset's own signedness, so every bit pattern comes back unchanged.
+      if (size == 2 && (tagged_bf16 || tagged_f16)) {
+        return native(tagged_bf16 ? DType::bf16 : DType::f16,
+                      is_signed ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16);
+      }
       return reject("integer element type " + integer_name(file_type) +
                         " where floating-point values are expected",
                     float_hint);
+    }
     case H5T_ENUM:
       if (!is_bool_enum(file_type)) {
         return reject("enum element type that is not h5py's bool (FALSE/TRUE)",

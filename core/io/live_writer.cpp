@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/io/input_path.h"
+
 namespace attnscope {
 
 namespace {
@@ -21,6 +23,7 @@ std::string host_name() {
 
 // The marker's writer, when its process may still run.
 std::optional<std::string> marker_writer(const std::string& dump) {
+  if (path_kind(writing_marker_path(dump)) != PathKind::regular) return std::nullopt;
   std::ifstream in(writing_marker_path(dump));
   long long pid = 0;
   std::string host;
@@ -33,7 +36,7 @@ std::optional<std::string> marker_writer(const std::string& dump) {
 
 // True when another process holds an exclusive flock on the file (HDF5's write lock).
 bool write_locked(const std::string& dump) {
-  const int fd = open(dump.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(dump.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   const bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   if (!locked) flock(fd, LOCK_UN);

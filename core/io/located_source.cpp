@@ -6,6 +6,7 @@
 #include "core/io/dump_format.h"
 #include "core/io/dump_source.h"
 #include "core/io/located_formats.h"
+#include "core/io/mask_values.h"
 #include "core/memory_budget.h"
 
 namespace attnscope {
@@ -33,7 +34,15 @@ class LocatedSource : public DumpSource {
     if (!fits) return fits.error();
     Result<std::vector<uint8_t>> bytes = store_->read(at.entry, span->first, span->bytes);
     if (!bytes) return bytes.error();
-    return gather_tensor(t.dtype, t.shape, at, bytes->data());
+    HostTensor out = gather_tensor(t.dtype, t.shape, at, bytes->data());
+    if (is_bool_tensor(t.name) && t.dtype == DType::u8) {
+      if (auto bad = check_mask_values(
+              out.bytes.data(), out.bytes.size(), 1, false, t.shape,
+              store_->name() + ": " + location_key(info.stored_path(), t.dataset))) {
+        return *bad;
+      }
+    }
+    return out;
   }
 
   Status check_case(const CaseInfo& info, int64_t sample_bytes,

@@ -156,14 +156,14 @@ CaseData::CrossSequenceLeak count_leak(const HostTensor& t, const PackedSequence
 }  // namespace
 
 void expand_packed_cases(const DumpSource& source, const std::string& file, DumpListing& listing) {
+  const auto packed = [](const CaseInfo& c) { return c.has("cu_seqlens_q"); };
+  if (std::none_of(listing.cases.begin(), listing.cases.end(), packed)) return;  // no copy
   std::vector<CaseInfo> cases;
-  bool expanded = false;
   for (CaseInfo& c : listing.cases) {
-    if (!c.has("cu_seqlens_q")) {
+    if (!packed(c)) {
       cases.push_back(std::move(c));
       continue;
     }
-    expanded = true;
     Result<std::vector<CaseInfo>> sequences = sequences_of(source, c, file);
     if (!sequences) {
       listing.rejected.push_back(sequences.error());
@@ -172,7 +172,7 @@ void expand_packed_cases(const DumpSource& source, const std::string& file, Dump
     for (CaseInfo& s : *sequences) cases.push_back(std::move(s));
   }
   listing.cases = std::move(cases);
-  if (expanded) sort_cases(listing.cases);
+  sort_cases(listing.cases);
 }
 
 CaseDims stored_dims(const CaseInfo& info) {

@@ -3,6 +3,8 @@
 // only REDUCE / BINPERSID interpret, and every other global is refused where it is named.
 #include "core/io/pickle_machine.h"
 
+#include "core/io/pickle_text.h"
+
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -117,7 +119,7 @@ class Machine {
   std::string line() {
     const void* end = std::memchr(data_ + at_, '\n', size_ - at_);
     if (end == nullptr) {
-      fail("a GLOBAL name without its newline");
+      fail("a text argument (GLOBAL, INT, FLOAT, ...) without its newline");
       return {};
     }
     const size_t n = static_cast<size_t>(static_cast<const uint8_t*>(end) - (data_ + at_));
@@ -362,6 +364,24 @@ class Machine {
     n.text = bytes(length);
     if (!error_) push_new(std::move(n));
   }
+  // A protocol 0 text argument parsed by `parse`; fails naming `opcode` when it is malformed.
+  template <typename Parse>
+  auto text_argument(const char* opcode, Parse parse) -> decltype(parse(std::string())) {
+    const std::string arg = line();
+    if (error_) return std::nullopt;
+    auto value = parse(arg);
+    if (!value) fail(std::string("a malformed ") + opcode + " argument");
+    return value;
+  }
+  std::optional<uint64_t> text_memo_key() {
+    const std::optional<int64_t> key = text_argument("memo key", parse_pickle_long);
+    if (key && *key < 0) {
+      fail("a negative memo key");
+      return std::nullopt;
+    }
+    return key ? std::optional<uint64_t>(static_cast<uint64_t>(*key)) : std::nullopt;
+  }
+
   void wide_integer(uint64_t length) {
     if (length > 8) return fail("an integer wider than 64 bits");
     if (!need(static_cast<size_t>(length))) return;
@@ -539,6 +559,34 @@ class Machine {
         global(node(module).text, node(name).text);
         break;
       }
+      // Protocol 0 text forms (protocol 1 still writes booleans as INT "01" / "00").
+      case 'I':
+        if (auto v = text_argument("INT", parse_pickle_int)) {
+          scalar(v->boolean ? Kind::boolean : Kind::integer, v->value);
+        }
+        break;
+      case 'L':
+        if (auto v = text_argument("LONG", parse_pickle_long)) scalar(Kind::integer, *v);
+        break;
+      case 'F':
+        if (auto v = text_argument("FLOAT", parse_pickle_float)) scalar(Kind::real, 0, *v);
+        break;
+      case 'S':
+      case 'V':
+        if (auto v = text_argument(op == 'S' ? "STRING" : "UNICODE",
+                                   op == 'S' ? parse_pickle_string : parse_pickle_unicode)) {
+          PickleNode n;
+          n.kind = Kind::text;
+          n.text = std::move(*v);
+          push_new(std::move(n));
+        }
+        break;
+      case 'p':
+        if (auto key = text_memo_key()) memo_put(*key);
+        break;
+      case 'g':
+        if (auto key = text_memo_key()) memo_get(*key);
+        break;
       case 'R':
         reduce();
         break;
@@ -548,8 +596,11 @@ class Machine {
       case 'b':
         build();
         break;
-      case 'P':
-        refuse("refuses a text persistent id (opcode PERSID)", kUnsupportedHint);
+      case 'P':  // torch.save(..., pickle_protocol=0): its storages are named by repr() text
+        refuse(
+            "holds text persistent ids (pickle protocol 0), which name torch storages by their "
+            "repr(); torch.load cannot read such a file either",
+            "re-save it with torch.save's default pickle protocol (or any protocol from 1 to 5)");
         break;
       case 0x81:
       case 0x92:
@@ -568,7 +619,7 @@ class Machine {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", op);
         refuse(std::string("refuses opcode ") + hex +
-                   " (text-protocol, set or out-of-band buffer opcodes are not read)",
+                   " (set, frozenset or out-of-band buffer opcodes are not read)",
                kUnsupportedHint);
       }
     }

@@ -73,7 +73,8 @@ struct PickleLimits {
   size_t max_marks = size_t{1} << 16;
 };
 
-// Runs the pickle `data` (protocols 2 to 5, binary opcodes). Errors name `name` and the byte
+// Runs the pickle `data` (protocols 0 to 5; protocol 0's text persistent ids, which torch.load
+// cannot read either, are refused). Errors name `name` and the byte
 // offset of the opcode: unsupported for a refused global ("refuses the global 'os.system'"),
 // a call of anything but the allowed rebuilds, an object-building opcode (NEWOBJ, INST, ...)
 // or out-of-band buffers; too_large past a limit; format for malformed input (truncated,

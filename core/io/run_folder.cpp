@@ -1,6 +1,8 @@
-// Listing a run folder's dumps with std::filesystem and ordering them by rank (no file is
-// opened here).
+// Listing a run folder's dumps with std::filesystem (stat only: no file is opened here) and
+// ordering them by rank.
 #include "core/io/run_folder.h"
+
+#include "core/io/input_path.h"
 
 #include <algorithm>
 #include <array>
@@ -31,30 +33,53 @@ bool is_directory(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
-Result<std::vector<std::string>> list_run_dumps(const std::string& dir) {
-  std::vector<std::string> out;
+Result<RunFolderListing> list_run_dumps(const std::string& dir, bool follow_outside_links) {
+  RunFolderListing out;
   std::error_code ec;
+  const fs::path root = fs::weakly_canonical(dir, ec);
   fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (it->is_directory(ec)) {
+    std::error_code entry_ec;
+    if (it->is_directory(entry_ec) && !it->is_symlink(entry_ec)) {
       if (it.depth() + 1 >= kMaxDepth || name.empty() || name[0] == '.') {
         it.disable_recursion_pending();
       }
-    } else if (it->is_regular_file(ec) && is_dump_name(name)) {
-      out.push_back(it->path().string());
+      continue;
     }
+    if (!is_dump_name(name)) continue;
+    const std::string path = it->path().string();
+    if (it->is_symlink(entry_ec) && !follow_outside_links) {
+      const fs::path target = fs::weakly_canonical(it->path(), entry_ec);
+      const fs::path inside = target.lexically_relative(root);
+      if (entry_ec || inside.empty() || *inside.begin() == "..") {
+        out.skipped.push_back(
+            {path, make_error(ErrorCode::unsupported,
+                              path + ": a symbolic link to " + target.string() +
+                                  ", outside the run folder; not followed",
+                              "the data lives outside the run folder; pass --allow-external "
+                              "if you trust the link")});
+        continue;
+      }
+    }
+    if (Status file = check_dump_file(path); !file) {
+      out.skipped.push_back({path, file.error()});
+      continue;
+    }
+    out.dumps.push_back(path);
   }
   if (ec) {
     return make_error(ErrorCode::io, dir + ": cannot read the folder: " + ec.message(),
                       "check that it exists and that you may read it");
   }
-  if (out.empty()) {
+  if (out.dumps.empty() && out.skipped.empty()) {
     return make_error(ErrorCode::not_found, dir + ": no dump in this folder",
                       "a run folder holds the dumps of one run (rank_00000.h5, ...; also .pt, "
                       ".npz, .safetensors), in it or in its subfolders");
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.dumps.begin(), out.dumps.end());
+  std::sort(out.skipped.begin(), out.skipped.end(),
+            [](const SkippedRunEntry& a, const SkippedRunEntry& b) { return a.path < b.path; });
   return out;
 }
 

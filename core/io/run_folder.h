@@ -14,11 +14,25 @@ namespace attnscope {
 
 bool is_directory(const std::string& path);
 
-// The dump files under `dir`, subfolders included (to a depth of 4), sorted by path. A dump is
-// a regular file named *.h5, *.hdf5, *.pt, *.pth, *.npz or *.safetensors whose name does not
-// start with '.'; its format is still told from its bytes when it is opened. Fails (io) naming
-// the folder when it cannot be read, or (not_found) when it holds no dump.
-Result<std::vector<std::string>> list_run_dumps(const std::string& dir);
+// A dump-named entry of a run folder that is not read, and why.
+struct SkippedRunEntry {
+  std::string path;
+  Error error;  // "not a regular file (it is a named pipe (FIFO))", "symbolic link ... outside"
+};
+
+struct RunFolderListing {
+  std::vector<std::string> dumps;        // sorted by path
+  std::vector<SkippedRunEntry> skipped;  // sorted by path
+};
+
+// The dump files under `dir`, subfolders included (to a depth of 4; symbolic links to folders
+// are not entered). A dump is a file named *.h5, *.hdf5, *.pt, *.pth, *.npz or *.safetensors
+// whose name does not start with '.'; its format is still told from its bytes when it is
+// opened. Such a name that is not a regular file (a FIFO, a socket, a device, a dangling link),
+// or a symbolic link that resolves outside `dir` (unless `follow_outside_links`), is listed in
+// `skipped` without being opened. Fails (io) naming the folder when it cannot be read, or
+// (not_found) when it holds no dump and nothing skipped.
+Result<RunFolderListing> list_run_dumps(const std::string& dir, bool follow_outside_links = false);
 
 // 3 for ".../rank_00003.h5", "rank3.pt", "rank-3.npz"; nullopt without such a name.
 std::optional<int64_t> rank_in_name(const std::string& path);

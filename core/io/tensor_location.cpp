@@ -90,7 +90,7 @@ HostTensor gather_tensor(DType dtype, const std::vector<int64_t>& shape,
     }
   }
   if (where.big_endian && size > 1) swap_bytes(out.bytes.data(), n, size);
-  if (dtype == DType::boolean || dtype == DType::u8) {
+  if (dtype == DType::boolean) {
     for (uint8_t& b : out.bytes) b = b != 0 ? 1 : 0;
   }
   return out;

@@ -44,7 +44,7 @@ std::optional<ByteSpan> element_span(const std::vector<int64_t>& shape, const Te
 
 // Elements of `shape` at `where` gathered from `span` (the bytes of element_span, starting at
 // its first byte) into a row-major tensor of `dtype`; big-endian elements are byte-swapped and
-// bool / uint8 elements become 0 / 1 (a mask holds nothing else).
+// bool elements become 0 / 1 (uint8 ones are kept: a mask's are checked by mask_values.h).
 HostTensor gather_tensor(DType dtype, const std::vector<int64_t>& shape,
                          const TensorLocation& where, const uint8_t* span);
 

@@ -3,10 +3,12 @@
 // checks (a member declaring more than deflate's ~1032:1 ratio is a zip bomb and refused), read
 // from an offset (seeking in stored members, inflating and dropping what precedes the offset
 // in deflated ones, then inflating the rest to check the CRC) and never past their declared
-// size.
+// size. An archive libzip refuses for a duplicate member name is refused naming the name.
 #include <zip.h>
 
 #include <algorithm>
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -154,8 +156,54 @@ Result<std::unique_ptr<ByteStore>> finish(std::unique_ptr<ZipStore> store) {
   return std::unique_ptr<ByteStore>(std::move(store));
 }
 
-Error open_error(const std::string& name, const std::string& detail) {
-  return make_error(ErrorCode::format, name + ": not a readable zip archive (" + detail + ")",
+uint32_t le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+uint16_t le16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | p[1] << 8);
+}
+
+// The first member name the central directory holds twice, found by walking it ourselves
+// (libzip refuses such an archive with a bare "File already exists"). `read(offset, bytes)`
+// gives the archive's bytes; "" when no duplicate is found.
+std::string duplicate_member(int64_t size,
+                             const std::function<std::vector<uint8_t>(int64_t, int64_t)>& read) {
+  // The end-of-central-directory record: 22 bytes plus a comment of up to 65535.
+  const int64_t tail_bytes = std::min<int64_t>(size, 22 + 65535);
+  const std::vector<uint8_t> tail = read(size - tail_bytes, tail_bytes);
+  if (tail.size() < 22) return {};
+  size_t at = tail.size() - 22;
+  while (at > 0 && le32(&tail[at]) != 0x06054b50) --at;
+  if (le32(&tail[at]) != 0x06054b50) return {};
+  const int64_t dir_bytes = le32(&tail[at + 12]), dir_offset = le32(&tail[at + 16]);
+  if (dir_bytes > (int64_t{64} << 20) || dir_offset + dir_bytes > size) return {};  // zip64
+  const std::vector<uint8_t> dir = read(dir_offset, dir_bytes);
+  std::unordered_map<std::string, int> seen;
+  for (size_t p = 0; p + 46 <= dir.size() && le32(&dir[p]) == 0x02014b50;) {
+    const size_t name = le16(&dir[p + 28]), extra = le16(&dir[p + 30]),
+                 comment = le16(&dir[p + 32]);
+    if (p + 46 + name > dir.size()) break;
+    std::string entry(reinterpret_cast<const char*>(&dir[p + 46]), name);
+    if (++seen[entry] == 2) return entry;
+    p += 46 + name + extra + comment;
+  }
+  return {};
+}
+
+Error open_error(const std::string& name, int code, int64_t size,
+                 const std::function<std::vector<uint8_t>(int64_t, int64_t)>& read) {
+  if (code == ZIP_ER_EXISTS) {
+    const std::string twice = duplicate_member(size, read);
+    if (!twice.empty()) {
+      return make_error(ErrorCode::format,
+                        name + ": two archive members named '" + twice +
+                            "' (which one is the tensor is ambiguous)",
+                        "re-save the dump so that each member name appears once (numpy.savez / "
+                        "torch.save never write duplicates; the archive was edited by hand)");
+    }
+  }
+  return make_error(ErrorCode::format,
+                    name + ": not a readable zip archive (" + zip_error_text(code) + ")",
                     kCorruptZipHint);
 }
 
@@ -164,7 +212,17 @@ Error open_error(const std::string& name, const std::string& detail) {
 Result<std::unique_ptr<ByteStore>> open_zip_store(const std::string& path) {
   int code = 0;
   zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
-  if (archive == nullptr) return open_error(path, zip_error_text(code));
+  if (archive == nullptr) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    const int64_t size = in ? static_cast<int64_t>(in.tellg()) : 0;
+    return open_error(path, code, size, [&](int64_t offset, int64_t bytes) {
+      std::vector<uint8_t> out(static_cast<size_t>(bytes));
+      in.seekg(offset);
+      in.read(reinterpret_cast<char*>(out.data()), bytes);
+      out.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+      return out;
+    });
+  }
   return finish(std::make_unique<ZipStore>(path, archive, std::vector<uint8_t>{}));
 }
 
@@ -180,9 +238,12 @@ Result<std::unique_ptr<ByteStore>> open_zip_image(const void* data, size_t size,
                        : zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error);
   if (archive == nullptr) {
     if (source != nullptr) zip_source_free(source);
-    const std::string detail = zip_error_strerror(&error);
+    const int code = zip_error_code_zip(&error);
     zip_error_fini(&error);
-    return open_error(name, detail);
+    return open_error(
+        name, code, static_cast<int64_t>(image.size()), [&](int64_t offset, int64_t bytes) {
+          return std::vector<uint8_t>(image.begin() + offset, image.begin() + offset + bytes);
+        });
   }
   zip_error_fini(&error);
   return finish(std::make_unique<ZipStore>(name, archive, std::move(image)));

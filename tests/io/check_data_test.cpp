@@ -64,12 +64,14 @@ Checked check(const std::string& path, int64_t sample_bytes) {
   return out;
 }
 
-TEST(CheckData, intact_dump_reads_every_dataset_in_case_order) {
+TEST(CheckData, intact_dump_reads_its_chunked_datasets_only) {
+  // q chunked and deflated; k, v contiguous: plain byte ranges, no chunk index or filter for
+  // libhdf5 to fault on, so only q is test-read.
   const std::string path = chunked_dump("check_intact.h5", -1);
   for (int64_t sample : {int64_t{1} << 20, int64_t{100}}) {
     const Checked c = check(path, sample);
     EXPECT_TRUE(c.status.ok()) << c.status.error().describe();
-    EXPECT_EQ(c.datasets, (std::vector<std::string>{"/case/q", "/case/k", "/case/v"})) << sample;
+    EXPECT_EQ(c.datasets, (std::vector<std::string>{"/case/q"})) << sample;
   }
 }
 

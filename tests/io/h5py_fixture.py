@@ -55,7 +55,7 @@ def write_bf16(path):
                                   ("v", (1, 2, 3, 4), 3)):
             g[name] = bf16_bits(shape, seed)
             g[name].attrs["dtype"] = "bfloat16"
-        g["mask"] = (np.arange(9) % 3).astype(np.uint8).reshape(1, 1, 3, 3)
+        g["mask"] = (np.arange(9) % 3 != 0).astype(np.uint8).reshape(1, 1, 3, 3)
         g["bias"] = np.array([[-np.inf, 0, -1e9], [np.inf, 0.5, 0], [0, 0, -np.inf]],
                              dtype=np.float32)
         g.attrs["causal"] = np.bool_(False)

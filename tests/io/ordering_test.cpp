@@ -92,7 +92,7 @@ TEST(Aliases, dout_grad_out_and_attn_bias) {
 
 TEST(ElementTypes, h5py_style_bool_int8_mask_bf16_float_and_big_endian_half) {
   const std::string path = data_file("element_types.h5");
-  const std::vector<signed char> mask = {0, 1, -1, 1, 0, 2, 1, 1, 0};
+  const std::vector<signed char> mask = {0, 1, 1, 1, 0, 1, 1, 1, 0};
   const std::vector<float> values = [] {
     std::vector<float> v(24);
     for (int i = 0; i < 24; ++i) v[static_cast<size_t>(i)] = static_cast<float>(pattern(i, 1));
@@ -142,6 +142,16 @@ TEST(ElementTypes, h5py_style_bool_int8_mask_bf16_float_and_big_endian_half) {
   ASSERT_TRUE(m.ok()) << m.error().describe();
   EXPECT_EQ(m->find("mask")->dtype, DType::u8);
   EXPECT_EQ(m->find("mask")->to_mask(), (std::vector<uint8_t>{0, 1, 1, 1, 0, 1, 1, 1, 0}));
+  {  // -1 in a signed mask is refused, read by its real sign (not as 255)
+    Craft f(data_file("element_types_neg.h5"));
+    const std::vector<signed char> negative = {0, 1, -1, 1, 0, 1, 1, 1, 0};
+    f.qkv("/int8_mask");
+    f.dataset("/int8_mask/mask", H5T_STD_I8LE, {3, 3}, negative.data(), H5T_NATIVE_SCHAR);
+  }
+  auto neg = DumpReader::open(data_file("element_types_neg.h5"))->load("/int8_mask");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.error().message.find("holds -1 at [0, 2]"), std::string::npos)
+      << neg.error().message;
 }
 
 TEST(CaseModel, bshd_conversion_is_a_transpose_and_inverts) {

@@ -172,6 +172,37 @@ TEST(Pickle, lengths_beyond_the_input_and_truncation_are_errors) {
   expect_refused(under.run(), ErrorCode::format, "stack underflow");
 }
 
+TEST(Pickle, protocol_0_text_opcodes_read_as_their_values) {
+  Asm a;  // (True, -12, 12L, 0.375, 'a\'b', u'\u00e9x', memo put / get by text key)
+  a.b = "(I01\nI-12\nL12L\nF0.375\nS'a\\'b'\nV\\u00e9x\np7\ng7\nt";
+  const Result<PickleProgram> p = a.run();
+  ASSERT_TRUE(p.ok()) << p.error().describe();
+  const PickleNode& root = p->nodes[p->root];
+  ASSERT_EQ(root.items.size(), 7u);
+  EXPECT_EQ(p->nodes[root.items[0]].kind, Kind::boolean);
+  EXPECT_EQ(p->nodes[root.items[0]].integer, 1);
+  EXPECT_EQ(p->nodes[root.items[1]].integer, -12);
+  EXPECT_EQ(p->nodes[root.items[2]].integer, 12);
+  EXPECT_EQ(p->nodes[root.items[3]].real, 0.375);
+  EXPECT_EQ(p->nodes[root.items[4]].text, "a'b");
+  EXPECT_EQ(p->nodes[root.items[5]].text, "\xc3\xa9x");
+  EXPECT_EQ(root.items[6], root.items[5]);
+}
+
+TEST(Pickle, malformed_text_arguments_and_text_persistent_ids_are_refused) {
+  for (const char* bad :
+       {"I1x\n", "Fnope\n", "S'open\n", "L99999999999999999999\n", "V\\u12\n", "I5"}) {
+    Asm a;
+    a.b = bad;
+    const Result<PickleProgram> p = a.run();
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.error().code, ErrorCode::format) << p.error().message;
+  }
+  Asm persid;
+  persid.b = "(P('storage', <class 'torch.FloatStorage'>, '0', 'cpu', 4)\n";
+  expect_refused(persid.run(), ErrorCode::unsupported, "torch.load cannot read such a file either");
+}
+
 TEST(Pickle, self_referencing_list_is_built_without_cycles_of_ownership) {
   Asm a;  // l = []; l.append(l)
   a.op(']').op('q').u8(0).op('h').u8(0).op('a');

@@ -139,7 +139,7 @@ TEST(Roundtrip, defaults_when_attributes_absent) {
 TEST(Roundtrip, uint8_mask_keeps_values_and_bias_keeps_inf_and_sentinels) {
   CaseData data = make_case(Sizes{}, DType::f16, Layout::bhsd, false);
   HostTensor mask{DType::u8, {1, 1, 5, 7}, std::vector<uint8_t>(5 * 7)};
-  for (size_t i = 0; i < mask.bytes.size(); ++i) mask.bytes[i] = static_cast<uint8_t>(i % 3);
+  for (size_t i = 0; i < mask.bytes.size(); ++i) mask.bytes[i] = static_cast<uint8_t>(i % 3 != 0);
   std::vector<double> bias(5 * 7);
   const double inf = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = i % 4 == 0 ? -inf : i % 4 == 1 ? -1e9 : 0.5;
@@ -153,7 +153,14 @@ TEST(Roundtrip, uint8_mask_keeps_values_and_bias_keeps_inf_and_sentinels) {
   ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
   expect_same_tensor(data.tensors["mask"], *loaded->find("mask"), "mask");
   expect_same_tensor(data.tensors["bias"], *loaded->find("bias"), "bias");
-  EXPECT_EQ(loaded->find("mask")->at(2), 2.0);
+  EXPECT_EQ(loaded->find("mask")->at(2), 1.0);
+  // A mask value other than 0 / 1 is refused with the value and where it is.
+  data.tensors["mask"].bytes[9] = 2;
+  const std::string bad = write_one("mask_u8_two.h5", "/c", data);
+  auto refused = DumpReader::open(bad)->load("/c");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("/c/mask: holds 2 at [0, 0, 1, 2]"), std::string::npos)
+      << refused.error().message;
   EXPECT_EQ(loaded->find("bias")->at(1), -1e9f);
   EXPECT_EQ(loaded->find("bias")->at(0), -inf);
 }
