@@ -11,9 +11,14 @@
                        views, a Fortran-order array, packed THD with cu_seqlens)
     pickle_fuzz        the data.pkl of every .pt above
     safetensors_fuzz   the hostile .safetensors files plus two written by safetensors (one packed)
+    run_folder_fuzz    recipes for a run folder of ranks, a FIFO, links leaving the folder and a
+                       link loop (run_folder_fuzz.cpp reads a recipe byte by byte)
+    session_fuzz       sidecar session files: a full one (zooms, views, every annotation kind, a
+                       newer version's unknown fields), an empty one and two damaged ones
 
 The fuzz_*.h5 reproducers (HDF5 library faults) are left out: they would only re-report.
 """
+import json
 import os
 import shutil
 import sys
@@ -99,10 +104,46 @@ def safetensors_seeds(bad, out):
               os.path.join(out, "packed.safetensors"), metadata={"layout": "THD"})
 
 
+def run_folder_seeds(out):
+    # Each record: op (0 folder, 1 file, 2 FIFO, 3-5 link), then the name's parts (count, then
+    # per part its length and letters), the suffix, and for a link the target choice.
+    recipes = {
+        "ranks": bytes([1, 0, 5, 2, 3, 4, 5, 0, 1, 0, 5, 2, 3, 4, 6, 0]),
+        "fifo_and_links": bytes([2, 0, 3, 0, 1, 2, 0, 3, 0, 2, 1, 2, 1, 4, 0, 3, 0, 3, 3, 4, 1, 2]),
+        "nested_loop": bytes([0, 1, 2, 0, 1, 5, 4, 1, 2, 0, 1, 0, 1, 1, 3, 1, 2, 0, 0, 0, 2]),
+    }
+    for name, recipe in recipes.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(recipe)
+
+
+def session_seeds(out):
+    note = {"kind": "text", "view": "S", "batch": 0, "head": 1, "from": [1, 2], "to": [1, 2],
+            "text": "first NaN"}
+    arrow = dict(note, kind="arrow", to=[5.5, 7])
+    box = dict(note, kind="box", to=[9, 9], text="")
+    full = {"format": "attnscope-session", "version": 3, "future": {"x": 1},
+            "last_case": "/step_1/layer_0",
+            "settings": {"precision": "fp16", "mode": "unfused", "scale": 0.125},
+            "cases": {"/step_1/layer_0": {
+                "batch": 0, "head": 1, "view": "P", "zoom": [0, 8, 0, 8],
+                "zooms": {"S": [0, 4, 0, 4], "P": [2, 1, 0, 3]},
+                "views": {"S": {"colormap": "diverging", "scale": "log", "range": [-1, 1]}},
+                "annotations": [note, arrow, box, {"kind": "star"}],
+                "unreadable_annotations": [{"kind": "future"}], "extra": [1, 2]}}}
+    seeds = {"full.json": json.dumps(full), "empty.json": json.dumps({"format": "attnscope-session"}),
+             "cases_not_object.json": json.dumps({"format": "attnscope-session", "cases": []}),
+             "truncated.json": json.dumps(full)[:150]}
+    for name, text in seeds.items():
+        with open(os.path.join(out, name), "w") as f:
+            f.write(text)
+
+
 def main():
     sample, bad, out = sys.argv[1:4]
     folders = {name: os.path.join(out, name) for name in
-               ("dump_reader_fuzz", "zip_dump_fuzz", "pickle_fuzz", "safetensors_fuzz")}
+               ("dump_reader_fuzz", "zip_dump_fuzz", "pickle_fuzz", "safetensors_fuzz",
+                "run_folder_fuzz", "session_fuzz")}
     for folder in folders.values():
         os.makedirs(folder, exist_ok=True)
     hdf5_seeds(sample, bad, folders["dump_reader_fuzz"])
@@ -111,6 +152,8 @@ def main():
     zip_seeds(bad, folders["zip_dump_fuzz"])
     pickle_seeds(folders["zip_dump_fuzz"], folders["pickle_fuzz"])
     safetensors_seeds(bad, folders["safetensors_fuzz"])
+    run_folder_seeds(folders["run_folder_fuzz"])
+    session_seeds(folders["session_fuzz"])
     for name, folder in folders.items():
         print("seeds of %s: %d" % (name, len(os.listdir(folder))))
 

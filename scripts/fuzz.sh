@@ -2,9 +2,10 @@
 # Bounded libFuzzer runs over the dump readers (fuzz/*_fuzz.cpp): builds the fuzzers with
 # clang-14 in their own build dir, seeds each with its part of tests/data/bad/ plus small valid
 # files (fuzz/make_seeds.py: the sample dump's small cases; .pt / .npz / .safetensors written
-# by torch, numpy and safetensors), fuzzes for a fixed total CPU time split across the
-# targets (half for the HDF5 reader, the rest shared by zip_dump_fuzz, pickle_fuzz and
-# safetensors_fuzz) and run by one libFuzzer worker per core (-fork=nproc, continuing past
+# by torch, numpy and safetensors; run-folder recipes and sidecar files), fuzzes for a fixed
+# total CPU time split across the targets (three eighths for the HDF5 reader, an eighth for
+# each of zip_dump_fuzz, pickle_fuzz, safetensors_fuzz, run_folder_fuzz and session_fuzz) and
+# run by one libFuzzer worker per core (-fork=nproc, continuing past
 # crashes), so the wall time is the CPU time over the cores; then re-runs every reproducer
 # (fuzz/triage.py) and fails on any crash, sanitizer report, leak, OOM or hang (> 10 s) in
 # attnscope's code. Faults inside libhdf5 or libzip themselves are listed but contained by
@@ -31,13 +32,15 @@ rm -rf "$BUILD/seeds" "$BUILD/artifacts"
 "$VENV/bin/python" "$ROOT/fuzz/make_seeds.py" "$ROOT/resources/samples/seed_cases.h5" \
   "$ROOT/tests/data/bad" "$BUILD/seeds"
 
-# CPU seconds per target: half of the total for the HDF5 reader, a sixth for each other one;
-# the wall time of each is that over the workers.
-declare -A share=([dump_reader_fuzz]=3 [zip_dump_fuzz]=1 [pickle_fuzz]=1 [safetensors_fuzz]=1)
+# CPU seconds per target: three eighths of the total for the HDF5 reader, an eighth for each
+# other one; the wall time of each is that over the workers.
+declare -A share=([dump_reader_fuzz]=3 [zip_dump_fuzz]=1 [pickle_fuzz]=1 [safetensors_fuzz]=1
+  [run_folder_fuzz]=1 [session_fuzz]=1)
 workers="$(nproc)"
 status=0
-for target in dump_reader_fuzz zip_dump_fuzz pickle_fuzz safetensors_fuzz; do
-  seconds=$((TIME * share[$target] / 6 / workers))
+for target in dump_reader_fuzz zip_dump_fuzz pickle_fuzz safetensors_fuzz run_folder_fuzz \
+  session_fuzz; do
+  seconds=$((TIME * share[$target] / 8 / workers))
   ((seconds > 0)) || seconds=1
   mkdir -p "$BUILD/corpus/$target" "$BUILD/artifacts/$target"
   log "$target: fuzzing for $seconds s with $workers workers"
