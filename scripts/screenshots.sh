@@ -2,8 +2,9 @@
 # Renders the README's screenshots into docs/screenshots/ (or OUT_DIR): the GUI under a virtual
 # X server (Xvfb, a 1366x768 laptop screen) on the bundled sample, and one figure written by
 # `attnscope-cli export`.
-#   lead_first_error.png     the sample opened without a case: scan badges in the browser and
-#                            the first error finding focused (/train/step_003/layer_00, dK)
+#   lead_nan_origin.png      the sample opened without a case: scan badges in the browser and
+#                            the origin of its first NaN focused (/train/step_005/layer_00, S of
+#                            head 0 in fp16 unfused, its first +inf cell pinned)
 #   main_fp16_overflow.png   /fp16_score_overflow, head 3, fp16 unfused: the +inf band in S
 #                            (overlay colours, findings list, row plots)
 #   ds_nan_gradients.png     the dS tab of the same head: NaN gradients of the overflowing rows
@@ -45,7 +46,7 @@ shoot() {  # shoot NAME ARGS... : one GUI run, saved as OUT/NAME.png
     "$GUI" --screenshot "$OUT/$name.png" "$@"
 }
 
-shoot lead_first_error "$SAMPLE"
+shoot lead_nan_origin "$SAMPLE"
 shoot main_fp16_overflow --precision fp16 --mode unfused --head 3 "$SAMPLE::/fp16_score_overflow"
 shoot ds_nan_gradients --precision fp16 --mode unfused --head 3 --matrix dS \
   "$SAMPLE::/fp16_score_overflow"

@@ -105,6 +105,7 @@ class TableReport : public ScanReport {
   void end(const ScanTotals& t) override {
     if (const std::optional<FirstBadCase> first = first_bad_case(verdicts_, t.world_size)) {
       out_ << "\nfirst bad case: " << first->text << "\n  " << first->lead << "\n";
+      if (first->nonfinite) out_ << "first NaN/Inf: " << first->nonfinite->text << "\n";
     }
     for (const Detail& d : details_) {
       out_ << "\n" << d.path << "\n";
@@ -198,6 +199,22 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
   json.field("forward_into", paths(first->forward_into));
   json.field("backward_into", paths(first->backward_into));
   json.field("later_steps", first->later_steps).field("text", first->text);
+  // Where the first NaN / Inf appeared in execution order (the window opens there).
+  json.key("nonfinite_origin");
+  if (const std::optional<FirstNonfinite>& nf = first->nonfinite) {
+    const CaseOutcome& at = verdicts[nf->index];
+    json.begin_object().field("path", at.path);
+    optional("step", at.step);
+    optional("micro_batch", at.micro_batch);
+    optional("layer", at.layer);
+    optional("rank", at.rank);
+    json.field("side", is_backward_stage(nf->site.stage) ? "backward" : "forward");
+    json.key("site");
+    write_site(json, nf->site);
+    json.field("text", nf->text).end_object();
+  } else {
+    json.null();
+  }
   json.field("lead", first->lead);
   json.end_object();
 }

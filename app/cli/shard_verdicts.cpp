@@ -36,7 +36,50 @@ bool read_field(const nlohmann::json& j, const char* key, T& into) {
   return true;
 }
 
+bool read_range(const nlohmann::json& j, const char* key, IndexRange& into) {
+  const auto it = j.find(key);
+  if (it == j.end()) return false;
+  if (it->is_null()) return true;
+  std::vector<int64_t> pair;
+  if (!read_field(j, key, pair) || pair.size() != 2) return false;
+  into = IndexRange{pair[0], pair[1]};
+  return true;
+}
+
+std::optional<NonfiniteSite> read_site(const nlohmann::json& j) {
+  NonfiniteSite s;
+  std::string stage;
+  if (!j.is_object() || !read_field(j, "stage", stage) || !read_field(j, "kind", s.kind) ||
+      !read_field(j, "view", s.view) || !read_field(j, "batch", s.batch) ||
+      !read_field(j, "head", s.head) || !read_range(j, "rows", s.rows) ||
+      !read_range(j, "cols", s.cols) || !read_field(j, "count", s.count) ||
+      !read_field(j, "modes", s.modes) || !read_field(j, "message", s.message)) {
+    return std::nullopt;
+  }
+  const std::optional<NonfiniteStage> named = nonfinite_stage_named(stage);
+  if (!named) return std::nullopt;
+  s.stage = *named;
+  return s;
+}
+
+void write_range(JsonWriter& json, const char* key, const IndexRange& r) {
+  json.key(key);
+  if (r.valid())
+    json.value(std::vector<int64_t>{r.first, r.last});
+  else
+    json.null();
+}
+
 }  // namespace
+
+void write_site(JsonWriter& json, const NonfiniteSite& site) {
+  json.begin_object().field("stage", nonfinite_stage_name(site.stage)).field("kind", site.kind);
+  json.field("view", site.view).field("batch", site.batch).field("head", site.head);
+  write_range(json, "rows", site.rows);
+  write_range(json, "cols", site.cols);
+  json.field("count", site.count).field("modes", site.modes).field("message", site.message);
+  json.end_object();
+}
 
 void write_verdict(JsonWriter& json, const CaseOutcome& v) {
   json.begin_object().field("path", v.path);
@@ -49,6 +92,9 @@ void write_verdict(JsonWriter& json, const CaseOutcome& v) {
   json.field("kinds", v.kinds);
   json.field("forward_lead", v.forward_lead).field("backward_lead", v.backward_lead);
   json.field("forward_head", v.forward_head).field("backward_head", v.backward_head);
+  json.key("nonfinite").begin_array();
+  for (const NonfiniteSite& site : v.nonfinite) write_site(json, site);
+  json.end_array();
   json.end_object();
 }
 
@@ -65,6 +111,13 @@ std::optional<CaseOutcome> read_verdict(const nlohmann::json& j) {
       !read_field(j, "forward_head", v.forward_head) ||
       !read_field(j, "backward_head", v.backward_head)) {
     return std::nullopt;
+  }
+  const auto sites = j.find("nonfinite");
+  if (sites == j.end() || !sites->is_array()) return std::nullopt;
+  for (const nlohmann::json& entry : *sites) {
+    std::optional<NonfiniteSite> site = read_site(entry);
+    if (!site) return std::nullopt;
+    v.nonfinite.push_back(std::move(*site));
   }
   return v;
 }

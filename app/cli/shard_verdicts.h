@@ -13,8 +13,11 @@ namespace attnscope {
 
 // {"path", "rank", "step", "micro_batch", "layer", "forward_error", "backward_error",
 //  "dout_nonfinite", "input_nonfinite", "kinds", "forward_lead", "backward_lead",
-//  "forward_head", "backward_head"}; absent optionals are null.
+//  "forward_head", "backward_head", "nonfinite": [site, ...]}; absent optionals are null.
 void write_verdict(JsonWriter& json, const CaseOutcome& v);
+// A NonfiniteSite: {"stage", "kind", "view", "batch", "head", "rows", "cols", "count", "modes",
+// "message"}; rows / cols [first, last] or null.
+void write_site(JsonWriter& json, const NonfiniteSite& site);
 // nullopt when `j` is not such an object.
 std::optional<CaseOutcome> read_verdict(const nlohmann::json& j);
 

@@ -1,9 +1,11 @@
-// Leading the user to the problem (DESIGN §6): a dump opened without a case to restore moves,
-// once the background scan knows it, to the first case with an error finding (a run folder:
-// to the run's first bad case, on whichever rank it is), in a mode the finding shows in, and
-// focuses that finding (head, heatmap tab, rows); F8 / Shift+F8 walk to the next / previous
-// error or warning finding, through the findings list of the case shown and then on to the
-// next / previous case the scan found one in (across the open files).
+// Leading the user to the problem (DESIGN §5): a dump opened without a case to restore moves,
+// once the background scan knows it, to the origin of the first NaN / Inf in execution order
+// (first_nonfinite: steps in order, forward layers ascending, backward layers descending, a run
+// folder's ranks together), else to the first error `attnscope-cli scan` names
+// (first_bad_case), in a mode the finding shows in, and focuses it (head, the stage's heatmap
+// tab, rows); "Go to NaN origin" and "Go to first error" do the same on demand. F8 / Shift+F8
+// walk to the next / previous error or warning finding, through the findings list of the case
+// shown and then on to the next / previous case the scan found one in (across the open files).
 #pragma once
 
 #include <QObject>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "core/analysis/finding.h"
+#include "core/analysis/nonfinite_origin.h"
 
 class QAction;
 
@@ -20,7 +23,6 @@ namespace attnscope {
 class AnalysisController;
 class ScanController;
 class SessionContext;
-struct CaseVerdict;
 
 class FindingNavigator : public QObject {
   Q_OBJECT
@@ -31,14 +33,21 @@ class FindingNavigator : public QObject {
 
   QAction* nextAction() const { return next_; }
   QAction* previousAction() const { return previous_; }
+  QAction* originAction() const { return origin_; }
+  QAction* firstErrorAction() const { return firstError_; }
 
-  // `file` was opened on `openedCase` with nothing to restore: move to its first error case
-  // once the scan finds it, unless the user selected another case meanwhile. A rank of a run
-  // folder moves, once every rank is scanned, to the run's first bad case (first_bad_case:
-  // the earliest step and layer where a failure starts, on whichever rank), as
-  // `attnscope-cli scan` names it.
-  void leadToFirstError(const QString& file, const QString& openedCase);
+  // `file` was opened on `openedCase` with nothing to restore: move to the origin of its first
+  // NaN / Inf (else its first error) once the scan knows it, unless the user selected another
+  // case meanwhile. A rank of a run folder moves, once every rank is scanned, to the run's
+  // origin, on whichever rank it is.
+  void leadToOrigin(const QString& file, const QString& openedCase);
   bool leading() const { return lead_.has_value(); }
+  // "Go to NaN origin" / "Go to first error" over the current file's run (or file); a notice
+  // says when the scan has not got that far yet or found none.
+  void goToOrigin();
+  void goToFirstError();
+  // Moves to case `casePath` of open file `fileIndex` and shows `site` there (the Origin list).
+  void goToSite(int fileIndex, const QString& casePath, const NonfiniteSite& site);
 
   void next();
   void previous();
@@ -54,25 +63,43 @@ class FindingNavigator : public QObject {
   struct Lead {
     QString file, openedCase;
   };
-  // Which finding to show once the summary of a case moved to arrives.
-  enum class Arrival { first, last };
+  // Which finding to show once the summary of a case moved to arrives: the first or last
+  // walked one, or the one matching a non-finite site.
+  enum class Arrival { first, last, site };
+  // Where to go in the open files: the case, the kernel modes its finding to show was seen in
+  // (empty: any), and for a NaN origin its site.
+  struct Target {
+    int file = -1;
+    QString casePath;
+    std::vector<std::string> modes;
+    std::optional<NonfiniteSite> site;
+  };
+  enum class Goal { origin, firstError };
+  // The goal's target over the run of `fileIndex` once its scans settle it; nullopt while
+  // they may still change it, or when there is none (`settled` then says which).
+  std::optional<Target> find(Goal goal, int fileIndex, bool* settled) const;
+  void goTo(Goal goal);
 
   void onScanChanged(const QString& file);
-  void leadInRun(const std::vector<int>& run);  // run: the run's open files, by rank
   void onSummaryChanged();
   void step(int direction);
   bool moveToCase(int direction);
-  void goToCase(int fileIndex, const QString& casePath, const CaseVerdict& verdict,
-                Arrival arrival);
+  void goToCase(const Target& target, Arrival arrival);
+  // Switches the kernel mode when the shown one is not among `modes` (empty: any).
+  void showInMode(const std::vector<std::string>& modes);
   void show(int index);
+  void showSite(const NonfiniteSite& site);
 
   SessionContext* context_;
   AnalysisController* analysis_;
   ScanController* scans_;
   QAction* next_ = nullptr;
   QAction* previous_ = nullptr;
+  QAction* origin_ = nullptr;
+  QAction* firstError_ = nullptr;
   std::optional<Lead> lead_;
   std::optional<Arrival> arrival_;  // a case was selected here: show a finding on its summary
+  std::optional<NonfiniteSite> arrivalSite_;  // Arrival::site: the site to show
   QString arrivalCase_;
   int current_ = -1;
 };

@@ -49,6 +49,7 @@
 #include "app/panels/FindingsPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/InspectorPanel.h"
+#include "app/panels/OriginPanel.h"
 #include "app/panels/OverviewPanel.h"
 #include "app/panels/RowPlotPanel.h"
 #include "app/panels/StepperPanel.h"
@@ -147,6 +148,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   navigation_->menu()->addSeparator();
   navigation_->menu()->addAction(findingNavigator_->nextAction());
   navigation_->menu()->addAction(findingNavigator_->previousAction());
+  navigation_->menu()->addAction(findingNavigator_->originAction());
+  navigation_->menu()->addAction(findingNavigator_->firstErrorAction());
+  originPanel_ = new OriginPanel(context_, scans_, findingNavigator_, this);
+  tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("findingsDock")),
+                   addPanelDock(originPanel_, tr("Origin"), QStringLiteral("originDock"),
+                                Qt::RightDockWidgetArea));
   viewState_ = new ViewStateController(context_, annotations_, this);
   annotationList_ = new AnnotationListPanel(context_, this);
   tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("overviewDock")),

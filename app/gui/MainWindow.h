@@ -30,6 +30,7 @@ class DumpOpener;
 class FindingNavigator;
 class HelpMenu;
 class FindingsPanel;
+class OriginPanel;
 class OverviewPanel;
 class StepperController;
 class StepperPanel;
@@ -70,6 +71,7 @@ class MainWindow : public QMainWindow {
   FindingNavigator* findingNavigator() const { return findingNavigator_; }
   FindingsPanel* findings() const { return findings_; }
   OverviewPanel* overview() const { return overview_; }
+  OriginPanel* origin() const { return originPanel_; }
   SweepPanel* sweep() const { return sweep_; }
   CompareController* compare() const { return compare_; }
   ComparePanel* comparePanel() const { return comparePanel_; }
@@ -154,6 +156,7 @@ class MainWindow : public QMainWindow {
   AnalysisController* analysis_ = nullptr;
   FindingsPanel* findings_ = nullptr;
   OverviewPanel* overview_ = nullptr;
+  OriginPanel* originPanel_ = nullptr;
   SweepPanel* sweep_ = nullptr;
   CompareController* compare_ = nullptr;
   ComparePanel* comparePanel_ = nullptr;

@@ -52,7 +52,7 @@ bool MainWindow::selectOpened(int index, const OpenTarget& target) {
     return false;
   }
   QString casePath = target.casePath;
-  bool lead = false;  // nothing to restore: lead to the first error once the scan finds it
+  bool lead = false;  // nothing to restore: lead to the NaN origin once the scan knows it
   if (casePath.isEmpty()) {
     QStringList paths;
     for (const CaseInfo& c : cases) paths << QString::fromStdString(c.path);
@@ -66,7 +66,7 @@ bool MainWindow::selectOpened(int index, const OpenTarget& target) {
               tr("the dump browser lists the cases of the file"));
     return false;
   }
-  if (lead) findingNavigator_->leadToFirstError(context_->file(index).path, casePath);
+  if (lead) findingNavigator_->leadToOrigin(context_->file(index).path, casePath);
   return true;
 }
 

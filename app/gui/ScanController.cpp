@@ -22,6 +22,24 @@ std::optional<size_t> DumpScan::firstError() const {
   return std::nullopt;
 }
 
+ScannedOutcomes ScanController::outcomes(const std::vector<int>& files) const {
+  ScannedOutcomes out;
+  for (int index : files) {
+    out.scans.push_back(scan(context_->file(index).path));
+    const DumpScan* s = out.scans.back().get();
+    out.complete = out.complete && s && s->complete();
+    if (!s) continue;
+    for (const ScannedCase& c : s->cases) {
+      if (c.state == ScanState::pending) break;
+      if (c.state != ScanState::done) continue;
+      out.outcomes.push_back(c.verdict.outcome);
+      out.where.emplace_back(index, &c);
+      out.last_step = c.verdict.outcome.step;
+    }
+  }
+  return out;
+}
+
 const ScannedCase* DumpScan::find(const std::string& path) const {
   for (const ScannedCase& c : cases) {
     if (c.path == path) return &c;

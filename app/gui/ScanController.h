@@ -44,6 +44,17 @@ struct DumpScan {
   const ScannedCase* find(const std::string& path) const;
 };
 
+// The verdicts of several open files' scans (a run's ranks), as first_bad_case and
+// first_nonfinite take them: the cases scanned so far in each file's prefix (the scan runs in
+// case order), ranks one after the other.
+struct ScannedOutcomes {
+  std::vector<CaseOutcome> outcomes;
+  std::vector<std::pair<int, const ScannedCase*>> where;  // per outcome: file index, case
+  std::vector<std::shared_ptr<const DumpScan>> scans;     // keeps `where` alive
+  bool complete = true;                                   // every file scanned to the end
+  std::optional<int64_t> last_step;                       // the step of the last case scanned
+};
+
 class ScanController : public QObject {
   Q_OBJECT
 
@@ -54,6 +65,8 @@ class ScanController : public QObject {
   std::shared_ptr<const DumpScan> scan(const QString& file) const;
   TaskRunner* runner() const { return runner_; }
   bool busy() const;
+  // The outcomes of the open files `files` (indices into the context's files).
+  ScannedOutcomes outcomes(const std::vector<int>& files) const;
 
   void cancel();
   void rescan();

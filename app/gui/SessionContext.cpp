@@ -411,6 +411,7 @@ std::optional<RegionRequest> focusRegion(const FocusTarget& target, const CaseDi
   r.view = *view;
   r.batch = target.batch;
   r.head = target.head;
+  r.pinFirstNonfinite = target.pinFirstNonfinite;
   const MatrixWindow& at = target.window;
   if (at.row_end < 0) return r;  // every row: the whole matrix
   const auto [rows, cols] = head_view_shape(*view, dims);

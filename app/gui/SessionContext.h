@@ -56,13 +56,17 @@ struct RegionRequest {
   int64_t batch = 0, head = 0;
   MatrixWindow window;
   std::optional<std::pair<int64_t, int64_t>> pin;
+  // Without `pin`: pin the first NaN / Inf cell of the zoomed grid (row-major) once that grid is
+  // in, the cell where a non-finite value first appears.
+  bool pinFirstNonfinite = false;
 };
 
 // Where a finding points (findings list click): a tensor's rows / cols of one (batch, head).
 struct FocusTarget {
   QString tensor;  // "S", "dQ", "q", ... (the heatmap shown when one matches)
   int64_t batch = -1, head = -1;
-  MatrixWindow window;  // the rows x cols pointed to; an end of -1: every row / col
+  MatrixWindow window;             // the rows x cols pointed to; an end of -1: every row / col
+  bool pinFirstNonfinite = false;  // RegionRequest::pinFirstNonfinite
 };
 
 // The location a finding points to (its first place; the head of a run of heads).

@@ -159,13 +159,37 @@ void HeatmapPanel::applyRegion() {
     zoom(r.view, r.window);
     pending_->zoomed = true;
   }
-  if (!r.pin) {
+  const MatrixGrid* g = v->grid();
+  std::optional<std::pair<int64_t, int64_t>> pin = r.pin;
+  if (!pin && r.pinFirstNonfinite) {
+    // The first non-finite cell of the window, row-major, once the grid shows the window at
+    // full resolution or pooled over exactly it (the zoomed recompute).
+    MatrixWindow w = r.window;
+    if (w.row_end < 0) w.row_begin = 0, w.row_end = g->total_rows;
+    if (w.col_end < 0) w.col_begin = 0, w.col_end = g->total_cols;
+    if (g->pooled && (g->row_edges.front() != w.row_begin || g->row_edges.back() != w.row_end)) {
+      return;  // the zoomed window is still computing
+    }
+    for (int64_t i = 0; i < g->rows && !pin; ++i) {
+      const int64_t row = g->row_edges[static_cast<size_t>(i)];
+      if (row < w.row_begin || row >= w.row_end) continue;
+      for (int64_t j = 0; j < g->cols && !pin; ++j) {
+        const CellClass c = g->cls[static_cast<size_t>(i * g->cols + j)];
+        const int64_t col = g->col_edges[static_cast<size_t>(j)];
+        if (c != CellClass::finite && c != CellClass::masked && col >= w.col_begin &&
+            col < w.col_end) {
+          pin = std::make_pair(row, col);
+        }
+      }
+    }
+  }
+  if (!pin) {
     pending_.reset();
     return;
   }
   // A pooled grid becomes full resolution once the zoomed window is recomputed.
-  const CellReadout readout = v->grid()->readout(r.pin->first, r.pin->second);
-  if (!readout.valid() || readout.pooled) return;
+  const CellReadout readout = g->readout(pin->first, pin->second);
+  if (!readout.valid() || (readout.pooled && r.pin)) return;
   pending_.reset();
   context_->setHovered(readout);
   context_->pin(readout);

@@ -113,6 +113,7 @@ std::string scope_text(const FirstBadCase& f, const CaseOutcome& origin, int64_t
 CaseOutcome outcome_of(const CaseInfo& info, const CaseAnalysis& analysis,
                        std::optional<int64_t> rank) {
   CaseOutcome v;
+  v.nonfinite = nonfinite_sites(analysis.findings);
   v.path = info.path;
   v.rank = rank;
   v.step = info.config.step;
@@ -150,6 +151,7 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdi
     groups[group].push_back(n);
   }
   std::optional<FirstBadCase> found;
+  const std::optional<FirstNonfinite> nonfinite = first_nonfinite(verdicts);
   for (const std::vector<size_t>& group : groups) {
     std::optional<FirstBadCase> origin = origin_among(verdicts, group);
     if (origin &&
@@ -159,6 +161,7 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdi
   }
   if (!found) return std::nullopt;
   FirstBadCase& out = *found;
+  out.nonfinite = nonfinite;
   const CaseOutcome& origin = verdicts[out.index];
   for (const CaseOutcome& v : verdicts) {
     if (!bad(v) || !v.step || v.step == origin.step) continue;
@@ -192,6 +195,55 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdi
                 " errors (first: step " + std::to_string(out.later_steps.front()) + ")";
   }
   return out;
+}
+
+std::vector<NonfiniteEvent> nonfinite_events(const std::vector<CaseOutcome>& outcomes) {
+  // (step group, side, layer order, rank order, case index) of each side that holds a NaN.
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, size_t, size_t>;
+  std::vector<std::optional<int64_t>> ranks;  // in order of first appearance
+  std::vector<std::pair<Key, NonfiniteEvent>> events;
+  for (size_t n = 0; n < outcomes.size(); ++n) {
+    const CaseOutcome& v = outcomes[n];
+    if (v.nonfinite.empty()) continue;
+    auto rank = std::find(ranks.begin(), ranks.end(), v.rank);
+    if (rank == ranks.end()) rank = ranks.insert(ranks.end(), v.rank);
+    const auto rank_order = static_cast<size_t>(rank - ranks.begin());
+    const int64_t layer = v.layer.value_or(static_cast<int64_t>(n));
+    const int64_t loose = !v.step && !v.layer ? static_cast<int64_t>(n) : 0;
+    for (const bool backward : {false, true}) {
+      NonfiniteEvent e{n, backward, {}, {}};
+      for (const NonfiniteSite& s : v.nonfinite) {
+        if (is_backward_stage(s.stage) == backward) e.sites.push_back(s);
+      }
+      if (e.sites.empty()) continue;
+      std::string at = place(v, -1);
+      const size_t paren = at.find(" (");
+      at.insert(paren == std::string::npos ? at.size() : paren,
+                backward ? ", backward" : ", forward");
+      e.place = std::move(at);
+      const Key key{v.step ? 0 : 1,
+                    v.step.value_or(0),
+                    v.micro_batch.value_or(0),
+                    loose,
+                    backward ? 1 : 0,
+                    backward ? -layer : layer,
+                    rank_order,
+                    n};
+      events.emplace_back(key, std::move(e));
+    }
+  }
+  std::sort(events.begin(), events.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<NonfiniteEvent> out;
+  for (auto& [key, e] : events) out.push_back(std::move(e));
+  return out;
+}
+
+std::optional<FirstNonfinite> first_nonfinite(const std::vector<CaseOutcome>& outcomes) {
+  std::vector<NonfiniteEvent> events = nonfinite_events(outcomes);
+  if (events.empty()) return std::nullopt;
+  const NonfiniteEvent& e = events.front();
+  return FirstNonfinite{e.index, e.sites.front(), e.place + ": " + site_text(e.sites.front())};
 }
 
 }  // namespace attnscope

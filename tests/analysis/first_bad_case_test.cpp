@@ -2,7 +2,9 @@
 // bad layer (later layers and, through dO, earlier gradients are its consequences); a
 // gradient-only failure starts in the last layer whose dO was still finite; later steps are
 // counted. In a multi-rank run the earliest origin over the ranks wins, and the ranks with
-// errors in its step give its scope.
+// errors in its step give its scope. first_nonfinite (and nonfinite_sites): the first NaN in
+// execution order (forward layers ascending, then backward layers descending; steps, then
+// ranks), at the earliest stage of that side.
 #include <gtest/gtest.h>
 
 #include "core/analysis/first_bad_case.h"
@@ -135,6 +137,101 @@ TEST(FirstBadCase, single_dump_has_no_scope) {
   EXPECT_TRUE(first->scope.empty());
   EXPECT_TRUE(first->ranks.empty());
   EXPECT_EQ(first->text.find("rank"), std::string::npos) << first->text;
+}
+
+// A non-finite site of `stage` (its view "S", "O", "dQ", ...).
+NonfiniteSite site(NonfiniteStage stage, const std::string& view, int64_t head = 0) {
+  NonfiniteSite s;
+  s.stage = stage;
+  s.view = view;
+  s.kind = "nonfinite_output";
+  s.head = head;
+  return s;
+}
+
+CaseOutcome with_sites(int64_t step, int64_t layer, std::vector<NonfiniteSite> sites,
+                       std::optional<int64_t> rank = std::nullopt) {
+  CaseOutcome v = verdict(step, layer, false, false, false);
+  v.nonfinite = std::move(sites);
+  v.rank = rank;
+  return v;
+}
+
+TEST(FirstNonfinite, a_forward_nan_comes_before_every_backward_of_its_step) {
+  // Layer 0 only received NaN gradients; layer 2's forward made it: layer 2 is the origin,
+  // though layer 0 comes first in the file and has an error first.
+  const std::vector<CaseOutcome> v = {
+      with_sites(0, 0,
+                 {site(NonfiniteStage::upstream, "dO"), site(NonfiniteStage::gradients, "dQ")}),
+      with_sites(0, 1, {site(NonfiniteStage::upstream, "dO")}),
+      with_sites(0, 2,
+                 {site(NonfiniteStage::scores, "S", 3), site(NonfiniteStage::outputs, "O"),
+                  site(NonfiniteStage::upstream, "dO")}),
+      with_sites(0, 3, {site(NonfiniteStage::inputs, "q")})};
+  const auto first = first_nonfinite(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 2u);
+  EXPECT_EQ(first->site.view, "S");
+  EXPECT_EQ(first->site.head, 3);
+  EXPECT_NE(first->text.find("step 0, layer 2, forward (/step_0/layer_2): S in batch 0, head 3"),
+            std::string::npos)
+      << first->text;
+  // The order: forward of 2, 3, then backward of 2, 1, 0.
+  const std::vector<NonfiniteEvent> events = nonfinite_events(v);
+  std::vector<std::pair<size_t, bool>> order;
+  for (const NonfiniteEvent& e : events) order.emplace_back(e.index, e.backward);
+  EXPECT_EQ(order, (std::vector<std::pair<size_t, bool>>{
+                       {2, false}, {3, false}, {2, true}, {1, true}, {0, true}}));
+}
+
+TEST(FirstNonfinite, a_backward_born_nan_starts_in_the_last_layer_of_the_step) {
+  const std::vector<CaseOutcome> v = {with_sites(4, 0, {site(NonfiniteStage::gradients, "dK")}),
+                                      with_sites(4, 1, {site(NonfiniteStage::gradients, "dV")})};
+  const auto first = first_nonfinite(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 1u);  // the backward runs layer 1 before layer 0
+  EXPECT_NE(first->text.find("layer 1, backward"), std::string::npos) << first->text;
+}
+
+TEST(FirstNonfinite, earlier_step_then_lower_rank_wins_and_loose_cases_come_last) {
+  CaseOutcome loose;
+  loose.path = "/loose";
+  loose.nonfinite = {site(NonfiniteStage::scores, "S")};
+  const std::vector<CaseOutcome> v = {loose,
+                                      with_sites(1, 0, {site(NonfiniteStage::outputs, "O")}, 0),
+                                      with_sites(0, 3, {site(NonfiniteStage::gradients, "dQ")}, 0),
+                                      with_sites(0, 3, {site(NonfiniteStage::gradients, "dQ")}, 1)};
+  const auto first = first_nonfinite(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 2u);  // step 0 (rank 0 listed before rank 1), not step 1 or /loose
+  EXPECT_EQ(nonfinite_events(v).back().index, 0u);
+  EXPECT_FALSE(first_nonfinite({verdict(0, 0, true, false, false)}));  // an error, no NaN
+}
+
+TEST(NonfiniteSites, findings_in_stage_order_with_the_view_that_shows_them) {
+  Finding grad;
+  grad.kind = FindingKind::nonfinite_gradient;
+  grad.tensor = "dQ";
+  Finding masked;
+  masked.kind = FindingKind::fully_masked_row;
+  masked.tensor = "O";
+  masked.heads = {2, 3};
+  Finding input;
+  input.kind = FindingKind::nonfinite_input;
+  input.tensor = "k";
+  Finding warning;
+  warning.kind = FindingKind::precision_loss;
+  warning.severity = Severity::warning;
+  Finding dout = input;
+  dout.tensor = "dO";
+  const std::vector<NonfiniteSite> sites = nonfinite_sites({grad, masked, warning, dout, input});
+  ASSERT_EQ(sites.size(), 4u);
+  EXPECT_EQ(sites[0].view, "k");
+  EXPECT_EQ(sites[1].view, "P");  // a fully masked row: NaN first in P (exp(-inf - -inf))
+  EXPECT_EQ(sites[1].head, 2);    // the first of its heads
+  EXPECT_EQ(sites[2].view, "dO");
+  EXPECT_EQ(sites[3].view, "dQ");
+  EXPECT_TRUE(is_backward_stage(sites[2].stage));
 }
 
 }  // namespace

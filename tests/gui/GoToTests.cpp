@@ -171,7 +171,8 @@ void InteractionTest::alt_arrows_move_through_steps_and_layers() {
   QCOMPARE(shortcuts, QStringList({QStringLiteral("Ctrl+G"), QStringLiteral("Home"),
                                    QStringLiteral("Alt+Right"), QStringLiteral("Alt+Left"),
                                    QStringLiteral("Alt+Down"), QStringLiteral("Alt+Up"),
-                                   QStringLiteral("F8"), QStringLiteral("Shift+F8")}));
+                                   QStringLiteral("F8"), QStringLiteral("Shift+F8"),
+                                   QStringLiteral("Ctrl+F8"), QStringLiteral("Ctrl+Shift+F8")}));
   const auto press = [&](Qt::Key key) { QTest::keyClick(w.window.get(), key, Qt::AltModifier); };
   SessionContext* ctx = w.context();
   press(Qt::Key_Right);

@@ -1,8 +1,10 @@
-// Leading the user to the problem on the real window (issue 15 items 2 and 9): the background
-// scan's badge per case in the dump browser equals the case's scan verdict, opening the sample
-// without a case to restore lands on its first error finding (case, mode, head, tab, findings
-// row), F8 / Shift+F8 walk the findings through the case and on to the neighbouring cases,
-// whatever widget has the keyboard focus, and the article's whole workflow on a laptop screen.
+// Leading the user to the problem on the real window (issue 15 items 2 and 9, issue 40 item 2):
+// the background scan's badge per case in the dump browser equals the case's scan verdict,
+// opening the sample without a case to restore lands on the origin of its first NaN in
+// execution order (case, mode, head, the stage's tab, findings row) as `attnscope-cli scan`
+// names it, the Origin list and "Go to first error" lead there too, F8 / Shift+F8 walk the
+// findings through the case and on to the neighbouring cases, whatever widget has the
+// keyboard focus, and the article's whole workflow on a laptop screen.
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -21,6 +23,7 @@
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/FindingsPanel.h"
 #include "app/panels/HeatmapPanel.h"
+#include "app/panels/OriginPanel.h"
 #include "app/panels/StepperPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/GuiTest.h"
@@ -29,9 +32,14 @@
 namespace attnscope::test {
 namespace {
 
-// The sample's first case (file order) with an error finding, as `attnscope-cli scan` reports
-// it: precision_loss of dK at head 1, unfused only, then O at head 0 and dQ at head 1.
+// The sample's first case (file order) with an error finding: precision_loss of dK at head 1,
+// unfused only, then O at head 0 and dQ at head 1.
 const QString kFirstErrorCase = QStringLiteral("/train/step_003/layer_00");
+// Where `attnscope-cli scan` says the sample's first NaN appears, in execution order: step 5's
+// forward of layer 0, where fp16 Q K^T overflows in unfused mode (head 0 first).
+const QString kNanOriginCase = QStringLiteral("/train/step_005/layer_00");
+// The first bad case `scan` names: step 3's backward starts at layer 3 (precision_loss of dK).
+const QString kFirstBadCase = QStringLiteral("/train/step_003/layer_03");
 
 // Index of a case in the reader's (and the scan's) order.
 size_t caseIndex(const SessionContext& ctx, const QString& path) {
@@ -42,13 +50,17 @@ size_t caseIndex(const SessionContext& ctx, const QString& path) {
   return cases.size();
 }
 
-// The window after opening the sample without a case, once it has led to the first error.
-bool ledToFirstError(MainWindow& w) {
+// The window after opening the sample without a case, once it has led to the NaN origin: the
+// overflowing scores of head 0 in unfused fp16, on S, its finding the current row.
+bool ledToNanOrigin(MainWindow& w) {
   return waitUntil([&] {
-    return w.context()->casePath() == kFirstErrorCase &&
-           w.context()->effectiveMode() == Mode::unfused && w.context()->head() == 1 &&
-           w.heatmaps()->currentView()->name() == QStringLiteral("dK") &&
-           w.findingNavigator()->current() == 0 && !w.findingNavigator()->leading();
+    const auto s = w.analysis()->summary();
+    const int current = w.findingNavigator()->current();
+    return w.context()->casePath() == kNanOriginCase &&
+           w.context()->effectiveMode() == Mode::unfused && w.context()->head() == 0 &&
+           w.heatmaps()->currentView()->name() == QStringLiteral("S") && s && current >= 0 &&
+           s->findings[static_cast<size_t>(current)].kind == FindingKind::score_overflow &&
+           !w.findingNavigator()->leading();
   });
 }
 
@@ -129,11 +141,59 @@ void GuiTest::browser_badges_show_each_cases_scan() {
   QCOMPARE(scan->firstError().value_or(999), caseIndex(*f.context(), kFirstErrorCase));
 }
 
-void GuiTest::opening_a_dump_leads_to_its_first_error_finding() {
+void GuiTest::opening_a_dump_leads_to_its_nan_origin() {
   WindowFixture f;
+  std::optional<CellReadout> pinned;
+  QObject::connect(f.context(), &SessionContext::cellPinned,
+                   [&](const CellReadout& r) { pinned = r; });
   QVERIFY(f.window->openTarget({samplePath(), {}}));
-  QVERIFY(ledToFirstError(*f.window));
-  QCOMPARE(currentFindingTensor(*f.window), QStringLiteral("dK"));
+  QVERIFY(ledToNanOrigin(*f.window));
+  QCOMPARE(currentFindingTensor(*f.window), QStringLiteral("S"));
+  // The inspector pins the first non-finite cell of S (row-major) in head 0.
+  QVERIFY(waitUntil([&] { return pinned.has_value(); }));
+  QCOMPARE(QString::fromStdString(pinned->matrix), QStringLiteral("S"));
+  const MatrixGrid& s = *f.context()->result()->s;
+  const auto first = std::find_if(s.cls.begin(), s.cls.end(), [](CellClass c) {
+    return c != CellClass::finite && c != CellClass::masked;
+  });
+  QVERIFY(first != s.cls.end() && !s.pooled);
+  QCOMPARE(pinned->row, (first - s.cls.begin()) / s.cols + s.row_edges.front());
+  QCOMPARE(pinned->col, (first - s.cls.begin()) % s.cols + s.col_edges.front());
+  QVERIFY(pinned->cls == CellClass::pos_inf || pinned->cls == CellClass::nan);
+  // The CLI names the same place.
+  const QJsonObject scan = cliScanJson(samplePath());
+  const QJsonObject origin = scan.value(QStringLiteral("first_bad"))
+                                 .toObject()
+                                 .value(QStringLiteral("nonfinite_origin"))
+                                 .toObject();
+  QCOMPARE(origin.value(QStringLiteral("path")).toString(), kNanOriginCase);
+  QCOMPARE(origin.value(QStringLiteral("site")).toObject().value(QStringLiteral("view")).toString(),
+           QStringLiteral("S"));
+  QCOMPARE(origin.value(QStringLiteral("site")).toObject().value(QStringLiteral("head")).toInt(),
+           0);
+  // The Origin list starts with that case's forward; the S tab marks its first +inf cell.
+  QTreeWidget* list = f.window->origin()->list();
+  QVERIFY(waitUntil([&] { return list->topLevelItemCount() > 0; }));
+  QVERIFY(list->topLevelItem(0)->text(0).contains(QStringLiteral("step 5, layer 0, forward")));
+  QCOMPARE(list->topLevelItem(0)->child(0)->text(1), QStringLiteral("S"));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return r.case_path == kNanOriginCase.toStdString() && r.request.head == 0 &&
+           r.request.mode == Mode::unfused;
+  }));
+  QVERIFY(f.window->heatmaps()->view(HeadView::s)->overlayCounts().pos_inf > 0);
+  // Go to first error: the case `scan` names first bad, its dK finding in unfused mode.
+  f.window->findingNavigator()->firstErrorAction()->trigger();
+  QVERIFY(waitUntil([&] {
+    return f.context()->casePath() == kFirstBadCase && f.context()->head() == 1 &&
+           f.window->heatmaps()->currentView()->name() == QStringLiteral("dK") &&
+           f.context()->effectiveMode() == Mode::unfused;
+  }));
+  // An Origin row leads back (one click), and so does Go to NaN origin.
+  f.window->origin()->activate(0, 0);
+  QVERIFY(ledToNanOrigin(*f.window));
+  f.context()->selectCase(0, kFirstBadCase);
+  f.window->findingNavigator()->originAction()->trigger();
+  QVERIFY(ledToNanOrigin(*f.window));
   // A dump opened on a named case stays there.
   WindowFixture named;
   QVERIFY(named.window->openTarget({samplePath(), kOverflowCase}));
@@ -146,8 +206,21 @@ void GuiTest::opening_a_dump_leads_to_its_first_error_finding() {
 
 void GuiTest::f8_walks_findings_through_the_case_and_across_cases() {
   WindowFixture f;
-  QVERIFY(f.window->openTarget({samplePath(), {}}));
-  QVERIFY(ledToFirstError(*f.window));
+  QVERIFY(f.window->openTarget({samplePath(), kFirstErrorCase}));
+  // Its findings are unfused-only (the browser badge says so): the user shows that mode.
+  f.context()->setMode(Mode::unfused);
+  QVERIFY(waitUntil([&] {
+    const auto scan = f.window->scans()->scan(samplePath());
+    const auto s = f.window->analysis()->summary();
+    return scan && scan->complete() && f.window->analysis()->summaryCurrent() &&
+           s->case_path == kFirstErrorCase.toStdString() && !s->findings.empty();
+  }));
+  QTest::keyClick(f.window.get(), Qt::Key_F8);
+  QVERIFY(waitUntil([&] {
+    return f.window->findingNavigator()->current() == 0 && f.context()->head() == 1 &&
+           f.window->heatmaps()->currentView()->name() == QStringLiteral("dK");
+  }));
+  QCOMPARE(currentFindingTensor(*f.window), QStringLiteral("dK"));
   // Keyboard focus in the annotation label field: F8 still walks.
   auto* label = f.window->findChild<QLineEdit*>(QStringLiteral("annotationLabel"));
   QVERIFY(label);
@@ -196,9 +269,9 @@ void GuiTest::article_workflow_on_a_laptop_screen() {
     return waitUntil([&] { return findingsListIsCurrent(*f.window, &why); });
   };
 
-  // 1. Find the problem: opening the dump is the one action that reaches its first error.
+  // 1. Find the problem: opening the dump is the one action that reaches where its NaN starts.
   QVERIFY(f.window->openTarget({samplePath(), {}}));
-  QVERIFY(ledToFirstError(*f.window));
+  QVERIFY(ledToNanOrigin(*f.window));
   QVERIFY2(findingsCurrent(), qPrintable(why));
   QVERIFY2(fitsLaptop(*f.window, &why), qPrintable(why));
 

@@ -6,7 +6,9 @@
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonDocument>
 #include <QMainWindow>
+#include <QProcess>
 #include <QStatusBar>
 #include <QtTest>
 
@@ -101,6 +103,14 @@ bool fitsLaptop(const QMainWindow& window, QString* why) {
              .arg(min.height())
              .arg(roomAskedFor(window));
   return false;
+}
+
+QJsonObject cliScanJson(const QString& dump, const QStringList& args) {
+  QProcess cli;
+  cli.start(QStringLiteral(ATTNSCOPE_CLI),
+            QStringList{QStringLiteral("scan"), dump, QStringLiteral("--json")} + args);
+  if (!cli.waitForFinished(300000)) return {};
+  return QJsonDocument::fromJson(cli.readAllStandardOutput()).object();
 }
 
 }  // namespace attnscope::test

@@ -2,8 +2,10 @@
 // condition, the laptop-screen check, and user annotations built from their parts.
 #pragma once
 
+#include <QJsonObject>
 #include <QPointF>
 #include <QString>
+#include <QStringList>
 #include <QTemporaryDir>
 #include <functional>
 
@@ -32,6 +34,10 @@ bool waitUntil(const std::function<bool()>& done, int timeoutMs = 90000);
 // Whether the window's minimum size (default layout) fits a 1366x768 laptop screen less a
 // taskbar and title, at most 1024x700; else false with the widgets to blame in `why`.
 bool fitsLaptop(const QMainWindow& window, QString* why);
+
+// `attnscope-cli scan DUMP --json ARGS` of this build (the suite's ATTNSCOPE_CLI): its document,
+// empty when it did not run or printed no JSON.
+QJsonObject cliScanJson(const QString& dump, const QStringList& args = {});
 
 // A user annotation of `view` at batch 0, head 3 (the head the sample's overflow case shows).
 Annotation makeAnnotation(AnnotationKind kind, const QString& view, QPointF from, QPointF to,

@@ -3,8 +3,8 @@
 // per-user data folder when its folder is read-only), a zoom per heatmap tab, the gradient-norm
 // metrics of the overviews, failed cases of the (step x layer) overview, greyed backends,
 // annotations on the row plot, .pt / .npz / .safetensors files opened in the window, a dump
-// that grows while it is shown, and a run folder opened as one run. Each slot is one CTest test
-// (gui.session.<slot>).
+// that grows while it is shown, a run folder opened as one run, and a real model's dump opened
+// where its NaN starts. Each slot is one CTest test (gui.session.<slot>).
 #pragma once
 
 #include <QObject>
@@ -52,6 +52,9 @@ class ViewGapTest : public QObject {
   void run_folder_opens_as_one_run();
   void dropped_run_folder_orders_ranks_by_attribute();
   void run_folder_leads_to_the_runs_first_bad_case();
+
+  // OriginTests.cpp
+  void minilm_overflow_dump_opens_where_its_nan_starts();
 
  private:
   QTemporaryDir settingsDir_;

@@ -327,8 +327,8 @@ void GuiTest::window_menu_lists_docks_and_resets_layout() {
   QMenu* menu = f.window->menuBar()->findChild<QMenu*>(QStringLiteral("windowMenu"));
   QVERIFY(menu != nullptr);
   const QList<QDockWidget*> docks = f.window->docks();
-  QCOMPARE(docks.size(), 9);  // browser, controls, inspector, row plots, findings, overview,
-                              // stepper, sweep, annotations
+  QCOMPARE(docks.size(), 10);  // browser, controls, inspector, row plots, findings, overview,
+                               // stepper, sweep, origin, annotations
   for (QDockWidget* dock : docks) {
     QVERIFY(menu->actions().contains(dock->toggleViewAction()));
     QVERIFY(dock->isVisible());
