@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QSaveFile>
 #include <QStandardPaths>
+#include <algorithm>
 
 namespace attnscope {
 namespace {
@@ -125,6 +126,13 @@ QString SessionFile::besidePath(const QString& dump) {
 
 QString SessionFile::fallbackPath(const QString& dump) {
   return perUserPath(dump, QStandardPaths::AppDataLocation);
+}
+
+bool SessionFile::annotated() const {
+  return std::any_of(cases.begin(), cases.end(), [](const CaseSession& c) {
+    return !c.unreadable.isEmpty() || std::any_of(c.annotations.begin(), c.annotations.end(),
+                                                  [](const Annotation& a) { return !a.automatic; });
+  });
 }
 
 bool SessionFile::inFallback() const {
@@ -299,11 +307,15 @@ void SessionFile::mergeOtherWriter() {
 
 bool SessionFile::save(QString* error) {
   mergeOtherWriter();
-  // The file it came from, else beside the dump, else the per-user fallback; a file that can
-  // no longer be written (the folder became read-only) moves to the next one.
+  // Nothing new appears next to the user's dump unless they annotated it: view state alone goes
+  // to the per-user fallback. With an annotation (or a sidecar beside the dump already): the
+  // file it came from, else beside the dump, else the fallback; a file that can no longer be
+  // written (the folder became read-only) moves to the next one.
   QStringList targets;
-  if (!path_.isEmpty()) targets << path_;
-  if (QFileInfo(QFileInfo(dump_).absolutePath()).isWritable()) targets << besidePath(dump_);
+  if (annotated() || path_ == besidePath(dump_)) {
+    if (!path_.isEmpty()) targets << path_;
+    if (QFileInfo(QFileInfo(dump_).absolutePath()).isWritable()) targets << besidePath(dump_);
+  }
   targets << fallbackPath(dump_);
   targets.removeDuplicates();
   const QByteArray bytes = QJsonDocument(serialise()).toJson(QJsonDocument::Indented);

@@ -1,9 +1,10 @@
 // The sidecar session file of a dump: user annotations and view state per case, kept next to
-// the dump as `<dump>.attnscope.json` (or, when the dump's folder is not writable, in the
-// user's data folder), never inside the dump. Written atomically (QSaveFile). Reading never
-// fails: an older or newer version is read as far as understood, fields it does not know are
-// written back untouched, annotations it cannot read are kept verbatim, and a corrupt file is
-// moved aside to `<sidecar>.corrupt-<time>` instead of being overwritten.
+// the dump as `<dump>.attnscope.json` once the user annotated it (view state alone, or a dump
+// whose folder is not writable: in the user's data folder), never inside the dump. Written
+// atomically (QSaveFile). Reading never fails: an older or newer version is read as far as
+// understood, fields it does not know are written back untouched, annotations it cannot read are
+// kept verbatim, and a corrupt file is moved aside to `<sidecar>.corrupt-<time>` instead of being
+// overwritten.
 #pragma once
 
 #include <QJsonArray>
@@ -59,9 +60,11 @@ class SessionFile {
   // such a session must not be saved).
   static SessionFile load(const QString& dump, bool repair = true);
 
-  // Writes atomically to the file it was read from, else beside the dump, else the fallback.
-  // A newer-version file is first copied to `<sidecar>.v<N>.bak`. False with a message naming
-  // the path on failure. When another writer (a second attnscope window on the same dump)
+  // Writes atomically. A session holding user annotations (or read from beside the dump) goes
+  // to the file it was read from, else beside the dump, else the fallback; view state alone
+  // always to the per-user fallback, so nothing appears next to a dump the user did not
+  // annotate. A newer-version file is first copied to `<sidecar>.v<N>.bak`. False with a message
+  // naming the path on failure. When another writer (a second attnscope window on the same dump)
   // saved the file since this session read or wrote it, its annotations added since are merged
   // in first (a three-way merge against what this session last saw: none is ever lost, this
   // session's edits and view state win) and merged() says so.
@@ -73,8 +76,11 @@ class SessionFile {
   // The file read or last written; empty when the session was never saved.
   const QString& path() const { return path_; }
   bool exists() const { return !path_.isEmpty(); }
-  // The session lives in the per-user fallback (the dump's folder was not writable).
+  // The session lives in the per-user fallback (view state alone, or the dump's folder was not
+  // writable).
   bool inFallback() const;
+  // Some case holds a user annotation (kept verbatim ones included).
+  bool annotated() const;
   // What loading had to work around (corrupt file moved aside, newer version, skipped entries).
   const QStringList& notes() const { return notes_; }
   int readVersion() const { return readVersion_; }

@@ -259,7 +259,9 @@ bool AnnotationController::save(SessionFile& session, QString* error) {
     emit notice(session.merged());
     refresh();
   }
-  if (session.inFallback() && !fallbackNoticed_.contains(session.dump())) {
+  // View state alone always lives in the fallback; annotations land there only when the
+  // dump's folder cannot take them.
+  if (session.inFallback() && session.annotated() && !fallbackNoticed_.contains(session.dump())) {
     fallbackNoticed_.insert(session.dump());
     emit notice(tr("%1: its folder is not writable; the session is kept in %2")
                     .arg(session.dump(), session.path()));

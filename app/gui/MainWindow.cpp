@@ -41,6 +41,7 @@
 #include "app/gui/StepperController.h"
 #include "app/gui/TaskRunner.h"
 #include "app/gui/ViewStateController.h"
+#include "app/gui/WheelGuard.h"
 #include "app/gui/WindowShortcuts.h"
 #include "app/panels/AnnotationListPanel.h"
 #include "app/panels/ComparePanel.h"
@@ -163,6 +164,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildMenus();
   buildStatusBar();
   letWindowShortcutsThrough(this);
+  guardWheel(this);
 
   resize(defaultWindowSize());
   sizeDocksToWindow();
@@ -185,6 +187,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(computeTimer, &QTimer::timeout, this, &MainWindow::scheduleCompute);
   connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
   connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
+  // The title names what is shown: "/train/step_005/layer_00 — seed_cases.h5 — attnscope".
+  const auto title = [this] {
+    const int file = context_->fileIndex();
+    setWindowTitle(
+        file < 0 || context_->casePath().isEmpty()
+            ? tr("attnscope")
+            : tr("%1 — %2 — attnscope")
+                  .arg(context_->casePath(), QFileInfo(context_->file(file).path).fileName()));
+  };
+  connect(context_, &SessionContext::caseChanged, this, title);
+  connect(context_, &SessionContext::filesChanged, this, title);
   connect(opener_, &DumpOpener::failed, this, &MainWindow::showError);
   connect(browser_, &DumpBrowserPanel::openRequested, this, [this](const QStringList& paths) {
     for (const QString& path : paths) open({path, {}});
@@ -310,6 +323,14 @@ void MainWindow::buildAnalysisDocks() {
   connect(scans_->runner(), &TaskRunner::progress, this, [this](int done, int total) {
     statusText_->setText(tr("scanning cases: %1 / %2").arg(done).arg(total));
   });
+  // When the work ends, the status bar says so (a progress count never stays as if running).
+  connect(analysis_->seriesRunner(), &TaskRunner::busyChanged, this, [this](bool busy) {
+    if (!busy) statusText_->setText(tr("step x layer overview done"));
+  });
+  connect(scans_->runner(), &TaskRunner::busyChanged, this, [this](bool busy) {
+    // After the job's result is applied (queued behind this signal).
+    if (!busy) QTimer::singleShot(0, this, [this] { statusText_->setText(scanStatusText()); });
+  });
   connect(follower_, &DumpWatcher::followed, this, [this](const QString& file, int added) {
     statusText_->setText(
         tr("%1: %n new case(s) recorded", nullptr, added).arg(QFileInfo(file).fileName()));
@@ -382,6 +403,26 @@ void MainWindow::buildStatusBar() {
     cancel_->setVisible(busy);
     if (busy) statusText_->setText(tr("recomputing…"));
   });
+}
+
+QString MainWindow::scanStatusText() const {
+  const int file = context_->fileIndex();
+  const auto scan = file < 0 ? nullptr : scans_->scan(context_->file(file).path);
+  if (!scan) return tr("scan stopped");
+  int errors = 0, warnings = 0;
+  for (const ScannedCase& c : scan->cases) {
+    if (c.state != ScanState::done || !c.verdict.worst) continue;
+    errors += *c.verdict.worst == Severity::error;
+    warnings += *c.verdict.worst == Severity::warning;
+  }
+  const QString counts = tr("%1 with errors, %2 with warnings").arg(errors).arg(warnings);
+  if (!scan->complete()) {
+    return tr("scan stopped after %1 of %2 cases: %3 (Rescan in the overview resumes it)")
+        .arg(scan->done)
+        .arg(scan->cases.size())
+        .arg(counts);
+  }
+  return tr("scan done: %1 cases, %2").arg(scan->cases.size()).arg(counts);
 }
 
 void MainWindow::resetLayout() {

@@ -109,6 +109,8 @@ class MainWindow : public QMainWindow {
       std::function<void(const QString& title, const QString& message, const QString& hint)>;
   void setErrorHandler(ErrorHandler handler);
 
+  // "scan done: 37 cases, 21 with errors, 5 with warnings" for the shown file's scan.
+  QString scanStatusText() const;
   void resetLayout();
 
  protected:

@@ -92,8 +92,12 @@ HeatmapPanel::HeatmapPanel(SessionContext* context, QWidget* parent)
   connect(context_, &SessionContext::resultChanged, this, &HeatmapPanel::showResult);
   connect(context_, &SessionContext::stepChanged, this, &HeatmapPanel::showStepTile);
   connect(context_, &SessionContext::regionRequested, this, &HeatmapPanel::showRegion);
-  connect(context_, &SessionContext::viewRequested, this,
-          [this](HeadView v) { tabs_->setCurrentWidget(views_.at(v)); });
+  connect(context_, &SessionContext::viewRequested, this, [this](HeadView v) {
+    // A tab asked for later wins over a region still waiting for its result (a restored
+    // zoom must not bring its tab back over the command line's --matrix).
+    if (pending_ && pending_->request.view != v) pending_.reset();
+    tabs_->setCurrentWidget(views_.at(v));
+  });
   connect(context_, &SessionContext::zoomRequested, this, &HeatmapPanel::zoom);
   connect(context_, &SessionContext::coloursChanged, this,
           [this](HeadView v) { views_.at(v)->setColours(context_->colours(v)); });

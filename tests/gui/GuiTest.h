@@ -59,6 +59,8 @@ class GuiTest : public QObject {
   void unknown_case_reports_error();
   void window_menu_lists_docks_and_resets_layout();
   void command_line_opens_case_with_settings();
+  void title_and_status_bar_say_what_is_shown_and_done();
+  void wheel_never_changes_an_unfocused_control();
 
   // ViewTests.cpp
   void inspector_shows_fp16_and_bf16_bits();

@@ -31,6 +31,7 @@ class InteractionTest : public QObject {
   // ViewStateTests.cpp
   void view_state_is_restored_on_reopen();
   void version_1_sidecar_still_restores();
+  void command_line_wins_over_the_saved_view();
 
   // WhatIfTests.cpp
   void what_ifs_are_kept_only_on_request_and_reset_in_one_click();

@@ -1,7 +1,8 @@
-// View state saved without annotations: a never-annotated copy of the sample gets its sidecar
-// (debounced, before the window closes) and comes back as it was left, the dump byte for byte
-// unchanged; with the dump's folder read-only the session goes to the per-user data folder and
-// the status bar says so once; every zoomed heatmap tab gets its own zoom back.
+// View state saved without annotations: a never-annotated copy of the sample gets its session in
+// the per-user data folder, nothing next to the dump (debounced, before the window closes), and
+// comes back as it was left, the dump byte for byte unchanged; with the dump's folder read-only
+// the session goes there too and the status bar says so once; every zoomed heatmap tab gets
+// its own zoom back.
 #include <QCryptographicHash>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -42,7 +43,7 @@ QByteArray sha1(const QString& path) {
 void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
   SampleCopy dump;
   const QByteArray before = sha1(dump.path);
-  const QString sidecar = SessionFile::besidePath(dump.path);
+  const QString sidecar = SessionFile::fallbackPath(dump.path);
   const MatrixWindow zoom{10, 42, 4, 36};
   {
     ShownWindow w;
@@ -63,6 +64,7 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
     w.window->close();
   }
   QCOMPARE(sha1(dump.path), before);
+  QVERIFY(!QFileInfo::exists(SessionFile::besidePath(dump.path)));  // nothing next to the dump
   const QJsonObject saved = readJson(sidecar);
   QCOMPARE(saved[QStringLiteral("version")].toInt(), SessionFile::kVersion);
   QCOMPARE(saved[QStringLiteral("cases")][kCase][QStringLiteral("annotations")].toArray().size(),
@@ -102,6 +104,11 @@ void ViewGapTest::read_only_folder_keeps_session_per_user() {
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     w.context()->setHead(2);
     QVERIFY(waitShown([&] { return QFileInfo(fallback).isFile(); }));
+    // An annotation is what would go next to the dump: there it cannot, and the status bar
+    // says so once.
+    QVERIFY(w.window->annotations()->addAnnotation(
+        makeAnnotation(AnnotationKind::text, QStringLiteral("S"), QPointF(3, 4), QPointF(3, 4),
+                       QStringLiteral("note"))));
     w.window->context()->showView(HeadView::p);
     QVERIFY(waitShown([&] {
       const QJsonObject c = readJson(fallback)[QStringLiteral("cases")][kCase].toObject();
@@ -158,7 +165,7 @@ void ViewGapTest::each_heatmap_tab_restores_its_zoom() {
     w.window->close();
   }
   const QJsonObject c =
-      readJson(SessionFile::besidePath(dump.path))[QStringLiteral("cases")][kCase].toObject();
+      readJson(SessionFile::fallbackPath(dump.path))[QStringLiteral("cases")][kCase].toObject();
   QCOMPARE(c[QStringLiteral("zooms")].toObject().keys(),
            (QStringList{QStringLiteral("S"), QStringLiteral("dV")}));
   QVERIFY(!c.contains(QStringLiteral("zoom")));  // O, the tab shown last, was not zoomed

@@ -1,7 +1,8 @@
 // The view state in the sidecar session, in the real window on a copy of the sample: kept
 // what-if settings, case, head, tab, colour state and zoom come back exactly after closing and
 // reopening the dump (without naming the case), and a version 1 sidecar (before zoom and colour
-// state existed) still restores what it holds and is upgraded on the next save.
+// state existed) still restores what it holds and is upgraded on the next save; options given
+// on the command line win over the saved state.
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
@@ -9,6 +10,7 @@
 
 #include "app/export/SessionFile.h"
 #include "app/gui/AnnotationController.h"
+#include "app/gui/AppOptions.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/HeatmapPanel.h"
@@ -143,6 +145,30 @@ void InteractionTest::version_1_sidecar_still_restores() {
            QStringLiteral("O"));
   QVERIFY(!QFile::exists(sidecar + QStringLiteral(".v1.bak")));
   QVERIFY(w.errors.isEmpty());
+}
+
+void InteractionTest::command_line_wins_over_the_saved_view() {
+  SampleCopy dump;
+  const QString padded = QStringLiteral("/padding_mask_fp16");
+  {  // The last session showed O of batch 1, head 2, zoomed.
+    QFile sidecar(SessionFile::besidePath(dump.path));
+    QVERIFY(sidecar.open(QIODevice::WriteOnly));
+    sidecar.write(R"({"format": "attnscope-session", "version": 2, "cases": {
+      "/padding_mask_fp16": {"batch": 1, "head": 2, "view": "O",
+        "zooms": {"O": [0, 40, 0, 64]}, "annotations": []}}})");
+  }
+  ShownWindow w;
+  const AppOptions options =
+      parseCommandLine({QStringLiteral("attnscope"), "--matrix", "P", "--head", "1",
+                        dump.path + QStringLiteral("::") + padded});
+  QVERIFY(options.error.isEmpty());
+  QVERIFY(w.window->applyOptions(options));
+  QVERIFY(w.waitForHead(padded, 1));
+  QVERIFY(waitShown([&] { return !w.window->heatmaps()->regionPending(); }));
+  QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
+  QCOMPARE(w.context()->head(), int64_t{1});
+  QCOMPARE(w.context()->batch(), int64_t{1});  // what the command line left open: restored
+  QVERIFY2(w.errors.isEmpty(), qPrintable(w.errors.join(QLatin1Char('\n'))));
 }
 
 }  // namespace attnscope::test

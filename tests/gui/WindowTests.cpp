@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <QComboBox>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QLabel>
@@ -21,6 +22,7 @@
 
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/DumpOpener.h"
+#include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
 #include "app/gui/TaskRunner.h"
 #include "app/panels/ControlsPanel.h"
@@ -364,6 +366,52 @@ void GuiTest::command_line_opens_case_with_settings() {
   }));
   QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
   QVERIFY(f.window->heatmaps()->view(HeadView::s)->overlayCounts().nonfinite() > 0);
+}
+
+void GuiTest::title_and_status_bar_say_what_is_shown_and_done() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QCOMPARE(f.window->windowTitle(),
+           QStringLiteral("/fp16_score_overflow — seed_cases.h5 — attnscope"));
+  f.context()->selectCase(0, kPaddingCase);
+  QCOMPARE(f.window->windowTitle(),
+           QStringLiteral("/padding_mask_fp16 — seed_cases.h5 — attnscope"));
+  // When the scan ends the status bar says so, with the counts the browser badges show.
+  const auto* status = f.window->findChild<QLabel*>(QStringLiteral("statusText"));
+  QVERIFY(waitUntil([&] {
+    const auto scan = f.window->scans()->scan(samplePath());
+    return scan && scan->complete() && !f.window->scans()->busy() &&
+           status->text().startsWith(QStringLiteral("scan done: 37 cases, "));
+  }));
+  int errors = 0;
+  for (const ScannedCase& c : f.window->scans()->scan(samplePath())->cases) {
+    errors += c.verdict.worst == Severity::error;
+  }
+  QVERIFY2(status->text().contains(QStringLiteral("%1 with errors").arg(errors)),
+           qPrintable(status->text()));
+}
+
+void GuiTest::wheel_never_changes_an_unfocused_control() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  auto* precision = f.window->findChild<QComboBox*>(QStringLiteral("precisionBox"));
+  QVERIFY(precision);
+  const auto wheel = [&] {
+    const QPoint at = precision->rect().center();
+    QWheelEvent event(at, precision->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton,
+                      Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(precision, &event);
+  };
+  const int before = precision->currentIndex();
+  precision->clearFocus();
+  wheel();
+  QCOMPARE(precision->currentIndex(), before);  // scrolling past it changes nothing
+  precision->setFocus();
+  QVERIFY(waitUntil([&] { return precision->hasFocus(); }, 5000) || !f.window->isActiveWindow());
+  if (precision->hasFocus()) {
+    wheel();
+    QVERIFY(precision->currentIndex() != before);  // focused, the wheel works as usual
+  }
 }
 
 }  // namespace attnscope::test
