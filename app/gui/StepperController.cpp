@@ -3,6 +3,7 @@
 
 #include <QFile>
 #include <algorithm>
+#include <iterator>
 
 #include "app/gui/SessionContext.h"
 #include "app/gui/TaskRunner.h"
@@ -17,6 +18,15 @@ struct StepperController::Holder {
 };
 
 namespace {
+
+// The unfused kernel's stages in the order it computes them: one whole matrix each.
+constexpr HeadView kEagerStages[] = {HeadView::s,  HeadView::p,  HeadView::o,  HeadView::dp,
+                                     HeadView::ds, HeadView::dq, HeadView::dk, HeadView::dv};
+constexpr int kEagerStageCount = static_cast<int>(std::size(kEagerStages));
+
+QString countsText(const CellCounts& c) {
+  return StepperController::tr("NaN %1, +inf %2, -inf %3").arg(c.nan).arg(c.pos_inf).arg(c.neg_inf);
+}
 
 std::string requestKey(const std::string& file, const std::string& casePath, const HeadRequest& r) {
   return file + "|" + casePath + "|" + std::to_string(r.batch) + "|" + std::to_string(r.head) +
@@ -33,6 +43,17 @@ StepperController::StepperController(SessionContext* context, QObject* parent)
   connect(runner_, &TaskRunner::failed, this, &StepperController::failed);
   connect(context_, &SessionContext::caseChanged, this, &StepperController::onCaseChanged);
   connect(context_, &SessionContext::inputsChanged, this, &StepperController::onInputsChanged);
+  // The stage walk of the unfused kernel reads the head's result: it goes on once that is in.
+  connect(context_, &SessionContext::resultChanged, this, [this] {
+    if (!pendingEager_ || !eager()) return;
+    const bool toNonfinite = *pendingEager_;
+    pendingEager_.reset();
+    walkEager(static_cast<int>(target_), toNonfinite);
+  });
+}
+
+bool StepperController::eager() const {
+  return context_->caseInfo() != nullptr && context_->effectiveMode() == Mode::unfused;
 }
 
 bool StepperController::busy() const {
@@ -40,19 +61,23 @@ bool StepperController::busy() const {
 }
 
 void StepperController::stepForward() {
+  if (eager()) return walkEager(static_cast<int>(target_) + 1, false);
   const int64_t size = snapshot_ ? snapshot_->size : 1;
   submit(Op::seek, std::min(target_ + 1, size));
 }
 
 void StepperController::stepBack() {
+  if (eager()) return walkEager(static_cast<int>(target_) - 1, false);
   submit(Op::seek, std::max<int64_t>(target_ - 1, 0));
 }
 
 void StepperController::runToNextNonfinite() {
+  if (eager()) return walkEager(static_cast<int>(target_), true);
   submit(Op::run_to_nonfinite, target_);
 }
 
 void StepperController::seek(int64_t position) {
+  if (eager()) return walkEager(static_cast<int>(position), false);
   submit(Op::seek, std::max<int64_t>(position, 0));
 }
 
@@ -65,7 +90,61 @@ void StepperController::restart() {
 void StepperController::clearSnapshot() {
   runner_->cancel();
   snapshot_.reset();
+  eagerText_.clear();
+  pendingEager_.reset();
   context_->setStepTile(StepTile{});
+  emit snapshotChanged();
+}
+
+void StepperController::walkEager(int stage, bool toNonfinite) {
+  active_ = true;
+  snapshot_.reset();
+  context_->setStepTile(StepTile{});
+  target_ = std::clamp(stage, 0, kEagerStageCount - 1);
+  const auto r = context_->result();
+  const bool shown = r && r->case_path == context_->casePath().toStdString() &&
+                     r->request.batch == context_->batch() && r->request.head == context_->head() &&
+                     r->request.mode == Mode::unfused && r->gradients;
+  const bool scores = shown && std::all_of(std::begin(kScoreViews), std::end(kScoreViews),
+                                           [&](HeadView v) { return !r->grid(v).empty(); });
+  if (!scores) {
+    // Every stage's grid is needed to walk them: the score tabs are pooled only when shown.
+    pendingEager_ = toNonfinite;  // goes on when the head's result is in
+    context_->setScoresWanted(kAllScores);
+    eagerText_ = tr("unfused (eager) kernel: computing its matrices for the stage walk…");
+    emit snapshotChanged();
+    return;
+  }
+  int at = static_cast<int>(target_);
+  if (toNonfinite) {
+    while (at < kEagerStageCount && r->grid(kEagerStages[at]).counts.nonfinite() == 0) ++at;
+  }
+  const bool none = toNonfinite && at == kEagerStageCount;
+  target_ = std::min(at, kEagerStageCount - 1);
+  const HeadView view = kEagerStages[target_];
+  const CellCounts& counts = r->grid(view).counts;
+  eagerText_ = tr("unfused (eager) kernel of b%1 h%2, %3: no tiles, each stage one whole matrix\n"
+                  "stage %4 / %5 · %6 · non-finite: %7")
+                   .arg(context_->batch())
+                   .arg(context_->head())
+                   .arg(QString::fromLatin1(precision_name(r->precision)))
+                   .arg(target_ + 1)
+                   .arg(kEagerStageCount)
+                   .arg(QString::fromLatin1(head_view_name(view)))
+                   .arg(countsText(counts));
+  if (none) {
+    eagerText_ += tr("\nno stage of this head's unfused run holds a NaN / Inf");
+  } else if (toNonfinite) {
+    eagerText_ += tr("\nstopped: the first stage holding a NaN / Inf (tab %1, its first cell "
+                     "pinned)")
+                      .arg(QString::fromLatin1(head_view_name(view)));
+  }
+  FocusTarget focus;
+  focus.tensor = QString::fromLatin1(head_view_name(view));
+  focus.batch = context_->batch();
+  focus.head = context_->head();
+  focus.pinFirstNonfinite = toNonfinite && !none;
+  context_->focus(focus);
   emit snapshotChanged();
 }
 
@@ -85,8 +164,17 @@ void StepperController::onCaseChanged() {
 }
 
 void StepperController::onInputsChanged() {
-  if (!active_) return;
+  if (!active_ || following_) return;
   if (context_->caseInfo() == nullptr) return restart();
+  if (eager()) {  // the walk shows the new result's stage once it is in
+    snapshot_.reset();
+    context_->setStepTile(StepTile{});
+    pendingEager_ = false;
+    eagerText_ = tr("unfused (eager) kernel: computing…");
+    emit snapshotChanged();
+    return;
+  }
+  eagerText_.clear();
   submit(Op::seek, target_);  // same position, new inputs
 }
 
@@ -97,35 +185,71 @@ void StepperController::submit(Op op, int64_t position) {
   active_ = true;
   target_ = position;
   const std::string casePath = context_->casePath().toStdString();
-  const std::string key = requestKey(cases->reader()->path(), casePath, *request);
   auto holder = holder_;
   const HeadRequest req = *request;
-  auto job = [holder, cases, casePath, key, req, op, position](
-                 const TaskControl&, QString* error) -> std::shared_ptr<const StepperSnapshot> {
-    if (holder->key != key || !holder->session) {
+  const std::string file = cases->reader()->path();
+  auto job = [holder, cases, casePath, file, req, op, position](
+                 const TaskControl& control,
+                 QString* error) -> std::shared_ptr<const StepperSnapshot> {
+    // The session of (b, h), kept in the holder (built when another head or setting asks).
+    const auto session = [&](int64_t b, int64_t h) -> StepperSession* {
+      HeadRequest r = req;
+      r.batch = b;
+      r.head = h;
+      const std::string k = requestKey(file, casePath, r);
+      if (holder->key == k && holder->session) return holder->session.get();
       holder->session.reset();
-      Result<std::shared_ptr<const CaseData>> data = cases->get(casePath);
-      if (!data) {
-        *error = QString::fromStdString(data.error().describe());
-        return nullptr;
+      if (!holder->data || holder->data->info.path != casePath) {
+        Result<std::shared_ptr<const CaseData>> data = cases->get(casePath);
+        if (!data) {
+          *error = QString::fromStdString(data.error().describe());
+          return nullptr;
+        }
+        holder->data = std::move(data).value();
       }
-      holder->data = std::move(data).value();
       Result<std::unique_ptr<StepperSession>> made =
-          StepperSession::create(*holder->data, req.settings, req.batch, req.head, req.threads);
+          StepperSession::create(*holder->data, req.settings, b, h, req.threads);
       if (!made) {
         *error = QString::fromStdString(made.error().describe());
         return nullptr;
       }
       holder->session = std::move(made).value();
-      holder->key = key;
+      holder->key = k;
+      return holder->session.get();
+    };
+    StepperSession* s = session(req.batch, req.head);
+    if (s == nullptr) return nullptr;
+    if (op == Op::seek) return std::make_shared<const StepperSnapshot>(s->seek(position));
+    // Run to non-finite: this head from `position`, then every following (batch, head) of the
+    // case from its start, until a step makes a value non-finite.
+    StepperSnapshot snap = s->run_to_nonfinite(position);
+    const CaseDims& dims = holder->data->info.dims;
+    int64_t searched = 0;
+    for (int64_t n = req.batch * dims.heads + req.head + 1;
+         !snap.found && n < dims.batch * dims.heads && !control.stale(); ++n) {
+      StepperSession* next = session(n / dims.heads, n % dims.heads);
+      if (next == nullptr) return nullptr;
+      StepperSnapshot there = next->run_to_nonfinite(0);
+      if (there.found) {
+        snap = std::move(there);
+      } else {
+        ++searched;
+      }
     }
-    StepperSession& s = *holder->session;
-    return std::make_shared<const StepperSnapshot>(op == Op::seek ? s.seek(position)
-                                                                  : s.run_to_nonfinite(position));
+    snap.heads_searched = searched;
+    snap.searched_to_end = !snap.found;
+    return std::make_shared<const StepperSnapshot>(std::move(snap));
   };
   runner_->submit<StepperSnapshot>(job, [this](std::shared_ptr<const StepperSnapshot> result) {
     snapshot_ = std::move(result);
     target_ = snapshot_->position;
+    eagerText_.clear();
+    // Run to non-finite stopped in another head: the view follows it there (its session is
+    // the one kept, so the seek this causes costs nothing).
+    following_ = true;  // the snapshot is of that head already: no seek there
+    if (snapshot_->batch != context_->batch()) context_->setBatch(snapshot_->batch);
+    if (snapshot_->head != context_->head()) context_->setHead(snapshot_->head);
+    following_ = false;
     const StepInfo& s = snapshot_->step;
     StepTile tile;
     tile.valid = s.index >= 0;

@@ -144,8 +144,11 @@ void StepperPanel::showSnapshot() {
   const auto snap = stepper_->snapshot();
   if (!snap) {
     summary_->setText(
-        tr("Fused backward of the selected head, step by step: F10 steps, "
-           "Shift+F10 steps back, F5 runs to the next non-finite value."));
+        !stepper_->eagerText().isEmpty()
+            ? stepper_->eagerText()
+            : tr("The backward of the head on screen, step by step, in its kernel: F10 steps, "
+                 "Shift+F10 steps back, F5 runs to the next non-finite value (on through the "
+                 "case's other heads)."));
     for (auto& [name, v] : views_) v->clear();
     const QSignalBlocker block(slider_);
     slider_->setValue(0);
@@ -178,7 +181,19 @@ void StepperPanel::showSnapshot() {
               .arg(snap->tile_rows)
               .arg(snap->tile_cols)
               .arg(snap->kv_tiles_done);
-  if (snap->found) text += tr("\nstopped: this step made a value non-finite");
+  if (snap->found) {
+    text += snap->heads_searched == 0
+                ? tr("\nstopped: this step made a value non-finite")
+                : tr("\nstopped in b%1 h%2 after %3 more head(s) ran to their end without one: "
+                     "this step made a value non-finite")
+                      .arg(snap->batch)
+                      .arg(snap->head)
+                      .arg(snap->heads_searched);
+  } else if (snap->searched_to_end) {
+    text += tr("\nran to the end of this head and of the %1 after it in the case: no later "
+               "step makes a value non-finite")
+                .arg(snap->heads_searched);
+  }
   summary_->setText(text);
   {
     const QSignalBlocker block(slider_);

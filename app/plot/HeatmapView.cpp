@@ -228,6 +228,7 @@ void HeatmapView::setHighlight(const std::optional<MatrixWindow>& block) {
 
 void HeatmapView::clear() {
   grid_.reset();
+  if (!stamp_.isEmpty()) setStamp(QString());  // nothing of what it showed stays in its title
   redraw();
 }
 

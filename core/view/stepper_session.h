@@ -23,7 +23,11 @@ struct StepperSnapshot {
   Precision precision = Precision::f32;
   int64_t position = 0, size = 0;  // steps executed, of size
   bool found = false;              // run-to-next-non-finite stopped on a non-finite step
-  StepInfo step;                   // the step that ran last (stage start at position 0)
+  // Run to non-finite over every (batch, head): how many heads after the one it started in it
+  // stepped through to their end without a non-finite step, and whether it ended without one.
+  int64_t heads_searched = 0;
+  bool searched_to_end = false;
+  StepInfo step;  // the step that ran last (stage start at position 0)
   int64_t q_tiles = 0, kv_tiles = 0, tile_rows = 0, tile_cols = 0;
   int64_t kv_tiles_done = 0;
   // The current tile's intermediates [tile rows x tile cols] (absolute row / key indices);

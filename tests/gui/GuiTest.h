@@ -75,6 +75,8 @@ class GuiTest : public QObject {
   void run_to_next_nonfinite_lands_on_known_tile();
   void every_consumer_of_a_selected_case_shares_one_read();
   void stepper_position_belongs_to_its_case();
+  void stepper_walks_the_kernel_on_screen();
+  void run_to_nonfinite_searches_every_head();
   void pins_belong_to_their_case();
 
   // ControlTests.cpp

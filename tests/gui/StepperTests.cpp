@@ -2,6 +2,9 @@
 // step's tile on every heatmap, F5 lands on the tile an independently driven BackwardStepper
 // finds first non-finite, and the stepper panel shows that tile's intermediates. The stepper,
 // head compute, case summary and scale sweep of one selected case read it from the file once.
+// The stepper is the view (issue 40 item 3): it walks the unfused kernel's stages when that
+// kernel is on screen, F5 goes on through the case's other heads and says where it stopped,
+// and nothing of its titles outlives a change of case.
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -248,6 +251,94 @@ void GuiTest::stepper_position_belongs_to_its_case() {
   QCOMPARE(stepper->snapshot(), nullptr);
   QTest::qWait(100);
   QCOMPARE(stepper->snapshot(), nullptr);
+}
+
+void GuiTest::stepper_walks_the_kernel_on_screen() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  f.context()->setHead(3);
+  f.context()->setPrecision(Precision::f16);
+  f.context()->setMode(Mode::unfused);
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return r.request.head == 3 && r.request.mode == Mode::unfused && r.gradients;
+  }));
+  // Unfused fp16 overflows S in head 3: F5 stops at the unfused run's S, never at a fused tile.
+  std::optional<CellReadout> pinned;
+  QObject::connect(f.context(), &SessionContext::cellPinned,
+                   [&](const CellReadout& r) { pinned = r; });
+  pressKey(*f.window, Qt::Key_F5);
+  QVERIFY(waitUntil([&] {
+    return f.window->stepperPanel()->summary().contains(QStringLiteral("stopped")) &&
+           pinned.has_value();
+  }));
+  QCOMPARE(f.window->stepper()->snapshot(), nullptr);
+  const QString summary = f.window->stepperPanel()->summary();
+  QVERIFY2(summary.contains(QStringLiteral("unfused (eager) kernel of b0 h3, fp16")) &&
+               summary.contains(QStringLiteral("stage 1 / 8 · S")) &&
+               !summary.contains(QStringLiteral("+inf 0,")),
+           qPrintable(summary));
+  QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("S"));
+  QCOMPARE(QString::fromStdString(pinned->matrix), QStringLiteral("S"));
+  QVERIFY(pinned->cls == CellClass::pos_inf);
+  // F10 walks on to P: the next whole matrix of that kernel.
+  pressKey(*f.window, Qt::Key_F10);
+  QVERIFY(waitUntil([&] {
+    return f.window->stepperPanel()->summary().contains(QStringLiteral("stage 2 / 8 · P"));
+  }));
+  QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
+  // The fused kernel on screen: the stepper steps its tiles again.
+  f.context()->setMode(Mode::fused);
+  pressKey(*f.window, Qt::Key_F10);
+  QVERIFY(waitUntil([&] {
+    const auto snap = f.window->stepper()->snapshot();
+    return snap && !f.window->stepper()->busy() && snap->head == 3;
+  }));
+  QVERIFY(f.window->stepper()->eagerText().isEmpty());
+}
+
+void GuiTest::run_to_nonfinite_searches_every_head() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kPaddingCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.request.batch == 0; }));
+  // Batch 0 of the padded case is finite everywhere: F5 runs through its heads and stops in
+  // batch 1, head 0, at its first step (D = rowsum(dO * O) over the NaN rows of O); the view
+  // follows it there.
+  pressKey(*f.window, Qt::Key_F5);
+  QVERIFY(waitUntil([&] {
+    const auto snap = f.window->stepper()->snapshot();
+    return snap && !f.window->stepper()->busy() && snap->found;
+  }));
+  const auto snap = f.window->stepper()->snapshot();
+  QCOMPARE(snap->batch, int64_t{1});
+  QCOMPARE(snap->head, int64_t{0});
+  QCOMPARE(snap->heads_searched, int64_t{3});
+  QVERIFY(waitUntil([&] { return f.context()->batch() == 1 && f.context()->head() == 0; }));
+  QVERIFY2(f.window->stepperPanel()->summary().contains(
+               QStringLiteral("stopped in b1 h0 after 3 more head(s)")),
+           qPrintable(f.window->stepperPanel()->summary()));
+  // A case without any non-finite step: F5 says it ran through every head to the end.
+  QVERIFY(f.context()->selectCase(0, QStringLiteral("/healthy_b2_h8_s1024")));
+  QVERIFY(waitForResult(*f.window,
+                        [](const HeadResult& r) { return r.case_path == "/healthy_b2_h8_s1024"; }));
+  f.context()->setBatch(1);
+  f.context()->setHead(6);
+  pressKey(*f.window, Qt::Key_F5);
+  QVERIFY(waitUntil(
+      [&] {
+        const auto s = f.window->stepper()->snapshot();
+        return s && !f.window->stepper()->busy() && s->searched_to_end;
+      },
+      180000));
+  QCOMPARE(f.window->stepper()->snapshot()->heads_searched, int64_t{1});
+  QVERIFY(f.window->stepperPanel()->summary().contains(
+      QStringLiteral("ran to the end of this head and of the 1 after it")));
+  // Nothing of the stepper's plots outlives a change of case.
+  QVERIFY(f.context()->selectCase(0, kOverflowCase));
+  for (const QString& name :
+       {QStringLiteral("tile S"), QStringLiteral("tile P"), QStringLiteral("dQ acc")}) {
+    HeatmapView* v = f.window->stepperPanel()->view(name);
+    QVERIFY(v && v->grid() == nullptr && v->stamp().isEmpty());
+  }
 }
 
 }  // namespace attnscope::test
