@@ -50,7 +50,7 @@ std::vector<float> CaseInputs::dout_f32() const {
   return to_f32(dout);
 }
 
-Result<double> resolve_scale(const CaseData& data, const RunSettings& settings) {
+Result<double> resolve_scale(const CaseData& data, const RunChoice& settings) {
   const double scale =
       settings.scale ? *settings.scale : data.info.config.effective_scale(data.info.dims.head_dim);
   if (!std::isfinite(scale) || scale <= 0) {
@@ -62,7 +62,7 @@ Result<double> resolve_scale(const CaseData& data, const RunSettings& settings) 
   return scale;
 }
 
-Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings) {
+Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& settings) {
   const CaseDims& d = data.info.dims;
   const CaseConfig& cfg = data.info.config;
   const std::string where = data.info.path;

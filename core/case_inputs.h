@@ -1,5 +1,5 @@
-// Turns a loaded case (canonical tensors + config) and the user's what-if settings into the
-// AttnParams and input buffers every kernel variant takes.
+// Turns a loaded case (canonical tensors + config) and a run choice (its scale, precision and
+// mask fill; core/run_choice.h) into the AttnParams and input buffers every kernel variant takes.
 #pragma once
 
 #include <cstdint>
@@ -8,18 +8,11 @@
 
 #include "core/case_model.h"
 #include "core/result.h"
+#include "core/run_choice.h"
 #include "kernels/attn_names.h"  // precision_name, mask_fill_name
 #include "kernels/attn_params.h"
 
 namespace attnscope {
-
-// What-if settings that change how a case is recomputed (DESIGN §5 controls). Each absent
-// setting replays the recorded run (core/replay.h).
-struct RunSettings {
-  std::optional<double> scale;         // absent: the case's scale attribute, else 1/sqrt(D)
-  std::optional<Precision> precision;  // absent: the run's precision (autocast, dtype), else f32
-  std::optional<MaskFill> mask_fill;   // absent: the recorded framework's semantics
-};
 
 // Owns the converted inputs; params' mask / bias pointers point into this object, so it moves
 // but never copies. Shapes follow the AttnParams layout contract.
@@ -52,14 +45,16 @@ inline int fill_key(const std::optional<MaskFill>& fill) {
   return fill ? static_cast<int>(*fill) : -1;
 }
 
-// The softmax scale a run uses: the override, else the case's attribute, else 1/sqrt(D). Fails
+// The softmax scale a run uses: the choice's, else the case's attribute, else 1/sqrt(D). Fails
 // (invalid_argument) when it is not a positive finite number.
-Result<double> resolve_scale(const CaseData& data, const RunSettings& settings);
+Result<double> resolve_scale(const CaseData& data, const RunChoice& choice);
 
-// Fails (invalid_argument) on a non-finite or non-positive scale override or a mask / bias /
-// dropout mask that is not broadcastable (the readers already validated shapes, so this guards
-// the API). The run semantics the settings leave open come from replay_of (core/replay.h): mask
-// fill, precision, the backward's P source, the dropout keep-mask, the mask's polarity.
-Result<CaseInputs> make_case_inputs(const CaseData& data, const RunSettings& settings);
+// Inputs for the choice's scale, precision and mask fill (its modes, backend and clip are for
+// the callers that run kernels). Fails (invalid_argument) on a non-finite or non-positive scale
+// or a mask / bias / dropout mask that is not broadcastable (the readers already validated
+// shapes, so this guards the API). The run semantics the choice leaves open come from
+// replay_of (core/replay.h): mask fill, precision, the backward's P source, the dropout
+// keep-mask, the mask's polarity.
+Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& choice);
 
 }  // namespace attnscope

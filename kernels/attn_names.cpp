@@ -31,6 +31,20 @@ const char* mask_fill_name(MaskFill fill) {
   return "unknown";
 }
 
+const char* mask_fill_label(MaskFill fill) {
+  switch (fill) {
+    case MaskFill::neg_inf:
+      return "-inf";
+    case MaskFill::neg_1e9:
+      return "-1e9";
+    case MaskFill::finfo_min:
+      return "finfo.min";
+    case MaskFill::safe:
+      return "safe";
+  }
+  return "unknown";
+}
+
 const char* causal_align_name(CausalAlign a) {
   switch (a) {
     case CausalAlign::top_left:

@@ -9,8 +9,8 @@
 #                            (overlay colours, findings list, row plots)
 #   ds_nan_gradients.png     the dS tab of the same head: NaN gradients of the overflowing rows
 #   stepper_backward_tile.png  /padding_mask_fp16, batch 1, stepper at step 12 (recompute P of
-#                            q tile 1, kv tile 0: padded rows 70-95 turn NaN): the tile outlined
-#                            on P, its intermediates and the accumulators in the stepper dock
+#                            q tile 1, kv tile 0: padded rows 70-95 turn NaN): the Stepper page
+#                            with the tile's P, its intermediates and the accumulators
 #   annotated_session.png    the window on a copy of the sample whose sidecar session holds
 #                            annotations (box, arrow, text) next to the automatic markers
 #   export_annotated.png     `attnscope-cli export` of that annotated S view (stamped figure)

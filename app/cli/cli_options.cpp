@@ -169,7 +169,7 @@ std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& comm
   return paths;
 }
 
-bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run) {
+bool read_run_settings(const CommandArgs& args, const std::string& command, RunChoice& run) {
   if (const std::string* p = args.option("precision"); p && *p != "recorded") {
     run.precision = parse_precision_option(*p);
     if (!run.precision)
@@ -199,8 +199,8 @@ bool read_mode_option(const CommandArgs& args, const std::string& command, bool 
                   one_mode ? "use recorded, fused, unfused or upcast"
                            : "use recorded, fused, unfused, upcast or both");
   }
-  s.modes = *modes;
-  s.upcast = *m == "upcast";
+  s.run.modes = *modes;
+  s.run.upcast = *m == "upcast";
   return true;
 }
 

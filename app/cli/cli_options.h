@@ -75,7 +75,7 @@ std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& comm
 
 // Reads the shared what-if options (--precision fp32|fp16|bf16|recorded, --scale, --mask-fill)
 // into `run`; false after printing the problem.
-bool read_run_settings(const CommandArgs& args, const std::string& command, RunSettings& run);
+bool read_run_settings(const CommandArgs& args, const std::string& command, RunChoice& run);
 
 // --mode into s.modes / s.upcast (absent: the replay of the recorded run); `one_mode` refuses
 // "both". False after printing the problem.

@@ -143,22 +143,23 @@ int run_export(const CommandArgs& args) {
   }
   const std::optional<QString> out = outputPath(args);
   HeadRequest request;
-  if (!out || !read_run_settings(args, kCommand, request.settings)) return kExitUnreadable;
+  if (!out || !read_run_settings(args, kCommand, request.run)) return kExitUnreadable;
   if (const std::string* mode = args.option("mode")) {
     const auto modes = parse_modes(*mode);
     if (!modes || modes->size() != 1) {
       return fail(kCommand, "bad --mode '" + *mode + "'", "fused or unfused");
     }
-    request.mode = modes->front();
+    request.run.modes = {modes->front()};
   }
   if (const std::string* clip = args.option("clip")) {
-    request.clip_norm = parse_positive(*clip);
-    if (!request.clip_norm) return fail(kCommand, "bad --clip '" + *clip + "'", "a max norm > 0");
+    request.run.clip_norm = parse_positive(*clip);
+    if (!request.run.clip_norm)
+      return fail(kCommand, "bad --clip '" + *clip + "'", "a max norm > 0");
   }
   if (const std::string* scope = args.option("clip-scope")) {
     const std::optional<ClipScope> named = clip_scope_named(*scope);
     if (!named) return fail(kCommand, "bad --clip-scope '" + *scope + "'", "case or kv-head");
-    request.clip_scope = *named;
+    request.run.clip_scope = *named;
   }
   if (const std::string* threads = args.option("threads")) {
     const auto n = parse_threads(*threads);

@@ -49,8 +49,8 @@ void write_config(JsonWriter& json, const CaseInfo& info, const CaseAnalysis& a,
   json.end_array();
   json.field("mask_fill", mask_fill_name(a.params.mask_fill));
   json.key("clip_norm");
-  if (settings.clip_norm)
-    json.value(*settings.clip_norm);
+  if (settings.run.clip_norm)
+    json.value(*settings.run.clip_norm);
   else
     json.null();
   json.field("what_if", a.what_if).field("judged_under", a.judged_under);

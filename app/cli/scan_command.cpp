@@ -29,13 +29,13 @@ bool read_settings(const CommandArgs& args, AnalysisSettings& s) {
   if (!read_run_settings(args, kCommand, s.run)) return false;
   if (!read_mode_option(args, kCommand, false, s)) return false;
   if (const std::string* c = args.option("clip")) {
-    s.clip_norm = parse_positive(*c);
-    if (!s.clip_norm) return reject(kCommand, "bad --clip '" + *c + "'", "a positive max_norm");
+    s.run.clip_norm = parse_positive(*c);
+    if (!s.run.clip_norm) return reject(kCommand, "bad --clip '" + *c + "'", "a positive max_norm");
   }
   if (const std::string* c = args.option("clip-scope")) {
     const std::optional<ClipScope> scope = clip_scope_named(*c);
     if (!scope) return reject(kCommand, "bad --clip-scope '" + *c + "'", "use case or kv-head");
-    s.clip_scope = *scope;
+    s.run.clip_scope = *scope;
   }
   if (const std::string* t = args.option("threads")) {
     const auto threads = parse_threads(*t);

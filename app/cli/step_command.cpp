@@ -69,7 +69,7 @@ int run_step(const CommandArgs& args) {
   std::optional<LoadedCase> loaded = load_case_ref(args, kCommand);
   if (!loaded) return kExitUnreadable;
   const CaseData& data = *loaded->data;
-  RunSettings run;
+  RunChoice run;
   if (!read_run_settings(args, kCommand, run)) return kExitUnreadable;
   const std::optional<int64_t> b = read_index(args, kCommand, "batch", data.info.dims.batch);
   const std::optional<int64_t> h = read_index(args, kCommand, "head", data.info.dims.heads);

@@ -87,7 +87,7 @@ void write_json(const std::string& file, const std::string& path, const ScaleSwe
 }
 
 bool read_settings(const CommandArgs& args, SweepSettings& s) {
-  RunSettings run;
+  RunChoice run;
   if (!read_run_settings(args, kCommand, run)) return false;
   s.run.mask_fill = run.mask_fill;
   if (run.precision) s.precisions = {*run.precision};

@@ -58,7 +58,7 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
   s.batch = r.request.batch;
   s.head = r.request.head;
   s.precision = QString::fromLatin1(precision_name(r.precision));
-  s.mode = modeName(r.request.mode);
+  s.mode = modeName(r.request.mode());
   if (!r.backend.empty() && r.backend != "cpu") {
     s.mode += QStringLiteral(" (%1)").arg(QString::fromStdString(r.backend));
   }
@@ -66,7 +66,7 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
   if (r.clip) {
     s.clip = QStringLiteral("max_norm %1 per %2 (total %3, coef %4)")
                  .arg(r.clip->max_norm, 0, 'g', 6)
-                 .arg(QLatin1String(clip_scope_name(r.request.clip_scope)))
+                 .arg(QLatin1String(clip_scope_name(r.request.run.clip_scope)))
                  .arg(r.clip->total_norm, 0, 'g', 6)
                  .arg(r.clip->coef, 0, 'g', 6);
   }

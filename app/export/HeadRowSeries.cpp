@@ -92,7 +92,7 @@ QString rowSeriesTitle(const HeadResult& r, RowSeriesKind kind) {
       .arg(rowSeriesLabel(kind))
       .arg(r.request.batch)
       .arg(r.request.head)
-      .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode));
+      .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode()));
 }
 
 }  // namespace attnscope

@@ -8,17 +8,7 @@ QString modeName(Mode mode) {
 }
 
 QString maskFillName(MaskFill fill) {
-  switch (fill) {
-    case MaskFill::neg_inf:
-      return QStringLiteral("-inf");
-    case MaskFill::neg_1e9:
-      return QStringLiteral("-1e9");
-    case MaskFill::finfo_min:
-      return QStringLiteral("finfo.min");
-    case MaskFill::safe:
-      return QStringLiteral("safe");
-  }
-  return {};
+  return QString::fromLatin1(mask_fill_label(fill));
 }
 
 }  // namespace attnscope

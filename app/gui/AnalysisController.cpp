@@ -16,12 +16,7 @@ constexpr int kDebounceMs = 250;
 constexpr int kPartialMs = 250;  // partial (step x layer) results are shown this often
 
 std::string settingsKey(const SummarySettings& s) {
-  return std::to_string(s.run.precision ? static_cast<int>(*s.run.precision) : -1) + "|" +
-         (s.run.scale ? std::to_string(*s.run.scale) : std::string("default")) + "|" +
-         std::to_string(fill_key(s.run.mask_fill)) + "|" +
-         std::to_string(s.mode ? static_cast<int>(*s.mode) : -1) + "|" +
-         (s.clip_norm ? std::to_string(*s.clip_norm) + clip_scope_name(s.clip_scope)
-                      : std::string("noclip"));
+  return choice_key(s.run);
 }
 
 // Counts a job as running for as long as it executes on its worker thread.
@@ -161,15 +156,10 @@ void AnalysisController::rescan() {
 }
 
 SummarySettings AnalysisController::summarySettings() const {
-  // The controls' own values: what they leave open replays each case's recorded run.
-  const ComputeSettings& c = context_->settings();
+  // The controls' own choice: what it leaves open replays each case's recorded run, all of
+  // its modes (the findings are then those `attnscope-cli scan` gives).
   SummarySettings s;
-  s.run.scale = c.scale;
-  s.run.precision = c.precision;
-  s.run.mask_fill = c.maskFill;
-  s.mode = c.mode;
-  s.clip_norm = c.clipNorm;
-  s.clip_scope = c.clipScope;
+  s.run = context_->choice();
   return s;
 }
 
@@ -198,9 +188,7 @@ void AnalysisController::refresh() {
   }
   const std::string seriesKey = seriesFiles + settingsKey(s);
   if (seriesKey != seriesKey_) startSeries(seriesKey);
-  const std::string sweepKey = file + "|" + casePath + "|" +
-                               std::to_string(fill_key(s.run.mask_fill)) + "|" +
-                               std::to_string(s.mode ? static_cast<int>(*s.mode) : -1);
+  const std::string sweepKey = file + "|" + casePath + "|" + choice_key(s.run);
   if (sweepEnabled_ && sweepKey != sweepKey_) startSweep(sweepKey);
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 QString runLabel(const HeadResult& r) {
   QString label = QStringLiteral("%1 %2").arg(QString::fromLatin1(precision_name(r.precision)),
-                                              modeName(r.request.mode));
+                                              modeName(r.request.mode()));
   if (r.backend != "cpu") label += QStringLiteral(" · ") + QString::fromStdString(r.backend);
   return label;
 }
@@ -88,11 +88,11 @@ void CompareController::schedule() {
   if (with_.kind != CompareWith::Kind::recorded) {
     b = *a;
     if (with_.kind == CompareWith::Kind::other_mode) {
-      b->mode = a->mode == Mode::fused ? Mode::unfused : Mode::fused;
+      b->run.modes = {a->mode() == Mode::fused ? Mode::unfused : Mode::fused};
     } else if (with_.kind == CompareWith::Kind::precision) {
-      b->settings.precision = with_.precision;
+      b->run.precision = with_.precision;
     } else {
-      b->backend = with_.backend;
+      b->run.backend = with_.backend;
     }
   }
   const HeadView view = view_;

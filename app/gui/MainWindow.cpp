@@ -4,6 +4,7 @@
 
 #include <QAction>
 #include <QCloseEvent>
+#include <QDir>
 #include <QDockWidget>
 #include <QEventLoop>
 #include <QFileDialog>
@@ -14,11 +15,13 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "app/export/CaseExport.h"
+#include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/CompareController.h"
@@ -64,7 +68,9 @@ namespace {
 
 const char* const kGeometryKey = "mainWindow/geometry";
 const char* const kStateKey = "mainWindow/state";
-constexpr int kStateVersion = 1;
+const char* const kExportFolderKey = "export/lastFolder";
+constexpr int kStateVersion = 2;  // 2: secondary views are pages, no bottom docks
+constexpr int kMinDockSide = 80;  // px: a docked panel narrower or lower is a sliver
 constexpr QSize kPreferredSize(1500, 950);
 
 // The preferred size, within the available area of the primary screen (a 1366×768 laptop gets
@@ -120,12 +126,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   compareScroll->setWidgetResizable(true);
   compareScroll->setWidget(comparePanel_);
   central_->addWidget(compareScroll);
+  // Pages: the heatmaps first, the secondary views full-size beside them (never slivers in
+  // a dock on a laptop screen).
+  pages_ = new QTabWidget(this);
+  pages_->setObjectName(QStringLiteral("pages"));
+  pages_->setDocumentMode(true);
+  pages_->addTab(central_, tr("Heatmaps"));
   auto* central = new QWidget(this);
   auto* centralLayout = new QVBoxLayout(central);
   centralLayout->setContentsMargins(0, 0, 0, 0);
   centralLayout->setSpacing(2);
   centralLayout->addWidget(whatIfBanner_);
-  centralLayout->addWidget(central_, 1);
+  centralLayout->addWidget(pages_, 1);
   setCentralWidget(central);
 
   scans_ = new ScanController(context_, this);
@@ -133,6 +145,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   browser_ = new DumpBrowserPanel(context_, scans_, this);
   analysis_ = new AnalysisController(context_, this);
   controls_ = new ControlsPanel(context_, analysis_, this);
+  centralLayout->insertWidget(1, controls_->notes());
   inspector_ = new InspectorPanel(context_, this);
   rowPlots_ = new RowPlotPanel(context_, this);
   addPanelDock(browser_, tr("Dump browser"), QStringLiteral("dumpBrowserDock"),
@@ -140,7 +153,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   addPanelDock(controls_, tr("Controls"), QStringLiteral("controlsDock"), Qt::LeftDockWidgetArea);
   addPanelDock(inspector_, tr("Inspector"), QStringLiteral("inspectorDock"),
                Qt::RightDockWidgetArea);
-  addPanelDock(rowPlots_, tr("Row plots"), QStringLiteral("rowPlotDock"), Qt::BottomDockWidgetArea);
   buildAnalysisDocks();
   annotations_ = new AnnotationController(context_, this);
   addToolBar(Qt::TopToolBarArea, annotations_->toolBar());
@@ -152,12 +164,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   navigation_->menu()->addAction(findingNavigator_->originAction());
   navigation_->menu()->addAction(findingNavigator_->firstErrorAction());
   originPanel_ = new OriginPanel(context_, scans_, findingNavigator_, this);
-  tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("findingsDock")),
-                   addPanelDock(originPanel_, tr("Origin"), QStringLiteral("originDock"),
-                                Qt::RightDockWidgetArea));
+  buildPages();
   viewState_ = new ViewStateController(context_, annotations_, this);
   annotationList_ = new AnnotationListPanel(context_, this);
-  tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("overviewDock")),
+  tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("findingsDock")),
                    addPanelDock(annotationList_, tr("Annotations"),
                                 QStringLiteral("annotationListDock"), Qt::RightDockWidgetArea));
   findChild<QDockWidget*>(QStringLiteral("findingsDock"))->raise();
@@ -221,24 +231,51 @@ QDockWidget* MainWindow::addPanelDock(QWidget* panel, const QString& title,
                                       const QString& objectName, Qt::DockWidgetArea area) {
   auto* dock = new QDockWidget(title, this);
   dock->setObjectName(objectName);
-  // The panel scrolls when its dock is smaller than the panel's minimum, so no panel sets the
-  // window's minimum size or grows the window when its content grows.
-  auto* scroll = new QScrollArea(dock);
-  scroll->setFrameShape(QFrame::NoFrame);
-  scroll->setWidgetResizable(true);
-  scroll->setWidget(panel);
-  dock->setWidget(scroll);
+  dock->setWidget(scrolled(panel));
   addDockWidget(area, dock);
   docks_ << dock;
   return dock;
 }
 
+void MainWindow::buildPages() {
+  // In the order of the workflow: where it broke, across the run, along the rows, step by step,
+  // which scale would help.
+  addPage(originPanel_, tr("Origin"));
+  addPage(overview_, tr("Overview"));
+  addPage(rowPlots_, tr("Row plots"));
+  addPage(stepperPanel_, tr("Stepper"));
+  QWidget* sweepPage = addPage(sweep_, tr("Scale sweep"));
+  // The sweep runs only while its page is shown.
+  connect(pages_, &QTabWidget::currentChanged, this, [this, sweepPage](int index) {
+    analysis_->setSweepEnabled(pages_->widget(index) == sweepPage);
+  });
+}
+
+QWidget* MainWindow::addPage(QWidget* panel, const QString& title) {
+  QWidget* page = scrolled(panel);
+  pages_->addTab(page, title);
+  return page;
+}
+
+QWidget* MainWindow::scrolled(QWidget* panel) {
+  // The panel scrolls when its dock or page is smaller than the panel's minimum, so no panel
+  // sets the window's minimum size or grows the window when its content grows.
+  auto* scroll = new QScrollArea(this);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidgetResizable(true);
+  scroll->setWidget(panel);
+  return scroll;
+}
+
 void MainWindow::sizeDocksToWindow() {
-  // Side columns of about a fifth of the width each, the bottom row under a third of the height.
-  const int side = std::clamp(width() * 21 / 100, 220, 340);
-  resizeDocks({docks_[0], docks_[2]}, {side, side}, Qt::Horizontal);
-  resizeDocks({docks_[0], docks_[1]}, {height() / 2, height() / 2}, Qt::Vertical);
-  resizeDocks({docks_[3]}, {std::clamp(height() * 3 / 10, 160, 280)}, Qt::Vertical);
+  // Narrow side columns (browser over controls, inspector over findings): the pages in the
+  // centre get at least half the window at 1366×768. The controls get the room they ask for.
+  const QSize controls = controls_->minimumSizeHint() + QSize(8, 28);  // frame, dock title
+  const int left = std::clamp(controls.width(), width() * 15 / 100, width() / 4);
+  const int right = std::clamp(width() * 18 / 100, 240, 340);
+  resizeDocks({docks_[0], docks_[2]}, {left, right}, Qt::Horizontal);
+  resizeDocks({docks_[1]}, {std::min(controls.height(), height() / 2)}, Qt::Vertical);
+  resizeDocks({docks_[2]}, {height() * 2 / 5}, Qt::Vertical);
 }
 
 QList<QDockWidget*> MainWindow::docks() const {
@@ -286,6 +323,12 @@ void MainWindow::buildMenus() {
   window->setObjectName(QStringLiteral("windowMenu"));
   for (QDockWidget* dock : docks_) window->addAction(dock->toggleViewAction());
   window->addSeparator();
+  for (int i = 0; i < pages_->count(); ++i) {  // Ctrl+1 heatmaps, Ctrl+2 row plots, …
+    QAction* page = window->addAction(tr("Page: %1").arg(pages_->tabText(i)), this,
+                                      [this, i] { pages_->setCurrentIndex(i); });
+    page->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
+  }
+  window->addSeparator();
   window->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
   help_ = new HelpMenu(this);
   menuBar()->addMenu(help_->menu());
@@ -299,18 +342,7 @@ void MainWindow::buildAnalysisDocks() {
   sweep_ = new SweepPanel(context_, analysis_, this);
   QDockWidget* findings = addPanelDock(findings_, tr("Findings"), QStringLiteral("findingsDock"),
                                        Qt::RightDockWidgetArea);
-  QDockWidget* overview = addPanelDock(overview_, tr("Overview"), QStringLiteral("overviewDock"),
-                                       Qt::RightDockWidgetArea);
-  QDockWidget* stepper = addPanelDock(stepperPanel_, tr("Stepper"), QStringLiteral("stepperDock"),
-                                      Qt::BottomDockWidgetArea);
-  QDockWidget* sweep = addPanelDock(sweep_, tr("Scale sweep"), QStringLiteral("sweepDock"),
-                                    Qt::BottomDockWidgetArea);
-  tabifyDockWidget(findings, overview);
   findings->raise();
-  tabifyDockWidget(docks_[3], stepper);
-  tabifyDockWidget(stepper, sweep);
-  docks_[3]->raise();
-  connect(sweep, &QDockWidget::visibilityChanged, analysis_, &AnalysisController::setSweepEnabled);
   auto failed = [this](const QString& what, const QString& message) {
     statusText_->setText(tr("%1 failed: %2").arg(what, message));
   };
@@ -426,8 +458,32 @@ QString MainWindow::scanStatusText() const {
 }
 
 void MainWindow::resetLayout() {
-  for (QDockWidget* dock : docks_) dock->setVisible(true);
   restoreState(defaultState_, kStateVersion);
+  for (QDockWidget* dock : docks_) {
+    dock->setFloating(false);
+    dock->setVisible(true);
+  }
+  findChild<QDockWidget*>(QStringLiteral("findingsDock"))->raise();
+  pages_->setCurrentIndex(0);
+  sizeDocksToWindow();  // the default sizes for the window's size now, not the first one
+}
+
+bool MainWindow::layoutWorthKeeping() const {
+  // A dock squeezed to a sliver, or below what its panel needs, or pages under 40% of the
+  // window are not worth restoring.
+  for (const QDockWidget* dock : docks_) {
+    const auto* scroll = qobject_cast<const QScrollArea*>(dock->widget());
+    // Closed, floating and tabbed behind another: not taking room in the window.
+    if (!dock->isVisible() || dock->isFloating() || scroll->visibleRegion().isEmpty()) continue;
+    const QSize need = scroll->widget()->minimumSizeHint().boundedTo(QSize(400, 400));
+    const QSize room = scroll->viewport()->size();
+    if (room.width() < std::max(need.width(), kMinDockSide) ||
+        room.height() < std::max(need.height(), kMinDockSide)) {
+      return false;
+    }
+  }
+  const QSize pages = pages_->size();
+  return 5 * pages.width() * pages.height() >= 2 * width() * height();  // 40%
 }
 
 void MainWindow::setErrorHandler(ErrorHandler handler) {
@@ -468,7 +524,50 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
     return false;
   }
   const TileOutlinesHidden plain(heatmaps_);
-  return exportView(view, path, stampFor(*context_->result(), view->name()), error);
+  return exportView(view, path, figureStamp(*context_->result(), view->name()), error);
+}
+
+FigureStamp MainWindow::figureStamp(const HeadResult& result, const QString& view) const {
+  FigureStamp stamp = stampFor(result, view);
+  const auto summary = analysis_->summary();
+  if (!summary || !analysis_->summaryCurrent() || summary->case_path != result.case_path) {
+    return stamp;
+  }
+  constexpr size_t kCaptionLines = 4;
+  for (size_t i = 0; i < summary->findings.size() && i < kCaptionLines; ++i) {
+    const Finding& f = summary->findings[i];
+    QString where = QString::fromStdString(f.tensor);
+    if (f.batch >= 0) where += QStringLiteral(" b%1").arg(f.batch);
+    if (f.head >= 0) where += QStringLiteral(" h%1").arg(f.head);
+    stamp.findings << QStringLiteral("%1 %2 %3: %4")
+                          .arg(QLatin1String(severity_name(f.severity)),
+                               QLatin1String(finding_kind_name(f.kind)), where,
+                               QString::fromStdString(f.message));
+  }
+  if (summary->findings.size() > kCaptionLines) {
+    stamp.findings << tr("and %1 more finding(s)").arg(summary->findings.size() - kCaptionLines);
+  }
+  return stamp;
+}
+
+QString MainWindow::defaultExportName() const {
+  // "seed_cases_fp16_score_overflow_S_b0h3_fp16-unfused.png": dump, case, view, head, run.
+  const auto result = context_->result();
+  HeatmapView* view = heatmaps_->currentView();
+  if (!result || view == nullptr) return QStringLiteral("attnscope.png");
+  QString casePart = QString::fromStdString(result->case_path);
+  casePart.replace(QLatin1Char('/'), QLatin1Char('_'));
+  QStringList parts{QFileInfo(QString::fromStdString(result->file_path)).completeBaseName(),
+                    casePart.mid(casePart.startsWith(QLatin1Char('_')) ? 1 : 0), view->name(),
+                    QStringLiteral("b%1h%2").arg(result->request.batch).arg(result->request.head),
+                    QStringLiteral("%1-%2").arg(QLatin1String(precision_name(result->precision)),
+                                                modeName(result->request.mode()))};
+  const RunChoice& choice = context_->choice();
+  if (choice.scale) parts << QStringLiteral("scale%1").arg(result->scale, 0, 'g', 6);
+  if (choice.clip_norm) parts << QStringLiteral("clip%1").arg(*choice.clip_norm, 0, 'g', 6);
+  QString name = parts.join(QLatin1Char('_'));
+  name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._+-]")), QStringLiteral("_"));
+  return name + QStringLiteral(".png");
 }
 
 bool MainWindow::awaitScoreGrids(QString* error) {
@@ -531,7 +630,7 @@ QStringList MainWindow::exportAllViews(const QString& folder, QString* error) {
                             [board](const QString& v) { return board->userAnnotations(v); });
   views += rows.views();
   const TileOutlinesHidden plain(heatmaps_);
-  return attnscope::exportAllViews(views, stampFor(*result, QString()), folder, error);
+  return attnscope::exportAllViews(views, figureStamp(*result, QString()), folder, error);
 }
 
 void MainWindow::exportAllWithDialog() {
@@ -547,10 +646,17 @@ void MainWindow::exportAllWithDialog() {
 }
 
 void MainWindow::exportWithDialog() {
+  // In the folder of the last export (else the dump's), under a name saying what it shows.
+  QSettings settings;
+  const auto result = context_->result();
+  const QString dumpFolder =
+      result ? QFileInfo(QString::fromStdString(result->file_path)).absolutePath() : QString();
+  const QString folder = settings.value(kExportFolderKey, dumpFolder).toString();
   QString path = QFileDialog::getSaveFileName(
-      this, tr("Export view"), QString(),
+      this, tr("Export view"), QDir(folder).filePath(defaultExportName()),
       tr("PNG image (*.png);;PDF document (*.pdf);;SVG image (*.svg)"));
   if (path.isEmpty()) return;
+  settings.setValue(kExportFolderKey, QFileInfo(path).absolutePath());
   if (!exportFormats().contains(QFileInfo(path).suffix().toLower())) path += QStringLiteral(".png");
   QString error;
   if (exportCurrentView(path, &error)) {
@@ -565,7 +671,11 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   viewState_->saveNow();
   QSettings settings;
   settings.setValue(kGeometryKey, saveGeometry());
-  settings.setValue(kStateKey, saveState(kStateVersion));
+  if (layoutWorthKeeping()) {
+    settings.setValue(kStateKey, saveState(kStateVersion));
+  } else {
+    settings.remove(kStateKey);  // the next window opens with the default layout
+  }
   event->accept();
 }
 

@@ -1,7 +1,7 @@
-// The attnscope main window: heatmap tabs in the centre, docks for the dump browser, controls,
-// inspector, row plots, findings, annotations, overview, stepper and scale sweep (Window menu
-// re-opens any, layout saved and restorable), the menus and shortcuts, the background
-// recompute and the busy indicator.
+// The attnscope main window: pages in the centre (heatmap tabs, then origin, overview, row
+// plots, stepper and scale sweep full-size), docks for the dump browser, controls, inspector,
+// findings and annotations (Window menu re-opens any, layout saved and restorable), the menus
+// and shortcuts, the background recompute and the busy indicator.
 #pragma once
 
 #include <QMainWindow>
@@ -13,6 +13,7 @@ class QAction;
 class QDockWidget;
 class QLabel;
 class QStackedWidget;
+class QTabWidget;
 class QProgressBar;
 class QToolButton;
 
@@ -42,6 +43,8 @@ class RowPlotPanel;
 class DumpWatcher;
 class ScanController;
 class WhatIfBanner;
+struct FigureStamp;
+struct HeadResult;
 class SessionContext;
 class ViewStateController;
 
@@ -78,6 +81,8 @@ class MainWindow : public QMainWindow {
   // View > Compare two runs (Ctrl+K): the compare view in place of the heatmap tabs.
   QAction* compareAction() const { return compareAction_; }
   QList<QDockWidget*> docks() const;
+  // The centre: Heatmaps (or compare), Origin, Overview, Row plots, Stepper, Scale sweep.
+  QTabWidget* pages() const { return pages_; }
 
   // Opens FILE in the background (DumpOpener: requests run in order, the status bar shows
   // "opening FILE…" with a cancel) and then selects CASE (when none is named: the case last
@@ -99,6 +104,9 @@ class MainWindow : public QMainWindow {
   // Writes the current heatmap tab to PNG / PDF / SVG (by suffix) with its annotations,
   // stamped with file, case, batch / head and settings; false with a message on failure.
   bool exportCurrentView(const QString& path, QString* error);
+  // The export dialog's file name: dump, case, view, batch / head, precision-mode and the
+  // scale / clip what-ifs, e.g. "seed_cases_fp16_score_overflow_S_b0h3_fp16-unfused.png".
+  QString defaultExportName() const;
   // Writes every tab (PNG + SVG) and an index.html into `folder`; the files written, empty
   // with a message on failure.
   QStringList exportAllViews(const QString& folder, QString* error);
@@ -119,6 +127,15 @@ class MainWindow : public QMainWindow {
  private:
   QDockWidget* addPanelDock(QWidget* panel, const QString& title, const QString& objectName,
                             Qt::DockWidgetArea area);
+  // Origin, Overview, Row plots, Stepper, Scale sweep after the Heatmaps page.
+  void buildPages();
+  // Adds `panel` as a full-size page beside the heatmaps; returns the page (its scroll area).
+  QWidget* addPage(QWidget* panel, const QString& title);
+  // `panel` in a scroll area of its own.
+  QWidget* scrolled(QWidget* panel);
+  // Whether the layout at close is worth restoring: no docked panel a sliver, the pages at
+  // least 40% of the window (an accidental shrink comes back as the default layout).
+  bool layoutWorthKeeping() const;
   // The default dock sizes for the window's current size.
   void sizeDocksToWindow();
   void buildMenus();
@@ -128,6 +145,8 @@ class MainWindow : public QMainWindow {
   void buildAnalysisDocks();
   void buildDebugMenu();
   void buildStatusBar();
+  // The stamp of an exported figure of `result`: provenance and the case's findings as caption.
+  FigureStamp figureStamp(const HeadResult& result, const QString& view) const;
   void applySettings(const AppOptions& options);
   bool selectOpened(int fileIndex, const OpenTarget& target);
   void scheduleCompute();
@@ -163,6 +182,7 @@ class MainWindow : public QMainWindow {
   CompareController* compare_ = nullptr;
   ComparePanel* comparePanel_ = nullptr;
   QStackedWidget* central_ = nullptr;  // the heatmap tabs or the compare view
+  QTabWidget* pages_ = nullptr;        // central_ first, then the buildPages() ones
   QAction* compareAction_ = nullptr;
   QList<QDockWidget*> docks_;
   QByteArray defaultState_;

@@ -12,8 +12,8 @@
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/ViewStateController.h"
-#include "app/panels/DockReveal.h"
 #include "app/panels/HeatmapPanel.h"
+#include "app/panels/PanelReveal.h"
 #include "app/panels/StepperPanel.h"
 
 namespace attnscope {
@@ -104,7 +104,7 @@ void MainWindow::applySettings(const AppOptions& options) {
   if (options.head >= 0) context_->setHead(options.head);
   if (options.matrix) context_->showView(*options.matrix);
   if (options.stepper) {
-    revealDock(stepperPanel_);
+    revealPanel(stepperPanel_);
     if (*options.stepper < 0) {
       stepper_->runToNextNonfinite();
     } else {

@@ -11,6 +11,7 @@
 #include "app/export/SettingNames.h"
 #include "core/io/dump_probe.h"
 #include "core/replay.h"
+#include "core/view/head_view.h"
 
 namespace attnscope {
 namespace {
@@ -19,19 +20,6 @@ constexpr int kMaxRecent = 10;
 // Score matrices up to this many entries always get the fp64 reference errors.
 constexpr int64_t kAlwaysReference = int64_t{512} * 512;
 const char* const kRecentKey = "recentFiles";
-
-// "clip 1" (over the case), "clip 1 per kv head".
-QString clipText(const ComputeSettings& s) {
-  return s.clipScope == ClipScope::whole_case
-             ? SessionContext::tr("clip %1").arg(*s.clipNorm, 0, 'g', 6)
-             : SessionContext::tr("clip %1 per kv head").arg(*s.clipNorm, 0, 'g', 6);
-}
-
-bool sameSettings(const ComputeSettings& a, const ComputeSettings& b) {
-  return a.scale == b.scale && a.precision == b.precision && a.mode == b.mode &&
-         a.maskFill == b.maskFill && a.backend == b.backend && a.clipNorm == b.clipNorm &&
-         a.clipScope == b.clipScope;
-}
 
 }  // namespace
 
@@ -124,6 +112,13 @@ bool SessionContext::selectCase(int fileIndex, const QString& casePath) {
   batch_ = 0;
   head_ = 0;
   window_ = MatrixWindow{};
+  // A colour range set by hand fits its case's values only: another case starts automatic (its
+  // session may restore its own); colormap and scale kind stay.
+  for (auto& [view, colours] : colours_) {
+    if (!colours.range) continue;
+    colours.range.reset();
+    emit coloursChanged(view);
+  }
   emit caseChanged();
   emit inputsChanged();
   return true;
@@ -170,53 +165,54 @@ void SessionContext::setHead(int64_t head) {
   emit inputsChanged();
 }
 
-void SessionContext::changeSettings(const ComputeSettings& next) {
-  if (sameSettings(next, settings_)) return;
-  settings_ = next;
+void SessionContext::changeChoice(const RunChoice& next) {
+  if (next == choice_) return;
+  choice_ = next;
   emit settingsChanged();
   emit inputsChanged();
 }
 
 void SessionContext::setScale(std::optional<double> scale) {
-  ComputeSettings next = settings_;
+  RunChoice next = choice_;
   next.scale = scale;
-  changeSettings(next);
+  changeChoice(next);
 }
 
 void SessionContext::setPrecision(std::optional<Precision> precision) {
-  ComputeSettings next = settings_;
+  RunChoice next = choice_;
   next.precision = precision;
-  changeSettings(next);
+  changeChoice(next);
 }
 
 void SessionContext::setMode(std::optional<Mode> mode) {
-  ComputeSettings next = settings_;
-  next.mode = mode;
-  changeSettings(next);
+  RunChoice next = choice_;
+  next.modes = mode ? std::vector<Mode>{*mode} : std::vector<Mode>{};
+  next.upcast = false;
+  changeChoice(next);
 }
 
 void SessionContext::setMaskFill(std::optional<MaskFill> fill) {
-  ComputeSettings next = settings_;
-  next.maskFill = fill;
-  changeSettings(next);
+  RunChoice next = choice_;
+  next.mask_fill = fill;
+  changeChoice(next);
 }
 
 void SessionContext::setBackend(const std::string& backend) {
-  ComputeSettings next = settings_;
+  RunChoice next = choice_;
   next.backend = backend;
-  changeSettings(next);
+  changeChoice(next);
 }
 
 void SessionContext::setClipNorm(std::optional<double> maxNorm) {
-  ComputeSettings next = settings_;
-  next.clipNorm = maxNorm;
-  changeSettings(next);
+  RunChoice next = choice_;
+  next.clip_norm = maxNorm;
+  changeChoice(next);
 }
 
 void SessionContext::setClipScope(ClipScope scope) {
-  ComputeSettings next = settings_;
-  next.clipScope = scope;
-  changeSettings(next);
+  RunChoice next = choice_;
+  next.clip_scope = scope;
+  changeChoice(next);
 }
 
 void SessionContext::setReferenceWanted(bool wanted) {
@@ -244,7 +240,7 @@ double SessionContext::defaultScale() const {
 }
 
 double SessionContext::effectiveScale() const {
-  return settings_.scale ? *settings_.scale : defaultScale();
+  return choice_.scale ? *choice_.scale : defaultScale();
 }
 
 std::optional<Replay> SessionContext::replay() const {
@@ -253,58 +249,27 @@ std::optional<Replay> SessionContext::replay() const {
   return replay_of(c->config, c->has("dropout_mask"));
 }
 
-SessionContext::WhatIfFields SessionContext::whatIfFields() const {
+std::optional<ResolvedRun> SessionContext::resolved() const {
   const std::optional<Replay> r = replay();
-  if (!r) return {};
-  const ComputeSettings& s = settings_;
-  WhatIfFields w;
-  w.scale = s.scale && std::abs(*s.scale - defaultScale()) > 1e-12 * defaultScale();
-  w.precision = s.precision && *s.precision != r->precision;
-  w.mode = s.mode && r->backend_known &&
-           std::find(r->modes.begin(), r->modes.end(), *s.mode) == r->modes.end();
-  w.maskFill = s.maskFill && *s.maskFill != r->mask_fill;
-  w.backend = !s.backend.empty();
-  w.clip = s.clipNorm.has_value();
-  return w;
+  if (!r) return std::nullopt;
+  return resolve(choice_, *r, defaultScale());
 }
 
 QStringList SessionContext::whatIfs() const {
-  const WhatIfFields w = whatIfFields();
-  const std::optional<Replay> r = replay();
-  const ComputeSettings& s = settings_;
   QStringList out;
-  if (w.scale) {
-    out << tr("scale %1 (recorded %2)").arg(*s.scale, 0, 'g', 6).arg(defaultScale(), 0, 'g', 6);
+  if (const std::optional<ResolvedRun> r = resolved()) {
+    for (const WhatIf& w : r->what_ifs) out << QString::fromStdString(w.text);
   }
-  if (w.precision) {
-    out << tr("precision %1 (recorded %2)")
-               .arg(QString::fromLatin1(precision_name(*s.precision)),
-                    QString::fromLatin1(precision_name(r->precision)));
-  }
-  if (w.mode) out << tr("mode %1 (recorded %2)").arg(modeName(*s.mode), modeName(r->modes.front()));
-  if (w.maskFill) {
-    out << tr("mask fill %1 (recorded %2)")
-               .arg(maskFillName(*s.maskFill), maskFillName(r->mask_fill));
-  }
-  if (w.backend) out << tr("backend %1").arg(QString::fromStdString(s.backend));
-  if (w.clip) out << clipText(s);
   return out;
 }
 
-ComputeSettings SessionContext::settingsWithoutWhatIfs() const {
-  const WhatIfFields w = whatIfFields();
-  ComputeSettings s = settings_;
-  if (w.scale) s.scale.reset();
-  if (w.precision) s.precision.reset();
-  if (w.mode) s.mode.reset();
-  if (w.maskFill) s.maskFill.reset();
-  if (w.backend) s.backend.clear();
-  if (w.clip) s.clipNorm.reset();
-  return s;
+RunChoice SessionContext::choiceWithoutWhatIfs() const {
+  const std::optional<Replay> r = replay();
+  return r ? without_what_ifs(choice_, *r, defaultScale()) : choice_;
 }
 
 void SessionContext::resetToRecorded() {
-  changeSettings(ComputeSettings{});
+  changeChoice(RunChoice{});
 }
 
 void SessionContext::setWhatIfsKept(bool kept) {
@@ -314,19 +279,19 @@ void SessionContext::setWhatIfsKept(bool kept) {
 }
 
 Precision SessionContext::effectivePrecision() const {
-  if (settings_.precision) return *settings_.precision;
+  if (choice_.precision) return *choice_.precision;
   const std::optional<Replay> r = replay();
   return r ? r->precision : Precision::f32;
 }
 
 Mode SessionContext::effectiveMode() const {
-  if (settings_.mode) return *settings_.mode;
+  if (const std::optional<Mode> m = choice_.mode()) return *m;
   const std::optional<Replay> r = replay();
   return r ? r->modes.front() : Mode::fused;
 }
 
 MaskFill SessionContext::effectiveMaskFill() const {
-  if (settings_.maskFill) return *settings_.maskFill;
+  if (choice_.mask_fill) return *choice_.mask_fill;
   const std::optional<Replay> r = replay();
   return r ? r->mask_fill : MaskFill::neg_inf;
 }
@@ -356,13 +321,10 @@ std::optional<HeadRequest> SessionContext::currentRequest() const {
   const CaseInfo* c = caseInfo();
   if (c == nullptr) return std::nullopt;
   HeadRequest r;
-  r.settings.scale = settings_.scale;
-  r.settings.precision = effectivePrecision();
-  r.settings.mask_fill = effectiveMaskFill();
-  r.mode = effectiveMode();
-  r.backend = settings_.backend;
-  r.clip_norm = settings_.clipNorm;
-  r.clip_scope = settings_.clipScope;
+  r.run = choice_;  // one mode, and the recorded run's precision and fill made explicit
+  r.run.precision = effectivePrecision();
+  r.run.mask_fill = effectiveMaskFill();
+  r.run.modes = {effectiveMode()};
   r.reference = referenceWanted_ || c->dims.seqlen_q * c->dims.seqlen_k <= kAlwaysReference;
   r.scores = scoresWanted_;
   r.batch = batch_;
@@ -377,6 +339,13 @@ std::optional<HeadRequest> SessionContext::currentRequest() const {
 
 void SessionContext::setResult(std::shared_ptr<const HeadResult> result) {
   result_ = std::move(result);
+  // The inspector reads the new result under the cursor, never the last one's value.
+  if (hovered_.valid()) {
+    const std::optional<HeadView> view = head_view_named(hovered_.matrix);
+    const MatrixGrid* grid = result_ && view ? &result_->grid(*view) : nullptr;
+    hovered_ = grid && !grid->empty() ? grid->readout(hovered_.row, hovered_.col) : CellReadout{};
+    emit hoverChanged();
+  }
   emit resultChanged();
 }
 
@@ -489,14 +458,14 @@ QString SessionContext::stamp() const {
                   QString::fromStdString(r.case_path))
              .arg(r.request.batch)
              .arg(r.request.head)
-             .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode))
+             .arg(QString::fromLatin1(precision_name(r.precision)), modeName(r.request.mode()))
              .arg(r.scale, 0, 'g', 8)
-             .arg(maskFillName(r.request.settings.mask_fill.value_or(MaskFill::neg_inf))) +
+             .arg(maskFillName(r.request.run.mask_fill.value_or(MaskFill::neg_inf))) +
          QStringLiteral(" · clip %1")
-             .arg(r.request.clip_norm
+             .arg(r.request.run.clip_norm
                       ? QStringLiteral("%1 per %2")
-                            .arg(*r.request.clip_norm, 0, 'g', 6)
-                            .arg(QLatin1String(clip_scope_name(r.request.clip_scope)))
+                            .arg(*r.request.run.clip_norm, 0, 'g', 6)
+                            .arg(QLatin1String(clip_scope_name(r.request.run.clip_scope)))
                       : QStringLiteral("off")) +
          (r.backend == "cpu"
               ? QString()

@@ -22,21 +22,10 @@
 #include "core/io/case_cache.h"
 #include "core/io/hdf5_dump.h"
 #include "core/replay.h"
+#include "core/run_choice.h"
 #include "core/view/head_compute.h"
 
 namespace attnscope {
-
-// What-if settings of the controls (DESIGN §5). Absent scale / precision / mode / mask fill:
-// the recorded run's (core/replay.h), so a case opens replaying what ran.
-struct ComputeSettings {
-  std::optional<double> scale;
-  std::optional<Precision> precision;
-  std::optional<Mode> mode;
-  std::optional<MaskFill> maskFill;
-  std::string backend;             // registry variant for O / gradients; empty = own CPU kernel
-  std::optional<double> clipNorm;  // clip_grad_norm_(max_norm) over the clipScope's gradients
-  ClipScope clipScope = ClipScope::whole_case;
-};
 
 // The backward stepper's current step (DESIGN §6), highlighted on every heatmap: the query rows
 // x keys of `window`; a step over all tiles spans everything.
@@ -136,7 +125,9 @@ class SessionContext : public QObject {
   int64_t batch() const { return batch_; }
   int64_t head() const { return head_; }
 
-  const ComputeSettings& settings() const { return settings_; }
+  // What the controls chose to run (core/run_choice.h; at most one mode). Left empty it
+  // replays the recorded run (core/replay.h), so a case opens replaying what ran.
+  const RunChoice& choice() const { return choice_; }
   void setScale(std::optional<double> scale);
   void setPrecision(std::optional<Precision> precision);
   void setMode(std::optional<Mode> mode);
@@ -160,12 +151,14 @@ class SessionContext : public QObject {
   MaskFill effectiveMaskFill() const;
   // What the selected case's recorded run did (the defaults above); none without a case.
   std::optional<Replay> replay() const;
-  // The settings in effect that differ from the recorded run, one phrase each ("precision fp32
-  // (recorded fp16)", "clip 1"); empty when the compute replays what ran. A mode is a what-if
-  // only when the dump names its backend (else fused and unfused are both candidates).
+  // The choice resolved against the selected case's recorded run (resolve(): the what-ifs and
+  // judged_under that `attnscope-cli scan` prints for the same choice); nullopt without a case.
+  std::optional<ResolvedRun> resolved() const;
+  // resolved()'s what-ifs, one phrase each ("precision fp32 (recorded fp16)", "clip 1");
+  // empty when the compute replays what ran.
   QStringList whatIfs() const;
-  // The settings less their what-ifs (choices that agree with the recorded run stay).
-  ComputeSettings settingsWithoutWhatIfs() const;
+  // The choice less its what-ifs (choices that agree with the recorded run stay).
+  RunChoice choiceWithoutWhatIfs() const;
   // Forgets every what-if: scale, precision, mode, mask fill, backend and clip as recorded.
   void resetToRecorded();
   // The user asked to keep the what-ifs with the dump's view state (its sidecar); off, the
@@ -208,12 +201,13 @@ class SessionContext : public QObject {
   // whole matrix).
   void reportZoom(HeadView view, const std::optional<MatrixWindow>& window);
   // The colour choices of each tab; set by the heatmaps when the user changes them, or by the
-  // view state restored from a sidecar (the heatmaps then apply them).
+  // view state restored from a sidecar (the heatmaps then apply them). A range set by hand
+  // is dropped when another case is shown.
   const HeatmapColours& colours(HeadView view) const;
   void setColours(HeadView view, const HeatmapColours& colours);
   // The shared annotation state: what each view draws and the user's edits of it.
   AnnotationBoard* annotations() const { return annotations_; }
-  // Selects (batch, head) and asks the row plots to show `series` (their dock raised).
+  // Selects (batch, head) and asks the row plots to show `series` (their page in front).
   void showRowSeries(int64_t batch, int64_t head, RowSeriesKind series);
 
   // "file · case · b0 h3 · fp16 unfused · scale 0.125 · mask -inf · clip off" (plus
@@ -242,20 +236,14 @@ class SessionContext : public QObject {
   void errorRaised(const QString& title, const QString& message, const QString& hint);
 
  private:
-  // Which settings are what-ifs (see whatIfs()).
-  struct WhatIfFields {
-    bool scale = false, precision = false, mode = false, maskFill = false, backend = false,
-         clip = false;
-  };
-  WhatIfFields whatIfFields() const;
   void rememberRecent(const QString& path);
-  void changeSettings(const ComputeSettings& next);
+  void changeChoice(const RunChoice& next);
 
   std::vector<OpenDump> files_;
   int fileIndex_ = -1;
   QString casePath_;
   int64_t batch_ = 0, head_ = 0;
-  ComputeSettings settings_;
+  RunChoice choice_;
   MatrixWindow window_;
   QSize pixels_{512, 512};
   std::shared_ptr<const HeadResult> result_;

@@ -30,9 +30,9 @@ QString countsText(const CellCounts& c) {
 
 std::string requestKey(const std::string& file, const std::string& casePath, const HeadRequest& r) {
   return file + "|" + casePath + "|" + std::to_string(r.batch) + "|" + std::to_string(r.head) +
-         "|" + std::to_string(static_cast<int>(*r.settings.precision)) + "|" +
-         (r.settings.scale ? std::to_string(*r.settings.scale) : std::string("default")) + "|" +
-         std::to_string(fill_key(r.settings.mask_fill));
+         "|" + std::to_string(static_cast<int>(*r.run.precision)) + "|" +
+         (r.run.scale ? std::to_string(*r.run.scale) : std::string("default")) + "|" +
+         std::to_string(fill_key(r.run.mask_fill));
 }
 
 }  // namespace
@@ -89,6 +89,7 @@ void StepperController::restart() {
 
 void StepperController::clearSnapshot() {
   runner_->cancel();
+  submittedKey_.clear();
   snapshot_.reset();
   eagerText_.clear();
   pendingEager_.reset();
@@ -104,7 +105,7 @@ void StepperController::walkEager(int stage, bool toNonfinite) {
   const auto r = context_->result();
   const bool shown = r && r->case_path == context_->casePath().toStdString() &&
                      r->request.batch == context_->batch() && r->request.head == context_->head() &&
-                     r->request.mode == Mode::unfused && r->gradients;
+                     r->request.mode() == Mode::unfused && r->gradients;
   const bool scores = shown && std::all_of(std::begin(kScoreViews), std::end(kScoreViews),
                                            [&](HeadView v) { return !r->grid(v).empty(); });
   if (!scores) {
@@ -175,6 +176,14 @@ void StepperController::onInputsChanged() {
     return;
   }
   eagerText_.clear();
+  // Inputs the stepper does not read (score tabs, reference) changed: its job or snapshot stands.
+  const std::optional<HeadRequest> request = context_->currentRequest();
+  const std::shared_ptr<CaseCache> cases = context_->cases();
+  if (request && cases &&
+      requestKey(cases->reader()->path(), context_->casePath().toStdString(), *request) ==
+          submittedKey_) {
+    return;
+  }
   submit(Op::seek, target_);  // same position, new inputs
 }
 
@@ -188,6 +197,7 @@ void StepperController::submit(Op op, int64_t position) {
   auto holder = holder_;
   const HeadRequest req = *request;
   const std::string file = cases->reader()->path();
+  submittedKey_ = requestKey(file, casePath, req);
   auto job = [holder, cases, casePath, file, req, op, position](
                  const TaskControl& control,
                  QString* error) -> std::shared_ptr<const StepperSnapshot> {
@@ -208,7 +218,7 @@ void StepperController::submit(Op op, int64_t position) {
         holder->data = std::move(data).value();
       }
       Result<std::unique_ptr<StepperSession>> made =
-          StepperSession::create(*holder->data, req.settings, b, h, req.threads);
+          StepperSession::create(*holder->data, req.run, b, h, req.threads);
       if (!made) {
         *error = QString::fromStdString(made.error().describe());
         return nullptr;
@@ -240,26 +250,31 @@ void StepperController::submit(Op op, int64_t position) {
     snap.searched_to_end = !snap.found;
     return std::make_shared<const StepperSnapshot>(std::move(snap));
   };
-  runner_->submit<StepperSnapshot>(job, [this](std::shared_ptr<const StepperSnapshot> result) {
-    snapshot_ = std::move(result);
-    target_ = snapshot_->position;
-    eagerText_.clear();
-    // Run to non-finite stopped in another head: the view follows it there (its session is
-    // the one kept, so the seek this causes costs nothing).
-    following_ = true;  // the snapshot is of that head already: no seek there
-    if (snapshot_->batch != context_->batch()) context_->setBatch(snapshot_->batch);
-    if (snapshot_->head != context_->head()) context_->setHead(snapshot_->head);
-    following_ = false;
-    const StepInfo& s = snapshot_->step;
-    StepTile tile;
-    tile.valid = s.index >= 0;
-    tile.stage = QString::fromLatin1(step_stage_name(s.stage));
-    tile.qTile = s.q_tile;
-    tile.kvTile = s.kv_tile;
-    tile.window = s.window;
-    context_->setStepTile(tile);
-    emit snapshotChanged();
-  });
+  runner_->submit<StepperSnapshot>(
+      job, [this, file, casePath, req](std::shared_ptr<const StepperSnapshot> result) {
+        snapshot_ = std::move(result);
+        HeadRequest shown = req;
+        shown.batch = snapshot_->batch;
+        shown.head = snapshot_->head;
+        submittedKey_ = requestKey(file, casePath, shown);
+        target_ = snapshot_->position;
+        eagerText_.clear();
+        // Run to non-finite stopped in another head: the view follows it there (its session is
+        // the one kept, so the seek this causes costs nothing).
+        following_ = true;  // the snapshot is of that head already: no seek there
+        if (snapshot_->batch != context_->batch()) context_->setBatch(snapshot_->batch);
+        if (snapshot_->head != context_->head()) context_->setHead(snapshot_->head);
+        following_ = false;
+        const StepInfo& s = snapshot_->step;
+        StepTile tile;
+        tile.valid = s.index >= 0;
+        tile.stage = QString::fromLatin1(step_stage_name(s.stage));
+        tile.qTile = s.q_tile;
+        tile.kvTile = s.kv_tile;
+        tile.window = s.window;
+        context_->setStepTile(tile);
+        emit snapshotChanged();
+      });
 }
 
 }  // namespace attnscope

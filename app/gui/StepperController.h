@@ -69,7 +69,8 @@ class StepperController : public QObject {
   int64_t target_ = 0;
   bool active_ = false;  // a step was requested since the last restart
   QString eagerText_;
-  bool following_ = false;  // the view is being moved to the head a snapshot stopped in
+  std::string submittedKey_;  // the inputs of the last job submitted (requestKey)
+  bool following_ = false;    // the view is being moved to the head a snapshot stopped in
   // The stage walk waits for the head's result: whether it runs to a non-finite stage then.
   std::optional<bool> pendingEager_;
   QString caseKey_;                       // "file|case" the position belongs to

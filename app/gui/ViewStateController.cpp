@@ -31,18 +31,18 @@ std::optional<double> positiveNumber(const QJsonValue& value) {
   return std::isfinite(x) && x > 0 ? std::optional<double>(x) : std::nullopt;
 }
 
-QJsonObject settingsJson(const ComputeSettings& s) {
+QJsonObject settingsJson(const RunChoice& s) {
   // Absent mode / mask fill replay the recording.
   QJsonObject json;
-  if (s.mode) json[QStringLiteral("mode")] = modeName(*s.mode);
-  if (s.maskFill) json[QStringLiteral("mask_fill")] = maskFillName(*s.maskFill);
+  if (s.mode()) json[QStringLiteral("mode")] = modeName(*s.mode());
+  if (s.mask_fill) json[QStringLiteral("mask_fill")] = maskFillName(*s.mask_fill);
   if (s.precision) {
     json[QStringLiteral("precision")] = QString::fromLatin1(precision_name(*s.precision));
   }
   if (s.scale) json[QStringLiteral("scale")] = *s.scale;
-  if (s.clipNorm) {
-    json[QStringLiteral("clip_norm")] = *s.clipNorm;
-    json[QStringLiteral("clip_scope")] = QLatin1String(clip_scope_name(s.clipScope));
+  if (s.clip_norm) {
+    json[QStringLiteral("clip_norm")] = *s.clip_norm;
+    json[QStringLiteral("clip_scope")] = QLatin1String(clip_scope_name(s.clip_scope));
   }
   if (!s.backend.empty()) json[QStringLiteral("backend")] = QString::fromStdString(s.backend);
   return json;
@@ -114,8 +114,16 @@ void ViewStateController::onCaseChanged() {
   SessionFile* s = annotations_->currentSession();
   if (s == nullptr) return;
   restoring_ = true;
-  if (!restoredDumps_.contains(s->dump())) {
-    restoredDumps_.insert(s->dump());
+  // What-ifs belong to their dump (a run folder's ranks share them): another dump starts from
+  // its recorded run, or from what its session keeps.
+  const OpenDump& file = context_->file(context_->fileIndex());
+  const QString owner = file.run.folder.isEmpty() ? s->dump() : file.run.folder;
+  if (owner != shownDump_) {
+    // What-ifs chosen while another dump was shown do not carry over (those chosen before the
+    // first dump opened apply to it).
+    if (!shownDump_.isEmpty()) context_->resetToRecorded();
+    shownDump_ = owner;
+    context_->setWhatIfsKept(false);
     if (!s->settings.isEmpty()) {
       restoreSettings(s->settings);
       // What-ifs in the sidecar were kept by the user: they stay kept.
@@ -229,8 +237,8 @@ void ViewStateController::capture(SessionFile* s) {
   s->lastCase = context_->casePath();
   // What-ifs go into the sidecar only when the user keeps them (the what-if banner); choices
   // that agree with the recorded run (a mode when the dump does not name its backend) always.
-  s->settings = settingsJson(context_->whatIfsKept() ? context_->settings()
-                                                     : context_->settingsWithoutWhatIfs());
+  s->settings =
+      settingsJson(context_->whatIfsKept() ? context_->choice() : context_->choiceWithoutWhatIfs());
   CaseSession& c = s->cases[context_->casePath()];
   c.batch = context_->batch();
   c.head = context_->head();

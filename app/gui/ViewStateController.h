@@ -6,7 +6,8 @@
 // saved for every opened dump: when it changes (debounced; at once when the sidecar already
 // exists) and when the window closes. ATTNSCOPE_SESSION_AUTOSAVE=0 in the environment, or Qt's
 // test mode (QStandardPaths::setTestModeEnabled), limits that to dumps that have a sidecar.
-// It is restored when a dump, then each case, is first shown; a tab's zoom when the tab is.
+// It is restored when a dump is shown (its settings: what-ifs never carry over from another
+// dump), then when each case is first shown; a tab's zoom when the tab is.
 #pragma once
 
 #include <QJsonObject>
@@ -56,7 +57,7 @@ class ViewStateController : public QObject {
 
   SessionContext* context_;
   AnnotationController* annotations_;
-  QSet<QString> restoredDumps_;  // dumps whose settings were applied
+  QString shownDump_;  // the dump (or run folder) of the case shown last: whose settings apply
   QSet<QString> restoredCases_;  // "dump|case" whose view state was applied
   bool restoring_ = false;
   bool autosave_ = true;

@@ -38,8 +38,7 @@ QString exactText(double v) {
 
 ControlsPanel::ControlsPanel(SessionContext* context, AnalysisController* analysis, QWidget* parent)
     : QWidget(parent), context_(context), analysis_(analysis) {
-  caseLabel_ = new QLabel(tr("no case selected"), this);
-  caseLabel_->setWordWrap(true);
+  caseLabel_ = new QLabel(tr("no case selected\n"), this);  // two lines, as with a case
   auto* scaleBox = new QWidget(this);
   buildScaleRow(scaleBox);
 
@@ -86,22 +85,39 @@ ControlsPanel::ControlsPanel(SessionContext* context, AnalysisController* analys
   // Long entries (backend names) elide in the closed box instead of widening the dock.
   for (QComboBox* box : {precision_, mode_, maskFill_, backend_}) {
     box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    box->setMinimumContentsLength(12);
+    box->setMinimumContentsLength(8);
   }
+  // Batch and head side by side: the controls fit a laptop's side column without scrolling.
+  auto* place = new QWidget(this);
+  auto* placeRow = new QHBoxLayout(place);
+  placeRow->setContentsMargins(0, 0, 0, 0);
+  placeRow->addWidget(batch_, 1);
+  placeRow->addWidget(new QLabel(tr("head"), place));
+  placeRow->addWidget(head_, 1);
   auto* form = new QFormLayout;
+  form->setVerticalSpacing(3);
   form->addRow(tr("scale"), scaleBox);
   form->addRow(tr("precision"), precision_);
   form->addRow(tr("mode"), mode_);
   form->addRow(tr("mask fill"), maskFill_);
   form->addRow(tr("backend"), backend_);
   form->addRow(tr("clip norm"), clipBox);
-  form->addRow(tr("batch"), batch_);
-  form->addRow(tr("head"), head_);
+  form->addRow(tr("batch"), place);
   auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(4, 4, 4, 4);
+  layout->setContentsMargins(4, 2, 4, 2);
+  layout->setSpacing(3);
   layout->addWidget(caseLabel_);
   layout->addLayout(form);
   layout->addStretch(1);
+
+  // The notes are placed by the window above the pages, where a paragraph fits.
+  notes_ = new QWidget(this);
+  notes_->setObjectName(QStringLiteral("controlNotes"));
+  auto* notesLayout = new QVBoxLayout(notes_);
+  notesLayout->setContentsMargins(4, 0, 4, 0);
+  notesLayout->setSpacing(0);
+  notesLayout->addWidget(scaleNote_);
+  notesLayout->addWidget(clipReport_);
 
   connect(precision_, &QComboBox::activated, this, [this](int index) {
     const int p = precision_->itemData(index).toInt();
@@ -149,18 +165,16 @@ void ControlsPanel::buildClipRow(QWidget* box) {
   auto* validator = new QDoubleValidator(clipEdit_);
   validator->setBottom(0);
   clipEdit_->setValidator(validator);
-  clipReport_ = new QLabel(box);
+  clipReport_ = new QLabel(this);
   clipReport_->setObjectName(QStringLiteral("clipReport"));
   clipReport_->setWordWrap(true);
   clipReport_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* row = new QHBoxLayout;
+  clipReport_->setVisible(false);
+  auto* row = new QHBoxLayout(box);
+  row->setContentsMargins(0, 0, 0, 0);
   row->addWidget(clipOn_);
   row->addWidget(clipEdit_, 1);
   row->addWidget(clipScope_);
-  auto* layout = new QVBoxLayout(box);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->addLayout(row);
-  layout->addWidget(clipReport_);
   connect(clipOn_, &QCheckBox::toggled, this, &ControlsPanel::commitClip);
   connect(clipEdit_, &QLineEdit::editingFinished, this, &ControlsPanel::commitClip);
   connect(clipScope_, &QComboBox::activated, this, [this](int index) {
@@ -182,8 +196,9 @@ void ControlsPanel::commitClip() {
 
 void ControlsPanel::showClipReport() {
   const auto r = context_->result();
+  clipReport_->setVisible(r && r->clip);
   if (!r || !r->clip) {
-    clipReport_->setText(r ? tr("off") : QString());
+    clipReport_->clear();
     return;
   }
   const ClipResult& c = *r->clip;
@@ -198,14 +213,14 @@ void ControlsPanel::showClipReport() {
   const CaseInfo* info = context_->caseInfo();
   const int64_t group = info != nullptr ? info->dims.heads / info->dims.kv_heads : 1;
   const QString over =
-      r->request.clip_scope == ClipScope::whole_case
+      r->request.run.clip_scope == ClipScope::whole_case
           ? tr("case")
           : tr("kv head %1 of batch %2").arg(r->request.head / group).arg(r->request.batch);
   QString text =
-      tr("%1: total norm %2 · coef %3\nbefore: %4\nafter: %5")
+      tr("clip %1: total norm %2 · coef %3 · before: %4 · after: %5")
           .arg(over, QString::number(c.total_norm, 'g', 6), QString::number(c.coef, 'g', 6),
                norms(c.norms_before), norms(c.norms_after));
-  if (c.nonfinite_total) text += tr("\nnon-finite total norm: every clipped gradient is NaN");
+  if (c.nonfinite_total) text += tr(" · non-finite total norm: every clipped gradient is NaN");
   clipReport_->setText(text);
 }
 
@@ -240,20 +255,22 @@ void ControlsPanel::buildScaleRow(QWidget* box) {
   reset_->setText(tr("reset"));
   reset_->setToolTip(tr("Back to the case's scale (attribute, else 1/sqrt(D))"));
   defaultLabel_ = new QLabel(box);
-  scaleNote_ = new QLabel(box);
+  scaleNote_ = new QLabel(this);
   scaleNote_->setObjectName(QStringLiteral("scaleNote"));
   scaleNote_->setWordWrap(true);
   scaleNote_->setStyleSheet(QStringLiteral("color: #b45309;"));
   scaleNote_->setVisible(false);
   auto* row = new QHBoxLayout;
-  row->addWidget(scaleEdit_, 1);
+  row->addWidget(slider_, 1);
+  row->addWidget(scaleEdit_);
   row->addWidget(reset_);
+  scaleEdit_->setMaximumWidth(
+      scaleEdit_->fontMetrics().horizontalAdvance(QStringLiteral("0.0883883476")));
   auto* layout = new QVBoxLayout(box);
   layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(slider_);
+  layout->setSpacing(0);
   layout->addLayout(row);
   layout->addWidget(defaultLabel_);
-  layout->addWidget(scaleNote_);
 
   connect(slider_, &QSlider::valueChanged, this,
           [this](int position) { context_->setScale(sliderToScale(position)); });
@@ -288,14 +305,13 @@ void ControlsPanel::onCaseChanged() {
   if (c != nullptr) {
     const CaseDims& d = c->dims;
     const Replay replay = replay_of(c->config, c->has("dropout_mask"));
-    caseLabel_->setText(QStringLiteral("%1\nB=%2 H=%3 Hk=%4 Sq=%5 Sk=%6 D=%7 · %8")
-                            .arg(context_->casePath())
+    caseLabel_->setText(QStringLiteral("B=%1 H=%2 Hk=%3 D=%4\nSq=%5 Sk=%6 · %7")
                             .arg(d.batch)
                             .arg(d.heads)
                             .arg(d.kv_heads)
+                            .arg(d.head_dim)
                             .arg(d.seqlen_q)
                             .arg(d.seqlen_k)
-                            .arg(d.head_dim)
                             .arg(QString::fromStdString(c->config.dtype)));
     caseLabel_->setToolTip(
         tr("recorded run, replayed by default: %1").arg(QString::fromStdString(replay.text)));
@@ -304,8 +320,14 @@ void ControlsPanel::onCaseChanged() {
     head_->setRange(0, static_cast<int>(d.heads - 1));
     precision_->setItemText(
         0, tr("as recorded (%1)").arg(QString::fromLatin1(precision_name(replay.precision))));
+    // A dump that does not name its backend may have run either kernel: the findings judge
+    // both (as `scan` does), the heatmaps show the first.
     mode_->setItemText(
-        0, tr("as recorded (%1)").arg(replay.upcast ? tr("upcast") : modeName(replay.modes[0])));
+        0,
+        replay.modes.size() > 1
+            ? tr("as recorded (%1 or %2; %1 shown)")
+                  .arg(modeName(replay.modes[0]), modeName(replay.modes[1]))
+            : tr("as recorded (%1)").arg(replay.upcast ? tr("upcast") : modeName(replay.modes[0])));
     maskFill_->setItemText(0, tr("as recorded (%1)").arg(maskFillName(replay.mask_fill)));
   }
   updateBackends();
@@ -362,7 +384,7 @@ void ControlsPanel::updateBackends() {
 }
 
 void ControlsPanel::showSettings() {
-  const ComputeSettings& s = context_->settings();
+  const RunChoice& s = context_->choice();
   const QSignalBlocker b1(slider_), b2(precision_), b3(mode_), b4(maskFill_), b5(batch_), b6(head_);
   slider_->setValue(scaleToSlider(context_->effectiveScale()));
   scaleEdit_->setText(exactText(context_->effectiveScale()));
@@ -372,13 +394,13 @@ void ControlsPanel::showSettings() {
   reset_->setEnabled(s.scale.has_value());
   precision_->setCurrentIndex(s.precision ? precision_->findData(static_cast<int>(*s.precision))
                                           : 0);
-  mode_->setCurrentIndex(s.mode ? mode_->findData(static_cast<int>(*s.mode)) : 0);
-  maskFill_->setCurrentIndex(s.maskFill ? maskFill_->findData(static_cast<int>(*s.maskFill)) : 0);
+  mode_->setCurrentIndex(s.mode() ? mode_->findData(static_cast<int>(*s.mode())) : 0);
+  maskFill_->setCurrentIndex(s.mask_fill ? maskFill_->findData(static_cast<int>(*s.mask_fill)) : 0);
   backend_->setCurrentIndex(std::max(0, backend_->findData(QString::fromStdString(s.backend))));
   const QSignalBlocker b7(clipOn_), b8(clipScope_);
-  clipOn_->setChecked(s.clipNorm.has_value());
-  clipScope_->setCurrentIndex(clipScope_->findData(static_cast<int>(s.clipScope)));
-  if (s.clipNorm) clipEdit_->setText(exactText(*s.clipNorm));
+  clipOn_->setChecked(s.clip_norm.has_value());
+  clipScope_->setCurrentIndex(clipScope_->findData(static_cast<int>(s.clip_scope)));
+  if (s.clip_norm) clipEdit_->setText(exactText(*s.clip_norm));
   batch_->setValue(static_cast<int>(context_->batch()));
   head_->setValue(static_cast<int>(context_->head()));
 }

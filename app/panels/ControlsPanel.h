@@ -1,9 +1,10 @@
 // Controls dock (DESIGN §5): softmax scale as a log slider plus an exact entry and a reset to
 // the case's default, precision, mode (fused / unfused), mask fill policy, backend (from the
 // kernel registry; those that cannot run the case are greyed out with the reason), gradient
-// clip norm (off or a value, with the total norm, coefficient and
-// norms before / after of the result), batch and head. Every change goes into the
-// SessionContext, which triggers the background recompute.
+// clip norm, batch and head, compact enough for a laptop's side column. Its notes (why no scale
+// helps; the clip's total norm, coefficient and norms before / after) sit in notes(), which the
+// window places above the pages. Every change goes into the SessionContext, which triggers the
+// background recompute.
 #pragma once
 
 #include <QWidget>
@@ -32,8 +33,9 @@ class ControlsPanel : public QWidget {
 
   QSlider* scaleSlider() const { return slider_; }
   QLineEdit* scaleEdit() const { return scaleEdit_; }
-  // Under the scale slider: why no scale helps (unfused fp16 with Q K^T beyond 65504); hidden
-  // otherwise.
+  // The notes below, one paragraph each, hidden when they have nothing to say.
+  QWidget* notes() const { return notes_; }
+  // Why no scale helps (unfused fp16 with Q K^T beyond 65504).
   QLabel* scaleNote() const { return scaleNote_; }
   QComboBox* precisionBox() const { return precision_; }
   QComboBox* modeBox() const { return mode_; }
@@ -42,6 +44,7 @@ class ControlsPanel : public QWidget {
   QCheckBox* clipBox() const { return clipOn_; }
   QLineEdit* clipEdit() const { return clipEdit_; }
   QComboBox* clipScopeBox() const { return clipScope_; }
+  // The clip of the shown result: total norm, coefficient, norms before / after.
   QLabel* clipReport() const { return clipReport_; }
   QSpinBox* batchBox() const { return batch_; }
   QSpinBox* headBox() const { return head_; }
@@ -81,7 +84,8 @@ class ControlsPanel : public QWidget {
   QLabel* clipReport_ = nullptr;
   QSpinBox* batch_ = nullptr;
   QSpinBox* head_ = nullptr;
-  QLabel* caseLabel_ = nullptr;
+  QLabel* caseLabel_ = nullptr;  // the case's dimensions and dtype
+  QWidget* notes_ = nullptr;
 };
 
 }  // namespace attnscope

@@ -8,7 +8,7 @@
 
 #include "app/export/HeadRowSeries.h"
 #include "app/gui/SessionContext.h"
-#include "app/panels/DockReveal.h"
+#include "app/panels/PanelReveal.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/RowPlotView.h"
 
@@ -57,7 +57,7 @@ void RowPlotPanel::showSeries(Series series) {
 
 void RowPlotPanel::reveal(Series series) {
   showSeries(series);
-  revealDock(this);
+  revealPanel(this);
 }
 
 QString RowPlotPanel::viewName() const {

@@ -50,8 +50,18 @@ QString WhatIfBanner::text() const {
 void WhatIfBanner::refresh() {
   const QStringList differences = context_->whatIfs();
   setVisible(!differences.isEmpty());
-  label_->setText(tr("What-if: %1. Findings are judged under these settings, not the recorded run.")
-                      .arg(differences.join(QStringLiteral(" · "))));
+  // The words the findings header and `attnscope-cli scan` use: resolve()'s what-ifs.
+  const std::optional<ResolvedRun> run = context_->resolved();
+  QString text = tr("What-if: %1.").arg(differences.join(QStringLiteral(" · ")));
+  if (run && run->runs_differ()) {
+    text += tr(" The kernels and the findings run these settings, not the recorded run.");
+  }
+  if (run && !run->backend.empty()) {
+    text +=
+        tr(" The backend computes the heatmaps' O and gradients; the findings replay "
+           "attnscope's kernels.");
+  }
+  label_->setText(text);
   label_->setToolTip(label_->text());
   const QSignalBlocker block(keep_);
   keep_->setChecked(context_->whatIfsKept());

@@ -6,7 +6,7 @@
 namespace attnscope {
 
 QList<QPair<QString, QString>> FigureStamp::fields() const {
-  return {
+  QList<QPair<QString, QString>> pairs{
       {QStringLiteral("view"), view},
       {QStringLiteral("file"), file},
       {QStringLiteral("case"), casePath},
@@ -18,6 +18,9 @@ QList<QPair<QString, QString>> FigureStamp::fields() const {
       {QStringLiteral("clip"), clip},
       {QStringLiteral("mask fill"), maskFill},
   };
+  if (!findings.isEmpty())
+    pairs.append({QStringLiteral("findings"), findings.join(QStringLiteral("; "))});
+  return pairs;
 }
 
 QString FigureStamp::firstLine() const {

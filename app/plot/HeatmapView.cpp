@@ -11,9 +11,11 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include "app/plot/IndexTicker.h"
 
 #include "app/plot/HeatmapImage.h"
 #include "app/plot/HeatmapLayers.h"
+#include "app/plot/IndexTicker.h"
 #include "app/plot/PlotExport.h"
 #include "app/plot/RangeHistogram.h"
 
@@ -31,14 +33,6 @@ int64_t firstElement(double lower, int64_t size) {
 }
 int64_t endElement(double upper, int64_t size) {
   return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(upper + 0.5)), 1, size);
-}
-
-// Integer ticks of an index map: 1, 2, 5, 10... apart when dense.
-QSharedPointer<QCPAxisTicker> indexTicker() {
-  QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
-  ticker->setTickStep(1.0);
-  ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-  return ticker;
 }
 
 }  // namespace

@@ -15,8 +15,9 @@ namespace attnscope {
 namespace {
 
 constexpr double kPngScale = 2.0;
-constexpr int kScreenDpi = 96;  // figures keep the on-screen proportions of text and lines
-constexpr int kFooterPx = 34;   // two lines of 8 pt text
+constexpr int kScreenDpi = 96;      // figures keep the on-screen proportions of text and lines
+constexpr int kFooterPx = 34;       // two lines of 8 pt text
+constexpr int kCaptionLinePx = 13;  // one more line of 8 pt text per finding
 const QSize kFallbackSize(900, 700);
 
 QSize plotSize(QCustomPlot* plot) {
@@ -34,6 +35,15 @@ void paintFigure(QCPPainter& painter, QCustomPlot* plot, QSize size, const Figur
   const QRect band(6, size.height() + 2, size.width() - 12, kFooterPx - 4);
   painter.drawText(band, Qt::AlignLeft | Qt::AlignTop,
                    stamp.firstLine() + QLatin1Char('\n') + stamp.secondLine());
+  // The caption: one finding a line, elided to the figure's width (whole in the metadata).
+  const QFontMetrics metrics(font, painter.device());
+  int y = size.height() + kFooterPx;
+  for (const QString& line : stamp.findings) {
+    const QRect row(6, y, size.width() - 12, kCaptionLinePx);
+    painter.drawText(row, Qt::AlignLeft | Qt::AlignTop,
+                     metrics.elidedText(line, Qt::ElideRight, row.width()));
+    y += kCaptionLinePx;
+  }
 }
 
 QByteArray xmpPacket(const FigureStamp& stamp) {
@@ -129,7 +139,7 @@ QStringList exportFormats() {
 }
 
 int stampFooterHeight(const FigureStamp& stamp) {
-  return stamp.empty() ? 0 : kFooterPx;
+  return stamp.empty() ? 0 : kFooterPx + kCaptionLinePx * static_cast<int>(stamp.findings.size());
 }
 
 QSize figureSize(QCustomPlot* plot, const FigureStamp& stamp) {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "app/plot/Colormaps.h"
+#include "app/plot/IndexTicker.h"
 #include "app/plot/PlotExport.h"
 
 namespace attnscope {
@@ -55,7 +56,7 @@ void RowPlotView::setXAxis(const QString& label, const std::vector<double>& posi
   if (logScale) {
     plot_->xAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
   } else {
-    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    plot_->xAxis->setTicker(indexTicker());  // row or step indices
   }
 }
 

@@ -81,7 +81,7 @@ MatrixRow judge(MatrixRow row, const VariantOutputs& out, const Reference64& ref
 }  // namespace
 
 Result<BackendMatrix> backend_matrix(const CaseData& data, const MatrixSettings& settings) {
-  RunSettings run = settings.run;
+  RunChoice run = settings.run;
   run.precision = Precision::f64;
   Result<CaseInputs> made = make_case_inputs(data, run);
   if (!made) return made.error();

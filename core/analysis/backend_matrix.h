@@ -17,7 +17,7 @@
 namespace attnscope {
 
 struct MatrixSettings {
-  RunSettings run;  // scale and mask fill; the precision is swept
+  RunChoice run;  // its scale and mask fill; the precision is swept
   std::vector<Precision> precisions = {Precision::f64, Precision::f32, Precision::f16,
                                        Precision::bf16};
   // The registry's materialising "reference" variant runs only up to this B * H * Sq * Sk.

@@ -214,61 +214,27 @@ const ModeRun* CaseAnalysis::run(Mode mode) const {
   return nullptr;
 }
 
-namespace {
-
-// The settings that differ from the replay, as "precision fp16, mask fill -1e9"; empty when
-// the analysis replays the recorded run.
-std::string what_if_text(const CaseData& data, const AnalysisSettings& s, const Replay& replay,
-                         const AttnParams& p) {
-  std::vector<std::string> parts;
-  if (s.run.precision && *s.run.precision != replay.precision) {
-    parts.push_back(std::string("precision ") + precision_name(*s.run.precision));
-  }
-  if (s.run.mask_fill && *s.run.mask_fill != replay.mask_fill) {
-    parts.push_back(std::string("mask fill ") + mask_fill_name(*s.run.mask_fill));
-  }
-  if (s.run.scale) {
-    const Result<double> recorded = resolve_scale(data, RunSettings{});
-    if (!recorded || *recorded != p.scale) parts.push_back("scale " + num(p.scale));
-  }
-  // A mode is a what-if when the recorded run cannot have used it (an unknown backend may
-  // have been fused or eager).
-  const bool other_mode = std::any_of(s.modes.begin(), s.modes.end(),
-                                      [&](Mode m) {
-                                        return std::find(replay.modes.begin(), replay.modes.end(),
-                                                         m) == replay.modes.end();
-                                      }) ||
-                          (!s.modes.empty() && s.upcast != replay.upcast);
-  if (other_mode) {
-    std::vector<std::string> names;
-    for (Mode m : s.modes) names.push_back(m == Mode::fused && s.upcast ? "upcast" : mode_name(m));
-    parts.push_back("mode " + modes_text(names, ""));
-  }
-  std::string out;
-  for (const std::string& part : parts) out += (out.empty() ? "" : ", ") + part;
-  return out;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& settings) {
   const Replay replay = replay_of(data.info.config, data.find("dropout_mask") != nullptr);
-  const std::vector<Mode> modes = settings.modes.empty() ? replay.modes : settings.modes;
-  const bool upcast = settings.modes.empty() ? replay.upcast : settings.upcast;
+  const ResolvedRun run =
+      resolve(settings.run, replay, data.info.config.effective_scale(data.info.dims.head_dim));
+  const std::vector<Mode>& modes = run.modes;
+  const bool upcast = run.upcast;
   const bool recorded = settings.recorded_check &&
                         std::any_of(std::begin(kRecordedNames), std::end(kRecordedNames),
                                     [&](const char* n) { return data.find(n) != nullptr; });
   Result<CaseInputs> made = make_case_inputs(data, settings.run);
   if (!made) return made.error();
   CaseInputs& in = *made;
-  const std::string what_if = what_if_text(data, settings, replay, in.params);
   // Everything but the fp64 naive backward, checked before any allocation; a what-if with
   // recorded outputs also holds the replay's inputs, two runs and its fp64 reference.
   int64_t extra_elements = 0;
   for (const char* name : {"mask", "bias", "dropout_mask"}) {
     if (const HostTensor* t = data.find(name)) extra_elements += t->numel();
   }
-  const int64_t replay_runs = !what_if.empty() && recorded ? 4 : 0;
+  const int64_t replay_runs = run.runs_differ() && recorded ? 4 : 0;
   const int64_t needed = analysis_bytes(data.info.dims, extra_elements,
                                         static_cast<int64_t>(modes.size()) + replay_runs, recorded);
   if (Status fits = check_memory(data.info.path + ": analysing the case", needed); !fits) {
@@ -284,9 +250,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   a.params.bias = nullptr;
   a.params.dropout_keep = nullptr;
   a.replay = replay;
-  a.what_if = !what_if.empty();
-  a.judged_under = a.what_if ? "what-if: " + what_if + " (recorded: " + replay.text + ")"
-                             : "as recorded (" + replay.text + ")";
+  a.what_if = run.what_if();
+  a.judged_under = run.judged_under;
   const auto stop = [&] {
     a.interrupted = a.interrupted || (settings.cancelled && settings.cancelled());
     return a.interrupted;
@@ -323,7 +288,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
                                settings.cancelled);
   };
   if (settings.precision_check || recorded) {
-    const bool replays = !a.what_if;
+    const bool replays = !run.runs_differ();
     a.reference = reference_of(
         in, (settings.precision_check && within_budget) || (replays && recorded_gradients));
   }
@@ -336,8 +301,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   RecordedReplay rr;
   if (recorded) {
     rr = RecordedReplay{&in, &kin, &*a.reference, nullptr, nullptr, {}};
-    if (a.what_if) {
-      Result<CaseInputs> as_recorded = make_case_inputs(data, RunSettings{});
+    if (run.runs_differ()) {
+      Result<CaseInputs> as_recorded = make_case_inputs(data, RunChoice{});
       if (!as_recorded) return as_recorded.error();
       replay_in.emplace(std::move(*as_recorded));
       replay_kin = KernelInputs{replay_in->q_f32(), replay_in->k_f32(), replay_in->v_f32(),
@@ -345,7 +310,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
       replay_reference = reference_of(*replay_in, recorded_gradients);
       rr = RecordedReplay{&*replay_in, &*replay_kin, &*replay_reference, nullptr, nullptr, {}};
     }
-    find_or_run(rr, replay, a.what_if ? nullptr : &a.runs, settings.threads);
+    find_or_run(rr, replay, run.runs_differ() ? nullptr : &a.runs, settings.threads);
     a.recorded = compare_recordings(data, rr, replay, conventions);
     // A bool mask of the opposite polarity: analysed again with the mask inverted.
     const RecordedComparison* o = comparison_of(a.recorded, "o");
@@ -362,21 +327,22 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     }
   }
   if (stop()) return a;
-  if (settings.clip_norm) {
+  if (run.clip_norm) {
     for (const ModeRun& r : a.runs) {
-      a.clips.push_back(make_clip_report(p, r, *settings.clip_norm, settings.clip_scope));
+      a.clips.push_back(make_clip_report(p, r, *run.clip_norm, run.clip_scope));
     }
   }
 
   const Reference64* reference = a.reference ? &*a.reference : nullptr;
   const AnalysisContext cx{data,       in,      settings, a.runs,       masks,  reference,
-                           a.recorded, a.clips, replay,   rr.reference, rr.run, a.what_if};
+                           a.recorded, a.clips, replay,   rr.reference, rr.run, run.runs_differ()};
   add_input_findings(cx, a.findings);
   a.stats.max_abs_qk = add_score_findings(cx, a.findings);
   add_forward_findings(cx, a.findings);
   add_gradient_findings(cx, a.findings);
   add_precision_findings(cx, a.findings);
-  for (Finding& f : a.findings) f.what_if = a.what_if;
+  // A finding is a what-if when its runs are (a clip or a backend alone leaves them the replay).
+  for (Finding& f : a.findings) f.what_if = run.runs_differ();
   add_recorded_findings(cx, a.findings);  // judged against the replay of the recorded run
   a.findings.insert(a.findings.end(), conventions.begin(), conventions.end());
   add_packed_findings(data, a.findings);

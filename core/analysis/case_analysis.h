@@ -18,23 +18,18 @@
 #include "core/kernel_registry.h"  // mode_name, precision_name
 #include "core/replay.h"
 #include "core/result.h"
+#include "core/run_choice.h"
 #include "kernels/attn_types.h"  // CellCounts, Mode
 #include "kernels/cpu/fused_attention.h"
 
 namespace attnscope {
 
-// Every setting left at its default replays the recorded run (core/replay.h); any other value
-// is a what-if: its findings say so, and the recorded-output check still compares the recorded
-// tensors with the replay of the recorded run, never with the what-if.
+// The run choice (core/run_choice.h) left empty replays the recorded run (core/replay.h); any
+// what-if of it is said by CaseAnalysis::judged_under (resolve()), and the recorded-output check
+// still compares the recorded tensors with the replay of the recorded run, never with the
+// what-if. Its backend is not used: the findings replay attnscope's kernels.
 struct AnalysisSettings {
-  RunSettings run;  // scale / precision / mask fill overrides
-  // Kernel semantics to emulate; empty = the recorded backend's (fused and unfused when the
-  // dump does not name it: the user may have run a fused kernel or eager attention).
-  std::vector<Mode> modes;
-  // With modes set: the fused runs emulate SDPA MATH's upcast (fp32 compute, outputs rounded).
-  bool upcast = false;
-  std::optional<double> clip_norm;  // clip_grad_norm_(max_norm); absent = no clipping
-  ClipScope clip_scope = ClipScope::whole_case;
+  RunChoice run;
   bool recorded_check = true;   // compare recorded o / lse / dq / dk / dv when the case has them
   bool precision_check = true;  // fp64 recomputation for precision_loss
   // fp64 gradients (naive reference per head) only when B * H * Sq * Sk is at most this; the
@@ -108,10 +103,12 @@ struct CaseAnalysis {
   std::string path;
   AttnParams params;  // the run's parameters; mask / bias / dropout pointers are cleared
   Replay replay;      // what the recorded run did (the dump's run semantics)
-  // Some setting differs from the replay: the runs (and their findings) are a what-if.
+  // Some setting differs from the replay (resolve(): what_if()): the runs (and their findings)
+  // are a what-if.
   bool what_if = false;
-  // Under which semantics the runs were judged: "as recorded (sdpa_flash, torch 2.11.0, fp32:
-  // fully masked rows give O = 0)" or "what-if: precision fp16, mask fill 1e9 (recorded: ...)".
+  // Under which semantics the runs were judged (ResolvedRun::judged_under): "as recorded
+  // (sdpa_flash, torch 2.11.0, fp32: fully masked rows give 0)" or "what-if: precision fp16,
+  // mask fill -1e9 (recorded: ...)".
   std::string judged_under;
   std::vector<ModeRun> runs;
   std::vector<ClipReport> clips;  // one per run when clip_norm is set

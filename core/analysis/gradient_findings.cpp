@@ -80,7 +80,7 @@ void gradient_explosion(const AnalysisContext& cx, std::vector<Finding>& out) {
   std::map<std::pair<bool, int64_t>, std::pair<std::vector<Spike>, std::vector<const ModeRun*>>>
       found;
   double clip_coef = 1;
-  const double max_norm = cx.settings.clip_norm.value_or(1.0);
+  const double max_norm = cx.settings.run.clip_norm.value_or(1.0);
   for (const ModeRun& r : cx.runs) {
     const BackwardTrace& t = r.trace.backward;
     bool any = false;
@@ -165,7 +165,7 @@ void clip_spreads_nan(const AnalysisContext& cx, std::vector<Finding>& out) {
     groups[tag].push_back(&r);
     elements[tag] = all;
   }
-  const bool clipping = cx.settings.clip_norm.has_value();
+  const bool clipping = cx.settings.run.clip_norm.has_value();
   for (const auto& [tag, runs] : groups) {
     Finding f;
     f.kind = FindingKind::clip_spreads_nan;

@@ -80,7 +80,7 @@ bool mask_polarity_inverted(const CaseData& data, bool o_within_rule, double thr
   for (const char* name : {"q", "k", "v", "mask", "bias"}) {
     if (const HostTensor* t = data.find(name)) inverted_view.tensors[name] = *t;
   }
-  Result<CaseInputs> in = make_case_inputs(inverted_view, RunSettings{});
+  Result<CaseInputs> in = make_case_inputs(inverted_view, RunChoice{});
   if (!in) return false;
   const Reference64 ref = compute_reference64(*in, false, threads);
   const std::vector<double> rec = o->to_double();

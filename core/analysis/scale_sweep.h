@@ -19,7 +19,7 @@
 namespace attnscope {
 
 struct SweepSettings {
-  RunSettings run;  // mask fill; scale and precision are swept
+  RunChoice run;  // its mask fill; scale, precision and mode are swept
   // Scales [scale_min, scale_max] in `points` log-spaced steps; 0 = the case's scale / 64
   // and * 64.
   double scale_min = 0, scale_max = 0;

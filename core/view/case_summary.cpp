@@ -147,9 +147,10 @@ HeadMetrics head_metrics(const AttnParams& p, const CpuAttnResult& out, const Cp
 
 namespace {
 
-// The mode a summary runs: the setting, else the replay's first (with its upcast).
+// The run a summary's metrics are of: the chosen mode, else the replay's first (with its
+// upcast).
 std::pair<Mode, bool> summary_mode(const CaseData& data, const SummarySettings& settings) {
-  if (settings.mode) return {*settings.mode, false};
+  if (const std::optional<Mode> m = settings.run.mode()) return {*m, settings.run.upcast};
   const Replay r = replay_of(data.info.config, data.find("dropout_mask") != nullptr);
   return {r.modes.front(), r.upcast};
 }
@@ -160,10 +161,6 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
   const auto [mode, upcast] = summary_mode(data, settings);
   AnalysisSettings a;
   a.run = settings.run;
-  a.modes = {mode};
-  a.upcast = upcast;
-  a.clip_norm = settings.clip_norm;
-  a.clip_scope = settings.clip_scope;
   a.threads = settings.threads;
   a.cancelled = settings.cancelled;
   Result<CaseAnalysis> analysis = analyze_case(data, a);
@@ -180,7 +177,9 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
     s.precision = run->precision;
     s.metrics = head_metrics(analysis->params, run->out, run->trace);
   }
-  if (!analysis->clips.empty()) s.clips = analysis->clips.front().clips;
+  for (const ClipReport& c : analysis->clips) {
+    if (c.mode == mode) s.clips = c.clips;  // the shown run's clip calls
+  }
   s.max_abs_qk = analysis->stats.max_abs_qk;
   return s;
 }

@@ -52,12 +52,10 @@ struct HeadMetrics {
 // Metrics of one run. The trace must come from the same run (for max |S|).
 HeadMetrics head_metrics(const AttnParams& params, const CpuAttnResult& out, const CpuTrace& trace);
 
-// Absent settings replay each case's recorded run (core/replay.h).
+// The run choice left empty replays each case's recorded run (core/replay.h): its modes, so the
+// findings are those `attnscope-cli scan` gives for the same choice.
 struct SummarySettings {
-  RunSettings run;
-  std::optional<Mode> mode;         // absent: the recorded backend's (SDPA MATH: upcast)
-  std::optional<double> clip_norm;  // clip_grad_norm_ for the clip findings
-  ClipScope clip_scope = ClipScope::whole_case;
+  RunChoice run;
   int threads = 0;
   // Polled between the analysis phases (thread-safe); once true the call fails with "cancelled".
   std::function<bool()> cancelled;
@@ -66,7 +64,7 @@ struct SummarySettings {
 struct CaseSummary {
   std::string case_path;
   Precision precision = Precision::f32;
-  Mode mode = Mode::fused;
+  Mode mode = Mode::fused;        // the run the metrics are of: the one shown (summary_mode)
   bool upcast = false;            // the run was SDPA MATH's upcast
   std::string judged_under;       // CaseAnalysis::judged_under: as recorded or what-if
   std::vector<Finding> findings;  // errors first

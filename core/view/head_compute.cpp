@@ -42,7 +42,7 @@ std::string exact(double x) {
 
 // The scale is not part of it: it only enters the params (a scale change keeps the inputs).
 std::string inputs_key(const HeadRequest& r) {
-  const RunSettings& s = r.settings;
+  const RunChoice& s = r.run;
   return (s.precision ? std::to_string(static_cast<int>(*s.precision)) : std::string("case")) +
          "/" + std::to_string(fill_key(s.mask_fill));
 }
@@ -124,12 +124,12 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   HeadResult out;
   PhaseClock clock(out.phases);
 
-  Result<double> scale = resolve_scale(data, request.settings);
+  Result<double> scale = resolve_scale(data, request.run);
   if (!scale) return scale.error();
   const std::string in_key = inputs_key(request);
   if (in_key != c.inputs_key_) {
     c.clear();
-    Result<CaseInputs> inputs = make_case_inputs(data, request.settings);
+    Result<CaseInputs> inputs = make_case_inputs(data, request.run);
     if (!inputs) return inputs.error();
     c.inputs_ = std::make_shared<CaseInputs>(std::move(inputs).value());
     c.inputs_key_ = in_key;
@@ -146,23 +146,25 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   const std::string scaled_key = head_key + "/" + exact(*scale);
   const HeadSlice& slice = c.slice_;
   CpuAttnOptions opt;
-  opt.mode = request.mode;
+  opt.mode = request.mode();
   opt.threads = request.threads;
   opt.cancelled = request.cancelled;
 
   const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
   const GridPlan plan =
       plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
-  const std::string kernel_key = scaled_key + "/" + std::to_string(static_cast<int>(request.mode));
+  const std::string kernel_key =
+      scaled_key + "/" + std::to_string(static_cast<int>(request.mode()));
   const std::string grids_key = kernel_key + "/" + plan_key(plan);
-  const bool forward_only = request.forward_only && !plan.full && request.backend.empty() &&
-                            !request.clip_norm && !request.reference && kernel_key != c.kernel_key_;
+  const bool forward_only = request.forward_only && !plan.full && request.run.backend.empty() &&
+                            !request.run.clip_norm && !request.reference &&
+                            kernel_key != c.kernel_key_;
   ScoreSet wanted = plan.full ? kAllScores : request.scores;
   if (forward_only) wanted[2] = wanted[3] = false;  // dP, dS need the backward
   const bool forward_runs = kernel_key != c.forward_key_;
   // The statistics stage stands in for the forward where that is all the request needs.
   const bool stats_only =
-      forward_only && forward_runs && request.forward_stats_only && request.mode == Mode::fused;
+      forward_only && forward_runs && request.forward_stats_only && request.mode() == Mode::fused;
   if (forward_runs && kernel_key != c.stats_key_) {  // new kernel inputs: every product is stale
     for (std::string& key : c.grid_keys_) key.clear();
     c.backend_key_.clear();
@@ -174,7 +176,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     // A pooled S comes from the fused forward's own tiles.
     std::optional<PooledCapture> capture;
     CpuAttnOptions kernel = opt;
-    if (!plan.full && wanted[0] && request.mode == Mode::fused && c.grid_keys_[0] != grids_key) {
+    if (!plan.full && wanted[0] && request.mode() == Mode::fused && c.grid_keys_[0] != grids_key) {
       capture = pooled_capture(plan, {true, false, false, false});
       kernel.pooled_s = &*capture;
     }
@@ -238,13 +240,14 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
     clock.lap("score grids");
   }
 
-  const std::string backend_key = kernel_key + "/" + request.backend;
+  const std::string backend_key = kernel_key + "/" + request.run.backend;
   if (!forward_only && backend_key != c.backend_key_) {
     clock.skip();
-    if (request.backend.empty()) {
+    if (request.run.backend.empty()) {
       c.backend_ = cpu_outputs(c.cpu_);
     } else {
-      Result<HeadOutputs> run = run_backend(slice, request.backend, request.mode, request.threads);
+      Result<HeadOutputs> run =
+          run_backend(slice, request.run.backend, request.mode(), request.threads);
       if (!run) return run.error();
       c.backend_ = std::move(run).value();
       clock.lap("backend");
@@ -260,24 +263,26 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   }
 
   const std::string case_grads_key = in_key + "/" + exact(*scale) + "/" +
-                                     std::to_string(static_cast<int>(request.mode)) + "/" +
-                                     request.backend;
-  if (request.clip_norm && case_grads_key != c.case_grads_key_) {
+                                     std::to_string(static_cast<int>(request.mode())) + "/" +
+                                     request.run.backend;
+  if (request.run.clip_norm && case_grads_key != c.case_grads_key_) {
     clock.skip();
-    Result<CaseGradients> grads = case_gradients(*c.inputs_, *scale, request.mode, request.backend,
-                                                 request.threads, request.cancelled);
+    Result<CaseGradients> grads =
+        case_gradients(*c.inputs_, *scale, request.mode(), request.run.backend, request.threads,
+                       request.cancelled);
     if (!grads) return grads.error();
     c.case_grads_ = std::move(grads).value();
     c.case_grads_key_ = case_grads_key;
     clock.lap("case gradients");
   }
   const std::string case_clips_key =
-      case_grads_key + "/" + (request.clip_norm ? exact(*request.clip_norm) : std::string()) + "/" +
-      clip_scope_name(request.clip_scope);
-  if (request.clip_norm && case_clips_key != c.case_clips_key_) {
+      case_grads_key + "/" +
+      (request.run.clip_norm ? exact(*request.run.clip_norm) : std::string()) + "/" +
+      clip_scope_name(request.run.clip_scope);
+  if (request.run.clip_norm && case_clips_key != c.case_clips_key_) {
     clock.skip();
-    c.case_clips_ =
-        case_clips(c.case_grads_, request.clip_scope, *request.clip_norm, slice.params.precision);
+    c.case_clips_ = case_clips(c.case_grads_, request.run.clip_scope, *request.run.clip_norm,
+                               slice.params.precision);
     c.case_clips_key_ = case_clips_key;
     clock.lap("case clip");
   }
@@ -306,8 +311,8 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
           ? HeadOutputs{"cpu", out.outputs ? c.cpu_.o : std::vector<float>{}, c.cpu_.lse, {}, {},
                         {}}
           : c.backend_;
-  if (request.clip_norm) {
-    out.clip = c.case_clips_[covering_clip(c.case_grads_, request.clip_scope, request.batch,
+  if (request.run.clip_norm) {
+    out.clip = c.case_clips_[covering_clip(c.case_grads_, request.run.clip_scope, request.batch,
                                            request.head)];
     apply_clip(*out.clip, out.precision, r.dq, r.dk, r.dv);
   }

@@ -28,19 +28,16 @@ namespace attnscope {
 // One recompute request. out_rows / out_cols: the heatmap's size in pixels; a window larger
 // than that is pooled. An empty (default) window means the whole Sq x Sk matrix.
 struct HeadRequest {
-  RunSettings settings;
-  Mode mode = Mode::fused;
+  // What to run (core/run_choice.h) with exactly one mode (empty: fused). Its backend, a
+  // registry variant (core/kernel_registry.h), computes O, LSE, dQ, dK, dV (empty: the own CPU
+  // kernel in the mode; a variant with a fixed mode runs in that mode); its clip_grad_norm_
+  // covers the scope's gradients (the whole case by default, as the findings and the CLI clip)
+  // and the head shows its share of the clipped gradients.
+  RunChoice run;
   int64_t batch = 0, head = 0;
   MatrixWindow window;
   int64_t out_rows = 512, out_cols = 512;
-  int threads = 0;  // kernel worker threads; 0 = all cores
-  // Registry variant computing O, LSE, dQ, dK, dV (core/kernel_registry.h); empty = the own
-  // CPU kernel in `mode`. A variant with a fixed mode runs in that mode.
-  std::string backend;
-  // clip_grad_norm_(clip_norm) over the scope's gradients (the whole case by default, as the
-  // findings and the CLI clip); the head shows its share of the clipped gradients.
-  std::optional<double> clip_norm;
-  ClipScope clip_scope = ClipScope::whole_case;
+  int threads = 0;         // kernel worker threads; 0 = all cores
   bool reference = false;  // compute the error grids against the fp64 reference
   // Compute the forward stage alone (HeadResult::gradients false): what the S, P and O views
   // show, a fraction of the whole head's time, so that a slider drag redraws them sooner; the
@@ -58,6 +55,8 @@ struct HeadRequest {
   // Polled by the CPU kernels (CpuAttnOptions::cancelled, thread-safe); once true
   // compute_head throws KernelCancelled and the cache keeps only completed stages.
   std::function<bool()> cancelled;
+
+  Mode mode() const { return run.modes.empty() ? Mode::fused : run.modes.front(); }
 };
 
 // Wall time of one stage of compute_head that ran (stages served from the cache are absent).

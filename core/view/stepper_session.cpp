@@ -36,8 +36,8 @@ const MatrixGrid* StepperSnapshot::grid(const std::string& name) const {
 }
 
 Result<std::unique_ptr<StepperSession>> StepperSession::create(const CaseData& data,
-                                                               const RunSettings& settings,
-                                                               int64_t b, int64_t h, int threads) {
+                                                               const RunChoice& settings, int64_t b,
+                                                               int64_t h, int threads) {
   const CaseDims& d = data.info.dims;
   if (b < 0 || b >= d.batch || h < 0 || h >= d.heads) {
     return make_error(

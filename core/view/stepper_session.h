@@ -45,7 +45,7 @@ class StepperSession {
   // Cuts (b, h) out of the case with the settings and runs the fused forward. Fails on bad
   // settings or indices.
   static Result<std::unique_ptr<StepperSession>> create(const CaseData& data,
-                                                        const RunSettings& settings, int64_t b,
+                                                        const RunChoice& settings, int64_t b,
                                                         int64_t h, int threads);
   ~StepperSession();
 

@@ -43,7 +43,7 @@ TEST(ForwardFindings, score_overflow_of_unscaled_qk_is_error_in_unfused_fp16_onl
 
 TEST(ForwardFindings, score_overflow_risk_in_fused_only_run_is_warning) {
   AnalysisSettings s;
-  s.modes = {Mode::fused};
+  s.run.modes = {Mode::fused};
   const CaseAnalysis a = analyze(overflow_case(), s);
   const auto found = of_kind(a, FindingKind::score_overflow);
   ASSERT_EQ(found.size(), 1u);

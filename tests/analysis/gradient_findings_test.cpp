@@ -47,7 +47,7 @@ TEST(GradientFindings, nonfinite_total_norm_without_clipping_warns_that_clip_spr
 
 TEST(GradientFindings, clipping_a_nan_total_is_error_and_turns_every_gradient_nan) {
   AnalysisSettings s;
-  s.clip_norm = 1.0;
+  s.run.clip_norm = 1.0;
   const CaseAnalysis a = analyze(nan_dout_case(), s);
   const auto found = of_kind(a, FindingKind::clip_spreads_nan);
   ASSERT_EQ(found.size(), 1u);
@@ -88,7 +88,7 @@ TEST(GradientFindings, head_with_1e6_upstream_gradient_is_gradient_explosion) {
 
 TEST(GradientFindings, clip_report_scales_every_head_by_one_coefficient) {
   AnalysisSettings s;
-  s.clip_norm = 1.0;
+  s.run.clip_norm = 1.0;
   const CaseAnalysis a = analyze(exploding_case(), s);
   ASSERT_EQ(a.clips.size(), 2u);
   for (const ClipReport& c : a.clips) {
@@ -107,9 +107,9 @@ TEST(GradientFindings, clip_report_scales_every_head_by_one_coefficient) {
 
 TEST(GradientFindings, per_kv_head_clip_scope_clips_each_group_alone) {
   AnalysisSettings s;
-  s.clip_norm = 1.0;
-  s.clip_scope = ClipScope::per_kv_head;
-  s.modes = {Mode::fused};
+  s.run.clip_norm = 1.0;
+  s.run.clip_scope = ClipScope::per_kv_head;
+  s.run.modes = {Mode::fused};
   const CaseAnalysis a = analyze(exploding_case(), s);
   ASSERT_EQ(a.clips.size(), 1u);
   ASSERT_EQ(a.clips[0].clips.size(), 4u);

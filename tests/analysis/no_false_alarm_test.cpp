@@ -107,7 +107,7 @@ TEST(NoFalseAlarm, every_head_1e6_larger_is_uniform_not_an_explosion) {
 TEST(NoFalseAlarm, clipping_a_finite_total_does_not_spread_nan) {
   // clipping_a_nan_total_is_error_and_turns_every_gradient_nan with a finite total instead.
   AnalysisSettings s;
-  s.clip_norm = 1.0;
+  s.run.clip_norm = 1.0;
   const CaseAnalysis a = analyze(scaled_dout_case(1e6, false), s);
   EXPECT_FALSE(has_kind(a, FindingKind::clip_spreads_nan)) << summary(a);
   ASSERT_EQ(a.clips.size(), 2u);
@@ -148,7 +148,7 @@ TEST(NoFalseAlarm, large_scores_in_fp32_or_fused_bf16_are_not_precision_loss) {
   EXPECT_FALSE(
       has_kind(analyze(outlier_case("float32", DType::f32, 29)), FindingKind::precision_loss));
   AnalysisSettings fused;
-  fused.modes = {Mode::fused};
+  fused.run.modes = {Mode::fused};
   const CaseAnalysis a = analyze(outlier_case("bfloat16", DType::bf16, 29), fused);
   EXPECT_FALSE(has_kind(a, FindingKind::precision_loss)) << summary(a);
 }

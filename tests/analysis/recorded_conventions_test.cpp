@@ -16,7 +16,7 @@ constexpr double kLn2 = 0.69314718055994530942;
 // An fp32 case recorded from its own fp64 replay (o and lse), lse multiplied by `factor`.
 CaseData with_recorded_lse(double factor) {
   CaseData c = make_case(spec(2, 2, "float32"));
-  Result<CaseInputs> in = make_case_inputs(c, RunSettings{});
+  Result<CaseInputs> in = make_case_inputs(c, RunChoice{});
   EXPECT_TRUE(in.ok());
   const Reference64 ref = compute_reference64(*in, false, 1);
   std::vector<double> lse = ref.lse;
@@ -59,7 +59,7 @@ TEST(RecordedConventions, inverted_mask_polarity_is_recognised_and_analysed_inve
     for (int64_t j = 0; j < 16; ++j) attend[static_cast<size_t>(i * 16 + j)] = j <= i + 2;
   }
   put(c, "mask", DType::boolean, {1, 1, 16, 16}, attend);
-  Result<CaseInputs> in = make_case_inputs(c, RunSettings{});
+  Result<CaseInputs> in = make_case_inputs(c, RunChoice{});
   ASSERT_TRUE(in.ok());
   const Reference64 ref = compute_reference64(*in, false, 1);
   put(c, "o", DType::f32, {1, 2, 16, 8}, ref.o);

@@ -80,7 +80,7 @@ TEST(Replay, dropout_with_and_without_keep_mask_and_inverted_polarity) {
 
 // The case's fp64 outputs under its own replay, stored as the recording (fp32).
 void record_outputs(CaseData& c) {
-  Result<CaseInputs> in = make_case_inputs(c, RunSettings{});
+  Result<CaseInputs> in = make_case_inputs(c, RunChoice{});
   ASSERT_TRUE(in.ok());
   const Reference64 ref = compute_reference64(*in, true, 1);
   const CaseDims& d = c.info.dims;
@@ -123,7 +123,7 @@ TEST(ReplayAnalysis, what_if_fill_shows_nan_rows_but_never_blames_the_recording)
   s.run.mask_fill = MaskFill::neg_inf;
   const CaseAnalysis a = analyze(c, s);
   EXPECT_TRUE(a.what_if);
-  EXPECT_EQ(a.judged_under.rfind("what-if: mask fill neg_inf", 0), 0u) << a.judged_under;
+  EXPECT_EQ(a.judged_under.rfind("what-if: mask fill -inf", 0), 0u) << a.judged_under;
   const auto masked = of_kind(a, FindingKind::fully_masked_row);
   ASSERT_FALSE(masked.empty());
   EXPECT_EQ(masked[0]->severity, Severity::error);

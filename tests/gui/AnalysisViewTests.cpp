@@ -1,7 +1,6 @@
 // Case-level views of the real window: the findings list (a click selects the head and shows
 // the location), the (batch x head) and (step x layer) overviews with the timeline, the scale
 // sweep, and an event-loop watchdog showing the GUI thread stays responsive during recomputes.
-#include <QDockWidget>
 #include <QLabel>
 #include <QTreeWidget>
 #include <QtTest>
@@ -13,6 +12,7 @@
 #include "app/panels/FindingsPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/OverviewPanel.h"
+#include "app/panels/PanelReveal.h"
 #include "app/panels/SweepPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "app/plot/RowPlotView.h"
@@ -154,10 +154,8 @@ void GuiTest::sweep_view_counts_nonfinite_per_precision() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
   f.context()->setMode(Mode::unfused);
-  QDockWidget* dock = f.window->findChild<QDockWidget*>(QStringLiteral("sweepDock"));
-  QVERIFY(dock != nullptr);
-  dock->show();
-  dock->raise();
+  QVERIFY(!f.window->analysis()->sweep());  // the sweep runs only while its page is shown
+  revealPanel(f.window->sweep());
   QVERIFY(waitUntil([&] {
     return f.window->analysis()->sweep() && !f.window->analysis()->sweepRunner()->busy();
   }));

@@ -17,6 +17,7 @@
 #include "app/gui/SessionContext.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/OverviewPanel.h"
+#include "app/panels/PanelReveal.h"
 #include "tests/gui/ScanDump.h"
 #include "tests/gui/ScanTest.h"
 
@@ -83,6 +84,7 @@ void ScanTest::big_dump_opens_and_scans_responsively_and_cancels() {
   window.scans()->cancel();
   AnalysisController* analysis = window.analysis();
   OverviewPanel* overview = window.overview();
+  revealPanel(overview);  // the Overview page, as a click on its tab
   watchdog.restart();
   QVERIFY(waitUntil([&] { return analysis->casesAnalysed() >= 10; }, 600000));
   QCOMPARE(analysis->seriesTotal(), spec.cases);

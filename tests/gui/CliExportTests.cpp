@@ -189,7 +189,8 @@ void ExportTest::clip_is_the_same_in_controls_findings_heatmaps_and_cli() {
     return waitUntil([&] {
       const auto r = context->result();
       return r && r->request.head == 0 && r->clip.has_value() == clipped &&
-             (!clipped || r->request.clip_scope == scope) && w.window->analysis()->summaryCurrent();
+             (!clipped || r->request.run.clip_scope == scope) &&
+             w.window->analysis()->summaryCurrent();
     });
   };
   context->setHead(0);
@@ -219,7 +220,7 @@ void ExportTest::clip_is_the_same_in_controls_findings_heatmaps_and_cli() {
   QCOMPARE(summary->clips.size(), size_t{1});
   QCOMPARE(summary->clips.front().coef, c.coef);
   QCOMPARE(summary->clips.front().total_norm, c.total_norm);
-  QCOMPARE(cliClipCoefs(QStringLiteral("case"), clipped->request.mode),
+  QCOMPARE(cliClipCoefs(QStringLiteral("case"), clipped->request.mode()),
            std::vector<double>{c.coef});
   QVERIFY(w.window->controls()->clipReport()->text().contains(
       QStringLiteral("case: total norm %1").arg(QString::number(c.total_norm, 'g', 6))));
@@ -242,7 +243,8 @@ void ExportTest::clip_is_the_same_in_controls_findings_heatmaps_and_cli() {
   emit w.window->controls()->clipScopeBox()->activated(index);
   QVERIFY(resultWith(true, ClipScope::per_kv_head));
   const ClipResult& g = *context->result()->clip;
-  const std::vector<double> groups = cliClipCoefs(QStringLiteral("kv-head"), clipped->request.mode);
+  const std::vector<double> groups =
+      cliClipCoefs(QStringLiteral("kv-head"), clipped->request.mode());
   QVERIFY(!groups.empty());
   QCOMPARE(g.coef, groups.front());  // batch 0, kv head 0
   QCOMPARE(w.window->analysis()->summary()->clips.size(), groups.size());

@@ -62,8 +62,8 @@ void GuiTest::compare_view_shows_two_runs_side_by_side_zoomed_together() {
   QVERIFY(waitForComparison(*f.window, kOverflowCase, 3, HeadView::s,
                             [](const Comparison& c) { return c.b && c.difference; }));
   const auto c = f.window->compare()->comparison();
-  QCOMPARE(c->a->request.mode, Mode::fused);
-  QCOMPARE(c->b->request.mode, Mode::unfused);
+  QCOMPARE(c->a->request.mode(), Mode::fused);
+  QCOMPARE(c->b->request.mode(), Mode::unfused);
   QCOMPARE(c->aGrid->counts.nonfinite(), int64_t{0});
   QVERIFY(c->bGrid->counts.pos_inf > 0);
   QCOMPARE(c->difference->only_a, int64_t{0});

@@ -44,7 +44,8 @@ void GuiTest::precision_fp16_to_bf16_makes_overflow_finite() {
   f.context()->setHead(3);
   choose(controls->precisionBox(), static_cast<int>(Precision::f16));
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return r.request.head == 3 && r.precision == Precision::f16 && r.request.mode == Mode::unfused;
+    return r.request.head == 3 && r.precision == Precision::f16 &&
+           r.request.mode() == Mode::unfused;
   }));
   const auto fp16 = f.context()->result();
   QVERIFY(fp16->o.counts.nonfinite() > 0);
@@ -65,7 +66,7 @@ void GuiTest::mask_fill_safe_zeroes_fully_masked_rows() {
   QVERIFY(f.window->openTarget({samplePath(), kPaddingCase}));
   f.context()->setBatch(1);
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return r.request.batch == 1 && r.request.settings.mask_fill == MaskFill::neg_inf;
+    return r.request.batch == 1 && r.request.run.mask_fill == MaskFill::neg_inf;
   }));
   // fp16 (the case's dtype): the -1e9 padding bias rounds to -inf, rows 70-95 attend nothing.
   const auto before = f.context()->result();
@@ -73,9 +74,8 @@ void GuiTest::mask_fill_safe_zeroes_fully_masked_rows() {
   QCOMPARE(before->o.counts.nan, int64_t{26 * 64});
   QVERIFY(std::isnan(before->o.raw[70 * 64]) && std::isfinite(before->o.raw[69 * 64]));
   choose(f.window->controls()->maskFillBox(), static_cast<int>(MaskFill::safe));
-  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return r.request.settings.mask_fill == MaskFill::safe;
-  }));
+  QVERIFY(waitForResult(
+      *f.window, [](const HeadResult& r) { return r.request.run.mask_fill == MaskFill::safe; }));
   const auto safe = f.context()->result();
   QCOMPARE(safe->o.counts.nonfinite(), int64_t{0});
   QCOMPARE(safe->dq.counts.nonfinite(), int64_t{0});
@@ -115,7 +115,7 @@ void GuiTest::backend_picker_runs_registry_variant() {
   // Back to the own kernel in fused mode: finite, with an fp16-sized error.
   choose(backend, QString());
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return r.backend == "cpu" && r.precision == Precision::f16 && r.request.mode == Mode::fused;
+    return r.backend == "cpu" && r.precision == Precision::f16 && r.request.mode() == Mode::fused;
   }));
   const auto fused = f.context()->result();
   QCOMPARE(fused->o.counts.nonfinite(), int64_t{0});
@@ -129,8 +129,9 @@ void GuiTest::clip_norm_scales_gradients_and_reports() {
   WindowFixture f;
   QVERIFY(f.window->openTarget({samplePath(), kExplodingCase}));
   f.context()->setHead(5);
-  QVERIFY(waitForResult(
-      *f.window, [](const HeadResult& r) { return r.request.head == 5 && !r.request.clip_norm; }));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
+    return r.request.head == 5 && !r.request.run.clip_norm;
+  }));
   const auto before = f.context()->result();
   ControlsPanel* controls = f.window->controls();
   controls->clipEdit()->setText(QStringLiteral("1"));

@@ -8,8 +8,10 @@
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QtTest>
+#include <algorithm>
 
 #include "app/export/CaseExport.h"
+#include "app/gui/AnalysisController.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/ComputeWorker.h"
 #include "app/gui/SessionContext.h"
@@ -51,7 +53,7 @@ bool ExportWindow::open(const QString& file, const QString& casePath, int head, 
   while (timer.elapsed() < 120000) {
     QTest::qWait(20);
     const auto r = ctx->result();
-    if (r && !window->worker()->busy() && r->request.head == head && r->request.mode == mode &&
+    if (r && !window->worker()->busy() && r->request.head == head && r->request.mode() == mode &&
         r->precision == Precision::f16 && QString::fromStdString(r->case_path) == casePath) {
       QTest::qWait(50);  // the views and annotation layers take the result in this turn
       return true;
@@ -92,17 +94,29 @@ void ExportTest::export_png_pdf_svg_carry_the_stamp() {
   SampleCopy dump;
   ExportWindow w;
   QVERIFY(w.open(dump.path, QStringLiteral("/fp16_score_overflow"), 3, Mode::unfused));
+  // The dialog proposes a name saying what the figure shows.
+  QCOMPARE(w.window->defaultExportName(),
+           QStringLiteral("seed_cases_fp16_score_overflow_S_b0h3_fp16-unfused.png"));
+  QVERIFY(waitUntil([&] { return w.window->analysis()->summaryCurrent(); }));
+  const auto summary = w.window->analysis()->summary();
   QTemporaryDir out;
   QString error;
   const QString png = out.filePath(QStringLiteral("s.png"));
   QVERIFY2(w.window->exportCurrentView(png, &error), qPrintable(error));
   const QImage image(png);
   QVERIFY(!image.isNull());
-  // 2x the plot widget plus the two-line stamp footer.
+  // 2x the plot widget plus the two-line stamp footer and the caption: a line per finding
+  // (at most 4, then "and N more").
   auto* plot =
       w.window->heatmaps()->view(HeadView::s)->findChild<QWidget*>(QStringLiteral("heatmapPlot_S"));
   QVERIFY(plot != nullptr);
-  QCOMPARE(image.size(), QSize(plot->width(), plot->height() + 34) * 2);
+  const int captionLines = static_cast<int>(std::min<size_t>(summary->findings.size(), 4)) +
+                           (summary->findings.size() > 4 ? 1 : 0);
+  QVERIFY(captionLines >= 2);
+  QCOMPARE(image.size(), QSize(plot->width(), plot->height() + 34 + 13 * captionLines) * 2);
+  QVERIFY2(image.text(QStringLiteral("attnscope.findings"))
+               .startsWith(QStringLiteral("error score_overflow S b0 h3: ")),
+           qPrintable(image.text(QStringLiteral("attnscope.findings"))));
   QCOMPARE(image.text(QStringLiteral("attnscope.case")), QStringLiteral("/fp16_score_overflow"));
   QCOMPARE(image.text(QStringLiteral("attnscope.head")), QStringLiteral("3"));
   QCOMPARE(image.text(QStringLiteral("attnscope.precision")), QStringLiteral("fp16"));
@@ -131,8 +145,9 @@ void ExportTest::export_png_pdf_svg_carry_the_stamp() {
   const QString svgText = QString::fromUtf8(readAll(svg));
   QVERIFY(svgText.contains(QStringLiteral("<svg")));
   // Footer lines and the automatic marker on the first +inf, as SVG text.
-  for (const char* part : {"/fp16_score_overflow", "batch 0", "head 3", "fp16 unfused",
-                           "scale 0.125", "clip off", "mask -inf", "first +inf at (12, "}) {
+  for (const char* part :
+       {"/fp16_score_overflow", "batch 0", "head 3", "fp16 unfused", "scale 0.125", "clip off",
+        "mask -inf", "first +inf at (12, ", "error score_overflow S b0 h3"}) {
     QVERIFY2(svgText.contains(QLatin1String(part)), part);
   }
   QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).size(), 3);

@@ -46,7 +46,7 @@ std::pair<double, double> scoreFromDump(const QString& casePath, int64_t b, int6
                                         int64_t j) {
   Result<DumpReader> reader = DumpReader::open(samplePath().toStdString());
   Result<CaseData> data = reader->load(casePath.toStdString());
-  const CaseInputs in = std::move(make_case_inputs(*data, RunSettings{})).value();
+  const CaseInputs in = std::move(make_case_inputs(*data, RunChoice{})).value();
   const AttnParams& p = in.params;
   const int64_t kvHead = h / (p.heads / p.kv_heads);
   const double* q = &in.q[static_cast<size_t>(((b * p.heads + h) * p.seqlen_q + i) * p.head_dim)];

@@ -101,6 +101,7 @@ class GuiTest : public QObject {
 
   // ScreenFitTests.cpp
   void window_fits_1366x768_screen();
+  void laptop_layout_gives_the_heatmap_half_the_window();
 
   // LeadToProblemTests.cpp
   void browser_badges_show_each_cases_scan();

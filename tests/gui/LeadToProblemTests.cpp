@@ -178,7 +178,7 @@ void GuiTest::opening_a_dump_leads_to_its_nan_origin() {
   QCOMPARE(list->topLevelItem(0)->child(0)->text(1), QStringLiteral("S"));
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
     return r.case_path == kNanOriginCase.toStdString() && r.request.head == 0 &&
-           r.request.mode == Mode::unfused;
+           r.request.mode() == Mode::unfused;
   }));
   QVERIFY(f.window->heatmaps()->view(HeadView::s)->overlayCounts().pos_inf > 0);
   // Go to first error: the case `scan` names first bad, its dK finding in unfused mode.
@@ -284,7 +284,7 @@ void GuiTest::article_workflow_on_a_laptop_screen() {
   f.context()->showView(HeadView::s);
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
     return r.case_path == kOverflowCase.toStdString() && r.request.head == 3 &&
-           r.request.mode == Mode::unfused && r.precision == Precision::f16;
+           r.request.mode() == Mode::unfused && r.precision == Precision::f16;
   }));
   QVERIFY(f.window->heatmaps()->view(HeadView::s)->overlayCounts().pos_inf > 0);
   QVERIFY2(findingsCurrent(), qPrintable(why));
@@ -299,7 +299,7 @@ void GuiTest::article_workflow_on_a_laptop_screen() {
            c->a->case_path == kOverflowCase.toStdString() && c->difference;
   }));
   const auto c = f.window->compare()->comparison();
-  QCOMPARE(c->b->request.mode, Mode::fused);
+  QCOMPARE(c->b->request.mode(), Mode::fused);
   QVERIFY(c->difference->only_a > 0);
   QCOMPARE(c->difference->only_b, int64_t{0});
   QTest::keyClick(f.window.get(), Qt::Key_K, Qt::ControlModifier);

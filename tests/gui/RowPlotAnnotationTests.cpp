@@ -3,7 +3,6 @@
 // row plot's SVG export, and is back on the same series after closing and reopening the dump.
 // Selecting a row-plot annotation in the Annotations dock shows the row plot dock on its series
 // at its batch / head.
-#include <QDockWidget>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTabWidget>
@@ -15,6 +14,7 @@
 #include "app/gui/SessionContext.h"
 #include "app/panels/AnnotationListPanel.h"
 #include "app/panels/HeatmapPanel.h"
+#include "app/panels/PanelReveal.h"
 #include "app/panels/RowPlotPanel.h"
 #include "app/plot/AnnotationLayer.h"
 #include "app/plot/RowPlotView.h"
@@ -35,6 +35,7 @@ void ViewGapTest::row_plot_annotations_persist_and_export() {
     QVERIFY(w.window->openTarget({dump.path, kCase}));
     QVERIFY(w.waitForHead(kCase, 0));
     RowPlotPanel* rows = w.window->rowPlots();
+    revealPanel(rows);  // the Row plots page, as a click on its tab
     rows->showSeries(RowSeriesKind::l);
     AnnotationController* notes = w.window->annotations();
     const AnnotationBoard* board = w.window->context()->annotations();
@@ -105,19 +106,17 @@ void ViewGapTest::annotation_list_jumps_to_row_plot_series() {
   QString error;
   QVERIFY2(w.window->annotations()->addAnnotation(note, &error), qPrintable(error));
 
-  // The row plot shows another series and its dock is closed; the heatmaps show head 0.
+  // The row plot shows another series and the heatmaps page is in front, showing head 0.
   RowPlotPanel* rows = w.window->rowPlots();
   rows->showSeries(RowSeriesKind::m_lse);
-  auto* dock = w.window->findChild<QDockWidget*>(QStringLiteral("rowPlotDock"));
-  QVERIFY(dock != nullptr);
-  dock->close();
-  QVERIFY(!dock->isVisible());
+  w.window->pages()->setCurrentIndex(0);
+  QVERIFY(!rows->isVisible());
   const int tab = w.window->heatmaps()->tabs()->currentIndex();
 
   QTreeWidget* list = w.window->annotationList()->tree();
   QCOMPARE(list->topLevelItemCount(), 1);
   list->setCurrentItem(list->topLevelItem(0));
-  QVERIFY(dock->isVisible());
+  QVERIFY(rows->isVisible());
   QCOMPARE(rows->series(), RowSeriesKind::o_norm);
   QCOMPARE(w.context()->batch(), int64_t{1});
   QCOMPARE(w.context()->head(), int64_t{2});

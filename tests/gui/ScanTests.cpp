@@ -18,6 +18,7 @@
 #include "app/gui/ScanController.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/OverviewPanel.h"
+#include "app/panels/PanelReveal.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/ScanDump.h"
 #include "tests/gui/ScanTest.h"
@@ -80,6 +81,7 @@ void ScanTest::cancel_stops_series_work_and_rescan_completes() {
   window.scans()->cancel();  // the badge scan of every case is not what this test is about
   AnalysisController* analysis = window.analysis();
   OverviewPanel* overview = window.overview();
+  revealPanel(overview);  // the Overview page, as a click on its tab
 
   // Esc as the user presses it. Cancel's shortcut is a window shortcut: it fires only while its
   // window is the active one (the offscreen platform activates a window only on request), and a

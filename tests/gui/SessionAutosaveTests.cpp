@@ -73,8 +73,8 @@ void ViewGapTest::view_state_of_unannotated_dump_is_restored() {
   ShownWindow w;
   QVERIFY(w.window->openTarget({dump.path, QString()}));  // no case named: the last one
   QCOMPARE(w.context()->casePath(), kCase);
-  QCOMPARE(w.context()->settings().precision, std::optional<Precision>(Precision::f16));
-  QCOMPARE(w.context()->settings().mode, Mode::unfused);
+  QCOMPARE(w.context()->choice().precision, std::optional<Precision>(Precision::f16));
+  QCOMPARE(w.context()->choice().mode(), Mode::unfused);
   QCOMPARE(w.context()->head(), int64_t{3});
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("dQ"));
   QVERIFY(w.waitForHead(kCase, 3));

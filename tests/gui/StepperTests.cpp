@@ -34,7 +34,7 @@ struct ReferenceWalk {
   ReferenceWalk(const QString& casePath, int64_t b, int64_t h) {
     Result<DumpReader> reader = DumpReader::open(samplePath().toStdString());
     Result<CaseData> data = reader->load(casePath.toStdString());
-    inputs = std::move(make_case_inputs(*data, RunSettings{})).value();
+    inputs = std::move(make_case_inputs(*data, RunChoice{})).value();
     q = inputs.q_f32();
     k = inputs.k_f32();
     v = inputs.v_f32();
@@ -260,7 +260,7 @@ void GuiTest::stepper_walks_the_kernel_on_screen() {
   f.context()->setPrecision(Precision::f16);
   f.context()->setMode(Mode::unfused);
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) {
-    return r.request.head == 3 && r.request.mode == Mode::unfused && r.gradients;
+    return r.request.head == 3 && r.request.mode() == Mode::unfused && r.gradients;
   }));
   // Unfused fp16 overflows S in head 3: F5 stops at the unfused run's S, never at a fused tile.
   std::optional<CellReadout> pinned;

@@ -80,12 +80,12 @@ void InteractionTest::view_state_is_restored_on_reopen() {
   // No case named: the last one shown, not the file's first (/train/step_000/layer_00).
   QVERIFY(w.window->openTarget({dump.path, QString()}));
   QCOMPARE(ctx->casePath(), kCase);
-  const ComputeSettings& s = ctx->settings();
+  const RunChoice& s = ctx->choice();
   QCOMPARE(s.precision, std::optional<Precision>(Precision::bf16));
-  QCOMPARE(s.mode, Mode::unfused);
-  QCOMPARE(s.maskFill, MaskFill::safe);
+  QCOMPARE(s.mode(), Mode::unfused);
+  QCOMPARE(s.mask_fill, MaskFill::safe);
   QCOMPARE(s.scale, std::optional<double>(0.0625));
-  QCOMPARE(s.clipNorm, std::optional<double>(1.5));
+  QCOMPARE(s.clip_norm, std::optional<double>(1.5));
   QCOMPARE(s.backend, std::string("reference"));
   QVERIFY(ctx->whatIfsKept());
   QCOMPARE(ctx->head(), int64_t{2});
@@ -123,10 +123,10 @@ void InteractionTest::version_1_sidecar_still_restores() {
   ShownWindow w;
   QVERIFY(w.window->openTarget({dump.path, QString()}));
   QCOMPARE(w.context()->casePath(), kCase);
-  QCOMPARE(w.context()->settings().precision, std::optional<Precision>(Precision::f16));
-  QCOMPARE(w.context()->settings().mode, Mode::unfused);
-  QVERIFY(!w.context()->settings().scale);
-  QVERIFY(!w.context()->settings().clipNorm);
+  QCOMPARE(w.context()->choice().precision, std::optional<Precision>(Precision::f16));
+  QCOMPARE(w.context()->choice().mode(), Mode::unfused);
+  QVERIFY(!w.context()->choice().scale);
+  QVERIFY(!w.context()->choice().clip_norm);
   QCOMPARE(w.context()->head(), int64_t{3});
   QCOMPARE(w.window->heatmaps()->currentView()->name(), QStringLiteral("P"));
   const SessionFile* session = w.window->annotations()->session();

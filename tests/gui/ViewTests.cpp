@@ -187,7 +187,7 @@ void GuiTest::row_plot_shows_series_and_thresholds() {
 
   ctx->setMode(Mode::unfused);
   QVERIFY(waitForResult(*f.window,
-                        [](const HeadResult& r) { return r.request.mode == Mode::unfused; }));
+                        [](const HeadResult& r) { return r.request.mode() == Mode::unfused; }));
   QVERIFY(plot->nonfiniteMarkers() > 0);  // rows 12-40 overflow: m / LSE are inf or NaN
 
   f.window->rowPlots()->showSeries(RowPlotPanel::Series::dq_norm);

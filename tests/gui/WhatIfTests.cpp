@@ -1,15 +1,26 @@
 // Recorded run vs what-if on the real window (issue 15 item 5): the banner lists what differs
 // from the recorded run and "Reset to recorded" returns to it in one click; what-ifs reach the
-// dump's sidecar only when the user keeps them, while the view state is always restored.
+// dump's sidecar only when the user keeps them, while the view state is always restored. One
+// run choice (issue 40 item 1): over a grid of choices the banner, the findings header and
+// `attnscope-cli scan --json` with the same options say the same and find the same; what-ifs
+// never carry over to another dump.
 #include <QCheckBox>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QPushButton>
 #include <QtTest>
+#include <algorithm>
 
+#include "app/gui/AnalysisController.h"
 #include "app/gui/AnnotationController.h"
 #include "app/gui/SessionContext.h"
+#include "app/panels/FindingsPanel.h"
+#include "app/panels/HeatmapPanel.h"
+#include "app/panels/InspectorPanel.h"
 #include "app/panels/WhatIfBanner.h"
+#include "app/plot/HeatmapView.h"
 #include "tests/gui/InteractionTest.h"
 
 namespace attnscope::test {
@@ -50,7 +61,7 @@ void InteractionTest::what_ifs_are_kept_only_on_request_and_reset_in_one_click()
     ShownWindow w;
     QVERIFY(w.window->openTarget({dump.path, QString()}));
     QCOMPARE(w.context()->casePath(), kPadding);
-    QVERIFY(!w.context()->settings().maskFill);
+    QVERIFY(!w.context()->choice().mask_fill);
     QVERIFY(!w.window->whatIfBanner()->isVisible());
     QCOMPARE(w.window->context()->annotations()->userAnnotations(QStringLiteral("P")).size(), 1);
     // Kept this time.
@@ -64,7 +75,7 @@ void InteractionTest::what_ifs_are_kept_only_on_request_and_reset_in_one_click()
            QStringLiteral("safe"));
   ShownWindow w;
   QVERIFY(w.window->openTarget({dump.path, QString()}));
-  QCOMPARE(w.context()->settings().maskFill, std::optional<MaskFill>(MaskFill::safe));
+  QCOMPARE(w.context()->choice().mask_fill, std::optional<MaskFill>(MaskFill::safe));
   WhatIfBanner* banner = w.window->whatIfBanner();
   QVERIFY(banner->isVisible());
   QVERIFY(banner->keepBox()->isChecked());
@@ -72,11 +83,137 @@ void InteractionTest::what_ifs_are_kept_only_on_request_and_reset_in_one_click()
            qPrintable(banner->text()));
   // One click back to the recorded run.
   banner->resetButton()->click();
-  const ComputeSettings& s = w.context()->settings();
-  QVERIFY(!s.maskFill && !s.precision && !s.mode && !s.scale && !s.clipNorm && s.backend.empty());
+  const RunChoice& s = w.context()->choice();
+  QVERIFY(!s.mask_fill && !s.precision && s.modes.empty() && !s.scale && !s.clip_norm &&
+          s.backend.empty());
   QVERIFY(w.context()->whatIfs().isEmpty());
   QVERIFY(!banner->isVisible());
   QVERIFY(w.errors.isEmpty());
+}
+
+namespace {
+
+// One cell of the grid: how the controls set it, and the same as command-line options.
+struct Choice {
+  std::function<void(SessionContext*)> set;
+  QStringList options;
+};
+
+// (kind, severity, tensor) of each finding, sorted: what both front ends must find.
+QStringList findingKeys(const std::vector<Finding>& findings) {
+  QStringList keys;
+  for (const Finding& f : findings) {
+    keys << QStringLiteral("%1 %2 %3")
+                .arg(QLatin1String(finding_kind_name(f.kind)),
+                     QLatin1String(severity_name(f.severity)), QString::fromStdString(f.tensor));
+  }
+  keys.sort();
+  return keys;
+}
+
+QStringList findingKeys(const QJsonArray& findings) {
+  QStringList keys;
+  for (const QJsonValue& v : findings) {
+    const QJsonObject f = v.toObject();
+    keys << QStringLiteral("%1 %2 %3")
+                .arg(f[QStringLiteral("kind")].toString(), f[QStringLiteral("severity")].toString(),
+                     f[QStringLiteral("tensor")].toString());
+  }
+  keys.sort();
+  return keys;
+}
+
+}  // namespace
+
+void InteractionTest::banner_findings_and_cli_agree_on_every_choice() {
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({samplePath(), kPadding}));
+  const std::vector<Choice> grid = {
+      {[](SessionContext*) {}, {}},
+      {[](SessionContext* c) { c->setPrecision(Precision::bf16); }, {"--precision", "bf16"}},
+      {[](SessionContext* c) { c->setMode(Mode::fused); }, {"--mode", "fused"}},
+      {[](SessionContext* c) {
+         c->setPrecision(Precision::f32);
+         c->setMode(Mode::unfused);
+       },
+       {"--precision", "fp32", "--mode", "unfused"}},
+      {[](SessionContext* c) { c->setMaskFill(MaskFill::safe); }, {"--mask-fill", "safe"}},
+      {[](SessionContext* c) { c->setScale(0.0625); }, {"--scale", "0.0625"}},
+      {[](SessionContext* c) { c->setClipNorm(1.0); }, {"--clip", "1"}},
+      {[](SessionContext* c) {
+         c->setClipNorm(1.0);
+         c->setClipScope(ClipScope::per_kv_head);
+         c->setMode(Mode::unfused);
+         c->setMaskFill(MaskFill::neg_1e9);
+       },
+       {"--clip", "1", "--clip-scope", "kv-head", "--mode", "unfused", "--mask-fill", "1e9"}},
+  };
+  auto* header = w.window->findings()->findChild<QLabel*>(QStringLiteral("findingsHeader"));
+  QVERIFY(header);
+  for (const Choice& choice : grid) {
+    const QString what = choice.options.isEmpty() ? QStringLiteral("recorded")
+                                                  : choice.options.join(QLatin1Char(' '));
+    w.context()->resetToRecorded();
+    choice.set(w.context());
+    QVERIFY2(waitShown([&] { return w.window->analysis()->summaryCurrent(); }, 120000),
+             qPrintable(what));
+    const auto summary = w.window->analysis()->summary();
+    const QString judged = QString::fromStdString(summary->judged_under);
+    // The banner shows exactly the choice's what-ifs, in the words `scan` judges under.
+    const QStringList whatIfs = w.context()->whatIfs();
+    QCOMPARE(w.window->whatIfBanner()->isVisible(), !whatIfs.isEmpty());
+    for (const QString& text : whatIfs) {
+      QVERIFY2(w.window->whatIfBanner()->text().contains(text), qPrintable(what + ": " + text));
+    }
+    QCOMPARE(judged.startsWith(QStringLiteral("what-if: ")), !whatIfs.isEmpty());
+    QVERIFY2(header->text().contains(QStringLiteral("judged ") + judged),
+             qPrintable(what + ": " + header->text()));
+    // The CLI with the same options: the same judgement and the same findings.
+    const QJsonObject doc =
+        cliScanJson(samplePath(), QStringList{QStringLiteral("--case"), kPadding} + choice.options);
+    const QJsonObject c = doc[QStringLiteral("cases")].toArray().at(0).toObject();
+    QCOMPARE(c[QStringLiteral("config")].toObject()[QStringLiteral("judged_under")].toString(),
+             judged);
+    QCOMPARE(findingKeys(summary->findings), findingKeys(c[QStringLiteral("findings")].toArray()));
+  }
+}
+
+void InteractionTest::what_ifs_do_not_carry_over_to_another_dump() {
+  SampleCopy other;
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({samplePath(), kPadding}));
+  w.context()->setMode(Mode::unfused);
+  w.context()->setPrecision(Precision::bf16);
+  QVERIFY(!w.context()->whatIfs().isEmpty());
+  QVERIFY(w.window->openTarget({other.path, kPadding}));
+  QVERIFY(w.context()->choice() == RunChoice{});
+  QVERIFY(!w.window->whatIfBanner()->isVisible());
+}
+
+void InteractionTest::inspector_and_colour_range_belong_to_the_case_shown() {
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({samplePath(), QStringLiteral("/fp16_score_overflow")}));
+  w.context()->setHead(3);
+  QVERIFY(w.waitForHead(QStringLiteral("/fp16_score_overflow"), 3));
+  // The cursor rests on S[20, 5], finite as recorded; fp16 unfused overflows that row. The
+  // inspector reads the new result under the cursor, not the old value.
+  HeatmapView* s = w.window->heatmaps()->view(HeadView::s);
+  s->hoverCell(20, 5);
+  QVERIFY(w.window->inspector()->readoutText().startsWith(QStringLiteral("S [20, 5]\nfinite")));
+  w.context()->setPrecision(Precision::f16);
+  w.context()->setMode(Mode::unfused);
+  QVERIFY(w.waitForHead(QStringLiteral("/fp16_score_overflow"), 3, [](const HeadResult& r) {
+    return r.precision == Precision::f16 && r.request.mode() == Mode::unfused;
+  }));
+  QVERIFY2(w.window->inspector()->readoutText().startsWith(QStringLiteral("S [20, 5]\n+inf")),
+           qPrintable(w.window->inspector()->readoutText()));
+  // A colour range set by hand fits this case only: the next case starts automatic.
+  s->setColorRange(-1, 1);
+  QVERIFY(!s->automaticRange());
+  QVERIFY(w.context()->selectCase(0, kPadding));
+  QVERIFY(w.waitForHead(kPadding, 0));
+  QVERIFY(s->automaticRange());
+  QVERIFY(!w.context()->colours(HeadView::s).range.has_value());
 }
 
 }  // namespace attnscope::test

@@ -12,6 +12,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSlider>
+#include <QTabWidget>
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QtTest>
@@ -28,6 +29,7 @@
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/HeatmapPanel.h"
+#include "app/panels/StepperPanel.h"
 #include "app/plot/HeatmapView.h"
 #include "tests/gui/GuiTest.h"
 
@@ -35,7 +37,7 @@ namespace attnscope::test {
 namespace {
 
 bool isSelection(const HeadResult& r, int64_t head, Precision p, Mode m) {
-  return r.request.head == head && r.precision == p && r.request.mode == m;
+  return r.request.head == head && r.precision == p && r.request.mode() == m;
 }
 
 // Cases of an open file whose path or name contains `text` (the browser's filter rule).
@@ -222,7 +224,7 @@ void GuiTest::scale_slider_and_reset() {
   QSlider* slider = controls->scaleSlider();
   QCOMPARE(slider->value(), (slider->minimum() + slider->maximum()) / 2);
   slider->setValue(slider->maximum());
-  QVERIFY(std::fabs(*f.context()->settings().scale / 125.0 - 1) < 1e-12);  // 1000 x 0.125
+  QVERIFY(std::fabs(*f.context()->choice().scale / 125.0 - 1) < 1e-12);  // 1000 x 0.125
   QVERIFY(waitForResult(*f.window, [](const HeadResult& r) { return r.scale > 124; }));
   QCOMPARE(controls->scaleEdit()->text(), QStringLiteral("125"));
   f.context()->setScale(std::nullopt);  // what "reset" does
@@ -241,9 +243,9 @@ void GuiTest::stale_results_are_dropped() {
   QSignalSpy dropped(worker, &ComputeWorker::dropped);
   QSignalSpy applied(ctx, &SessionContext::resultChanged);
   HeadRequest first = *ctx->currentRequest();
-  first.settings.scale = 0.5;
+  first.run.scale = 0.5;
   HeadRequest second = first;
-  second.settings.scale = 0.25;
+  second.run.scale = 0.25;
   const quint64 idFirst = worker->submit(ctx->cases(), ctx->casePath(), first);
   const quint64 idSecond = worker->submit(ctx->cases(), ctx->casePath(), second);
   QVERIFY(idSecond > idFirst);
@@ -329,20 +331,30 @@ void GuiTest::window_menu_lists_docks_and_resets_layout() {
   QMenu* menu = f.window->menuBar()->findChild<QMenu*>(QStringLiteral("windowMenu"));
   QVERIFY(menu != nullptr);
   const QList<QDockWidget*> docks = f.window->docks();
-  QCOMPARE(docks.size(), 10);  // browser, controls, inspector, row plots, findings, overview,
-                               // stepper, sweep, origin, annotations
+  QCOMPARE(docks.size(), 5);  // browser, controls, inspector, findings, annotations
   for (QDockWidget* dock : docks) {
     QVERIFY(menu->actions().contains(dock->toggleViewAction()));
     QVERIFY(dock->isVisible());
   }
+  // The secondary views are pages, one shortcut each: Ctrl+5 brings the stepper to the front.
+  QTabWidget* pages = f.window->pages();
+  QCOMPARE(pages->count(), 6);  // heatmaps, origin, overview, row plots, stepper, scale sweep
+  QCOMPARE(pages->tabText(4), QStringLiteral("Stepper"));
+  f.window->show();
+  QVERIFY(QTest::qWaitForWindowExposed(f.window.get()));
+  QTest::keyClick(f.window.get(), Qt::Key_5, Qt::ControlModifier);
+  QVERIFY(f.window->stepperPanel()->isVisible());
+  QVERIFY(!f.window->heatmaps()->isVisible());
   docks[2]->toggleViewAction()->trigger();
   QVERIFY(!docks[2]->isVisible());
   docks[2]->toggleViewAction()->trigger();
   QVERIFY(docks[2]->isVisible());
+  // Reset brings back closed and floated docks, the heatmaps page and sizes fit for the window.
   docks[0]->close();
-  docks[3]->close();
+  docks[3]->setFloating(true);
   f.window->resetLayout();
-  for (QDockWidget* dock : docks) QVERIFY(dock->isVisible());
+  for (QDockWidget* dock : docks) QVERIFY(dock->isVisible() && !dock->isFloating());
+  QCOMPARE(pages->currentIndex(), 0);
   // The layout is saved on close and restored by the next window.
   docks[1]->close();
   f.window->close();

@@ -65,7 +65,7 @@ TEST(AnalysisCancel, analyze_case_cancelled_inside_the_second_kernel_run_keeps_t
   AnalysisSettings s;  // modes fused, unfused
   s.threads = 1;
   AnalysisSettings fused_only = s;
-  fused_only.modes = {Mode::fused};
+  fused_only.run.modes = {Mode::fused};
   const int fused_run = silent_polls(c, fused_only) - 4;  // the fused kernels' polls
   ASSERT_GT(fused_run, 0);
   std::atomic<int> polls{0};
@@ -83,7 +83,7 @@ TEST(AnalysisCancel, analyze_case_with_a_silent_predicate_is_unchanged) {
   CaseData c = make_case(spec(4, 2));
   AnalysisSettings s;
   s.run.precision = Precision::f16;
-  s.clip_norm = 1.0;
+  s.run.clip_norm = 1.0;
   const CaseAnalysis plain = analyze(c, s);
   std::atomic<int> polls{0};
   s.cancelled = [&] {
@@ -108,7 +108,7 @@ TEST(AnalysisCancel, analyze_case_with_a_silent_predicate_is_unchanged) {
 TEST(AnalysisCancel, reference64_skips_the_groups_after_a_cancel) {
   const CaseData c = make_case(spec(4, 4));
   AnalysisSettings s;
-  s.modes = {Mode::fused};
+  s.run.modes = {Mode::fused};
   s.threads = 1;  // kv groups in order on one worker
   // Polls: 1 before the run, the kernels' own, 1 after the runs, then one per kv group (4).
   const int before_groups = silent_polls(c, s) - 2;

@@ -40,7 +40,7 @@ TEST(CaseClip, a_head_is_clipped_with_the_whole_cases_coefficient) {
   const Result<HeadResult> unclipped = compute_head(c, plain);
   ASSERT_TRUE(unclipped.ok());
   HeadRequest req = plain;
-  req.clip_norm = 0.5;
+  req.run.clip_norm = 0.5;
   HeadCache cache;
   const Result<HeadResult> r = compute_head(c, req, &cache);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -59,7 +59,7 @@ TEST(CaseClip, a_head_is_clipped_with_the_whole_cases_coefficient) {
     ASSERT_EQ(r->dv.raw[i], unclipped->dv.raw[i] * factor) << i;
   }
   // Another max_norm: the case's gradients are not computed again.
-  req.clip_norm = 0.25;
+  req.run.clip_norm = 0.25;
   const Result<HeadResult> again = compute_head(c, req, &cache);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(hasPhase(*again, "case gradients"));
@@ -79,8 +79,8 @@ TEST(CaseClip, per_kv_head_clips_the_group_of_the_head) {
   const CaseData c = smoothCase(4, 2);  // query heads 2 and 3 read kv head 1
   HeadRequest req;
   req.head = 3;
-  req.clip_norm = 0.5;
-  req.clip_scope = ClipScope::per_kv_head;
+  req.run.clip_norm = 0.5;
+  req.run.clip_scope = ClipScope::per_kv_head;
   const Result<HeadResult> r = compute_head(c, req);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const std::vector<ClipResult> groups = caseClips(c, ClipScope::per_kv_head, 0.5);

@@ -94,8 +94,8 @@ TEST(HeadCompute, full_window_matches_pooled_counts) {
   const Result<CaseData> overflow = dump->load("/fp16_score_overflow");
   ASSERT_TRUE(overflow.ok());
   HeadRequest fp16;
-  fp16.settings.precision = Precision::f16;
-  fp16.mode = Mode::unfused;
+  fp16.run.precision = Precision::f16;
+  fp16.run.modes = {Mode::unfused};
   fp16.head = 3;
   const Result<HeadResult> h3 = compute_head(*overflow, fp16);
   ASSERT_TRUE(h3.ok());
@@ -111,7 +111,7 @@ TEST(HeadCompute, full_window_matches_pooled_counts) {
 
 TEST(HeadCompute, error_grids_for_o_dq_dk_dv) {
   const CaseData c = smoothCase();
-  RunSettings settings;
+  RunChoice settings;
   settings.precision = Precision::f32;
   Result<CaseInputs> in = make_case_inputs(c, settings);
   ASSERT_TRUE(in.ok());
@@ -119,7 +119,7 @@ TEST(HeadCompute, error_grids_for_o_dq_dk_dv) {
       reference_attention(in->params, in->q.data(), in->k.data(), in->v.data(), in->dout.data());
   HeadRequest req;
   req.reference = true;
-  req.settings.precision = Precision::f32;
+  req.run.precision = Precision::f32;
   const Result<HeadResult> f32 = compute_head(c, req);
   ASSERT_TRUE(f32.ok());
   struct Expect {
@@ -144,7 +144,7 @@ TEST(HeadCompute, error_grids_for_o_dq_dk_dv) {
     ASSERT_TRUE(maxAbsOf(err->raw) <= 1e-5 * maxAbsOf(e.value.raw)) << head_view_name(e.view);
   }
   // fp16 storage: the gradients' error is visible, still within a few fp16 ulps of the values.
-  req.settings.precision = Precision::f16;
+  req.run.precision = Precision::f16;
   const Result<HeadResult> f16 = compute_head(c, req);
   ASSERT_TRUE(f16.ok());
   for (const auto& [error_view, view] :
@@ -170,7 +170,7 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(ran(*first, "cpu fwd+bwd") && ran(*first, "score grids") && ran(*first, "reference"));
   // A clip change is a post-process: no kernel, grid or reference stage runs again.
-  req.clip_norm = 0.5;
+  req.run.clip_norm = 0.5;
   const Result<HeadResult> clipped = compute_head(c, req, &cache);
   ASSERT_TRUE(clipped.ok() && clipped->clip.has_value());
   ASSERT_TRUE(!ran(*clipped, "inputs") && !ran(*clipped, "cpu fwd+bwd"));
@@ -183,12 +183,12 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
     ASSERT_TRUE(sameBits(clipped->grid(v).raw, fresh->grid(v).raw)) << head_view_name(v);
   }
   // Unclipped again: the cached kernel outputs were not scaled in place.
-  req.clip_norm.reset();
+  req.run.clip_norm.reset();
   const Result<HeadResult> back = compute_head(c, req, &cache);
   ASSERT_TRUE(back.ok());
   ASSERT_TRUE(sameBits(back->dq.raw, first->dq.raw));
   // A new scale reruns the kernels and the grids.
-  req.settings.scale = 0.5;
+  req.run.scale = 0.5;
   const Result<HeadResult> rescaled = compute_head(c, req, &cache);
   ASSERT_TRUE(rescaled.ok());
   ASSERT_TRUE(ran(*rescaled, "cpu fwd+bwd") && ran(*rescaled, "score grids"));
@@ -203,7 +203,7 @@ TEST(HeadCompute, cache_reruns_only_later_stages) {
     ASSERT_TRUE(sameBits(rescaled->grid(v).raw, fresh_rescaled->grid(v).raw)) << head_view_name(v);
   }
   // A scale the inputs would refuse is refused from the cache as well.
-  req.settings.scale = -1.0;
+  req.run.scale = -1.0;
   ASSERT_TRUE(!compute_head(c, req, &cache).ok());
 }
 
@@ -216,7 +216,7 @@ TEST(HeadCompute, another_head_slices_the_converted_case_and_grids_are_shared) {
   HeadRequest req;
   const Result<HeadResult> h0 = compute_head(c, req, &cache);
   ASSERT_TRUE(h0.ok() && ran(*h0, "inputs") && ran(*h0, "head slice"));
-  req.clip_norm = 0.5;
+  req.run.clip_norm = 0.5;
   const Result<HeadResult> clipped = compute_head(c, req, &cache);
   ASSERT_TRUE(clipped.ok() && !ran(*clipped, "head slice") && !ran(*clipped, "score grids"));
   for (HeadView v : kScoreViews) {
@@ -237,7 +237,7 @@ TEST(HeadCompute, another_head_slices_the_converted_case_and_grids_are_shared) {
   ASSERT_TRUE(sameBits(h0->s->raw, h0_s));             // ... and head 0's result kept its grid
   ASSERT_TRUE(sameBits(h1->dq_norm, fresh->dq_norm));  // the row series too
 
-  req.settings.precision = Precision::f16;  // another conversion of the whole case
+  req.run.precision = Precision::f16;  // another conversion of the whole case
   const Result<HeadResult> half = compute_head(c, req, &cache);
   ASSERT_TRUE(half.ok() && ran(*half, "inputs") && ran(*half, "head slice"));
 }
@@ -295,7 +295,7 @@ TEST(HeadCompute, pools_requested_score_matrices_only) {
     ASSERT_TRUE(sameGrid(*got[k], *expected[k])) << head_view_name(kScoreViews[k]);
   // None asked for: a new scale runs the kernel without pooling and keeps no stale grid.
   req.scores = {};
-  req.settings.scale = 0.5;
+  req.run.scale = 0.5;
   const Result<HeadResult> none = compute_head(c, req, &cache);
   ASSERT_TRUE(none.ok() && ran(*none, "cpu fwd+bwd") && !ran(*none, "score grids"));
   ASSERT_TRUE(none->s->empty() && none->p->empty() && none->dp->empty() && none->ds->empty());
@@ -344,12 +344,12 @@ TEST(HeadCompute, forward_only_then_the_rest_is_the_whole_head_bit_for_bit) {
   const Result<HeadResult> again = compute_head(c, req, &cache);
   ASSERT_TRUE(again.ok() && again->gradients && sameGrid(again->dq, whole->dq));
   // Not honoured where the forward alone cannot serve: with the reference, or at full resolution.
-  req.settings.scale = 0.5;
+  req.run.scale = 0.5;
   req.reference = true;
   const Result<HeadResult> ref = compute_head(c, req, &cache);
   ASSERT_TRUE(ref.ok() && ref->gradients && !ref->dq_err.empty());
   req.reference = false;
-  req.settings.scale = 0.25;
+  req.run.scale = 0.25;
   req.out_rows = req.out_cols = 512;
   const Result<HeadResult> full = compute_head(c, req, &cache);
   ASSERT_TRUE(full.ok() && full->gradients && full->ds->complete());
@@ -397,7 +397,7 @@ TEST(HeadCompute, forward_stats_then_forward_then_backward_is_the_whole_head_bit
 
   // From the statistics straight to the whole head: the forward and backward run, S is kept.
   HeadCache other;
-  req.settings.scale = 0.5;
+  req.run.scale = 0.5;
   req.forward_only = req.forward_stats_only = true;
   ASSERT_TRUE(compute_head(c, req, &other).ok());
   req.forward_only = req.forward_stats_only = false;
@@ -407,7 +407,7 @@ TEST(HeadCompute, forward_stats_then_forward_then_backward_is_the_whole_head_bit
   ASSERT_TRUE(sameGrid(*after->s, *direct->s) && sameGrid(after->o, direct->o) &&
               sameGrid(after->dq, direct->dq));
   // Unfused: not honoured, the forward runs.
-  req.mode = Mode::unfused;
+  req.run.modes = {Mode::unfused};
   req.forward_only = req.forward_stats_only = true;
   const Result<HeadResult> unfused = compute_head(c, req, &other);
   ASSERT_TRUE(unfused.ok() && unfused->outputs && !unfused->o.empty());
