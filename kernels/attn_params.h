@@ -94,6 +94,10 @@ inline double finfo_max(Precision p) {
   return std::numeric_limits<double>::max();
 }
 
+// Bias entries at or below this are masking sentinels (-1e4 as BERT's extended mask, -1e9,
+// finfo.min, -inf), not scores: their positions count as masked.
+inline constexpr double kBiasSentinel = -1e4;
+
 // The value a masked-out score is set to, before any rounding to the precision.
 inline double mask_fill_value(MaskFill fill, Precision p) {
   switch (fill) {

@@ -45,7 +45,7 @@ static_assert(kTileRows % 16 == 0 && kTileCols % 16 == 0, "tiles are whole 16 x 
 enum MaskedEntry : uint8_t {
   kEntryVisible = 0,
   kEntryFillMasked = 1,  // bool mask 0 or causally hidden: the score is the fill value
-  kEntryBiasMasked = 2,  // a -inf bias entry (an additive float mask)
+  kEntryBiasMasked = 2,  // a bias entry <= kBiasSentinel (an additive float mask)
   kEntryPadding = 3,     // CUDA shared tiles only: past the last query row or key
 };
 

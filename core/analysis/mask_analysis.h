@@ -11,9 +11,6 @@
 
 namespace attnscope {
 
-// Bias entries at or below this are masking sentinels (-1e4, -1e9, finfo.min, ...), not scores.
-inline constexpr double kBiasSentinel = -1e4;
-
 // How a query row is masked.
 enum class RowMask : uint8_t {
   open,      // at least one visible key

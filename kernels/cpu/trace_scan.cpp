@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "kernels/cpu/tile_math.h"
-#include "kernels/precision.h"
 
 namespace attnscope::cpu {
 
@@ -23,11 +22,10 @@ void mask_classes(const HeadContext& x, const ScoreTile& t, uint8_t* cls) {
     if (p.bias != nullptr) {
       const BroadcastStrides& st = p.bias_strides;
       const double* b_r = p.bias + x.b * st.b + x.h * st.h + (t.i0 + r) * st.q + t.j0 * st.k;
-      // A finite sentinel (e.g. -1e9) that rounds to -inf in the precision masks like -inf;
-      // that the sentinel overflowed is the analysis' mask_fill_overflow finding.
+      // A sentinel bias (-1e4, -1e9, -inf) masks its position, whether or not it rounds to
+      // -inf in the precision (that it overflowed is the mask_fill_overflow finding).
       for (int64_t c = 0; c < visible; ++c) {
-        const float entry = round_to(x.precision, static_cast<float>(b_r[c * st.k]));
-        if (entry == -std::numeric_limits<float>::infinity()) c_r[c] = kEntryBiasMasked;
+        if (b_r[c * st.k] <= kBiasSentinel) c_r[c] = kEntryBiasMasked;
       }
     }
     if (p.mask != nullptr) {

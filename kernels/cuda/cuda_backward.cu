@@ -52,7 +52,7 @@ __device__ void score_and_mask_tile(const Args<T>& a, const BwdTile<T>& t) {
       *gf = 0;
     }
     *s = v;
-    t.cls[e] = hidden ? kEntryFillMasked : bias == -pos_inf() ? kEntryBiasMasked : kEntryVisible;
+    t.cls[e] = hidden ? kEntryFillMasked : bias <= kBiasSentinel ? kEntryBiasMasked : kEntryVisible;
     if (t.stats == nullptr) continue;
     if (t.cls[e] != kEntryVisible) {
       atomicAdd(&t.stats->masked, 1);

@@ -57,7 +57,7 @@ __device__ void mask_tile(const Args<T>& a, const FwdTile<T>& t) {
     if (a.mask != nullptr) hidden |= a.mask[broadcast_offset(a.mask_st, t.b, t.h, i, j)] == 0;
     const float bias = a.bias != nullptr ? a.bias[broadcast_offset(a.bias_st, t.b, t.h, i, j)] : 0;
     if (hidden) *s = a.fill;
-    t.cls[e] = hidden ? kEntryFillMasked : bias == -pos_inf() ? kEntryBiasMasked : kEntryVisible;
+    t.cls[e] = hidden ? kEntryFillMasked : bias <= kBiasSentinel ? kEntryBiasMasked : kEntryVisible;
     if (t.stats == nullptr) continue;
     if (t.cls[e] != kEntryVisible) {
       atomicAdd(&t.stats->masked, 1);

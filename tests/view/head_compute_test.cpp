@@ -109,6 +109,36 @@ TEST(HeadCompute, full_window_matches_pooled_counts) {
   ASSERT_TRUE(!compute_head(*overflow, fp16).ok());  // H = 4
 }
 
+// BERT's extended attention mask: padded keys get an additive -10000, finite. Those positions
+// count as masked (a bias at or below kBiasSentinel), so S's values and colour range are the
+// real scores, not the padding, in both kernels, pooled or not.
+TEST(HeadCompute, bert_padding_bias_counts_as_masked) {
+  constexpr int64_t n = 96, d = 16, kPadded = 32;
+  CaseData c = singleNanCase(n, d, 0, 0);
+  std::vector<float> bias(static_cast<size_t>(n * n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = n - kPadded; j < n; ++j) bias[static_cast<size_t>(i * n + j)] = -10000.0f;
+  }
+  c.tensors["bias"] = HostTensor::from_float(DType::f32, {1, 1, n, n}, bias);
+  for (Mode mode : {Mode::fused, Mode::unfused}) {
+    for (int64_t cells : {int64_t{512}, int64_t{24}}) {  // full resolution, pooled
+      HeadRequest req;
+      req.run.modes = {mode};
+      req.out_rows = req.out_cols = cells;
+      const Result<HeadResult> r = compute_head(c, req);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      const MatrixGrid& s = *r->s;
+      ASSERT_EQ(s.counts.masked, n * kPadded) << mode_name(mode) << " " << cells;
+      ASSERT_EQ(s.counts.finite, n * (n - kPadded));
+      double lowest = 0;
+      for (float v : s.value) {
+        if (std::isfinite(v)) lowest = std::min(lowest, static_cast<double>(v));
+      }
+      ASSERT_GT(lowest, -100.0) << mode_name(mode) << " " << cells;  // no -10000 in the range
+    }
+  }
+}
+
 TEST(HeadCompute, error_grids_for_o_dq_dk_dv) {
   const CaseData c = smoothCase();
   RunChoice settings;
