@@ -73,7 +73,7 @@ constexpr const char* kExport =
     "usage: attnscope-cli export FILE[::CASE] --out PATH [--view V] [--format png|pdf|svg]\n"
     "         [--batch B] [--head H] [--precision P] [--mode fused|unfused] [--scale X]\n"
     "         [--mask-fill F] [--clip NORM] [--clip-scope case|kv-head] [--threads N]\n"
-    "         [--no-markers]\n"
+    "         [--no-markers] [--no-caption]\n"
     "  figure of one view of one (batch, head), drawn with the GUI's plotting code (offscreen\n"
     "  without a display). V: S (default), P, dP, dS, O, dQ, dK, dV, 'O err', 'dQ err'\n"
     "  (heatmaps) or lse, l, o_norm, dq_norm (row plots). --clip applies clip_grad_norm_(NORM)\n"
@@ -82,6 +82,8 @@ constexpr const char* kExport =
     "batch/head, precision, mode, scale,\n"
     "  clip and mask fill; heatmaps carry the automatic markers (first non-finite element,\n"
     "  largest |value|) and the annotations saved in the dump's sidecar (FILE.attnscope.json).\n"
+    "  The caption under the stamp lists the case's findings under the same run (an analysis\n"
+    "  of the whole case; --no-caption leaves it out).\n"
     "  The format follows --format or the suffix of PATH; the file is replaced atomically.\n"
     "  CASE defaults to the first case of the file\n";
 

@@ -16,6 +16,7 @@
 #include "app/plot/PlotExport.h"
 #include "app/plot/RowPlotView.h"
 #include "cli_options.h"
+#include "core/view/case_summary.h"
 
 namespace attnscope {
 namespace {
@@ -80,9 +81,10 @@ QList<Annotation> sidecarAnnotations(const FigureStamp& stamp, const QString& vi
 }
 
 int render(const std::shared_ptr<const HeadResult>& shared, const QString& view, const QString& out,
-           bool markers) {
+           bool markers, const std::vector<Finding>& findings) {
   const HeadResult& result = *shared;
-  const FigureStamp stamp = stampFor(result, view);
+  FigureStamp stamp = stampFor(result, view);
+  stamp.findings = findingCaption(findings);
   const QString title = stamp.firstLine() + QStringLiteral("  ·  ") + stamp.secondLine();
   std::unique_ptr<QWidget> widget;
   if (kRowViews.contains(view)) {
@@ -127,7 +129,7 @@ int render(const std::shared_ptr<const HeadResult>& shared, const QString& view,
 int run_export(const CommandArgs& args) {
   if (!check_options(args, kCommand,
                      {"view", "format", "out", "batch", "head", "precision", "mode", "scale",
-                      "mask-fill", "clip", "clip-scope", "threads", "no-markers"})) {
+                      "mask-fill", "clip", "clip-scope", "threads", "no-markers", "no-caption"})) {
     return kExitUnreadable;
   }
   if (args.positional.size() != 1) {
@@ -185,6 +187,20 @@ int run_export(const CommandArgs& args) {
     return fail(kCommand, case_error_text(file, casePath, result.error().message),
                 result.error().hint);
   }
+  // The caption: the case's findings under the same run, as the window's export has them (an
+  // analysis of the whole case; --no-caption skips it).
+  std::vector<Finding> findings;
+  if (!args.flag("no-caption")) {
+    SummarySettings summarySettings;
+    summarySettings.run = request.run;
+    summarySettings.threads = request.threads;
+    Result<CaseSummary> summary = summarize_case(*data, summarySettings);
+    if (!summary) {
+      return fail(kCommand, case_error_text(file, casePath, summary.error().message),
+                  summary.error().hint);
+    }
+    findings = std::move(summary->findings);
+  }
   auto shared = std::make_shared<HeadResult>(std::move(result).value());
   shared->file_path = file;
   shared->case_path = data->info.path;
@@ -199,7 +215,7 @@ int run_export(const CommandArgs& args) {
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName(QStringLiteral("attnscope"));  // the GUI's config folder
   QCoreApplication::setApplicationName(QStringLiteral("attnscope"));   // (fallback sidecars)
-  return render(shared, view, *out, !args.flag("no-markers"));
+  return render(shared, view, *out, !args.flag("no-markers"), findings);
 }
 
 }  // namespace attnscope

@@ -19,7 +19,8 @@ const std::vector<std::string> kValued = {
     "case",  "precision", "mode",          "clip",          "clip-scope", "mask-fill",
     "scale", "scales",    "threads",       "out",           "batch",      "head",
     "view",  "format",    "memory-budget", "probe-timeout", "shard"};
-const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers", "follow"};
+const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers", "no-caption",
+                                         "follow"};
 
 }  // namespace
 

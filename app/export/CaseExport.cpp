@@ -74,6 +74,25 @@ FigureStamp stampFor(const HeadResult& r, const QString& view) {
   return s;
 }
 
+QStringList findingCaption(const std::vector<Finding>& findings) {
+  constexpr size_t kLines = 4;
+  QStringList caption;
+  for (size_t i = 0; i < findings.size() && i < kLines; ++i) {
+    const Finding& f = findings[i];
+    QString where = QString::fromStdString(f.tensor);
+    if (f.batch >= 0) where += QStringLiteral(" b%1").arg(f.batch);
+    if (f.head >= 0) where += QStringLiteral(" h%1").arg(f.head);
+    caption << QStringLiteral("%1 %2 %3: %4")
+                   .arg(QLatin1String(severity_name(f.severity)),
+                        QLatin1String(finding_kind_name(f.kind)), where,
+                        QString::fromStdString(f.message));
+  }
+  if (findings.size() > kLines) {
+    caption << QStringLiteral("and %1 more finding(s)").arg(findings.size() - kLines);
+  }
+  return caption;
+}
+
 RowPlotExports::RowPlotExports(
     const HeadResult& result,
     const std::function<QList<Annotation>(const QString& view)>& annotationsOf, QSize size) {

@@ -14,6 +14,7 @@
 
 #include "app/plot/Annotation.h"
 #include "app/plot/FigureStamp.h"
+#include "core/analysis/finding.h"
 #include "core/view/head_compute.h"
 
 class QWidget;
@@ -26,6 +27,9 @@ class RowPlotView;
 // not the own CPU kernel), scale, mask fill, and the clip: "off", or "max_norm X per case (total
 // T, coef C)" (per kv-head) as clip_grad_norm_ applied it.
 FigureStamp stampFor(const HeadResult& result, const QString& view);
+// The figure caption of a case's findings (FigureStamp::findings): "error score_overflow S b0
+// h3: message" a line, the first four (the list is worst first), then "and N more finding(s)".
+QStringList findingCaption(const std::vector<Finding>& findings);
 
 // One view to export: its name (file stem and index heading), the widget holding its plot and
 // the annotations drawn on it (listed on the index page).

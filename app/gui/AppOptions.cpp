@@ -36,7 +36,9 @@ struct Parser {
     parser.setApplicationDescription(
         "attnscope: visual debugger for fused attention\n"
         "attnscope --bench-gui [RUNS [SEQLEN]]: slider-to-render latency at S=SEQLEN (default "
-        "2048), D=64 (offscreen)");
+        "2048), D=64 (offscreen)\n"
+        "attnscope --bench-open [SEQLEN]: open-to-first-heatmap time and peak memory of a "
+        "B=1 H=32 Hkv=8 D=128 bf16 causal layer (default S=4096, offscreen)");
     parser.addHelpOption();
     parser.addOptions(
         {precision, mode, scale, batch, head, matrix, screenshot, stepper, probeTimeout});

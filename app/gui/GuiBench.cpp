@@ -1,6 +1,8 @@
 // Slider-change-to-render bench of the GUI (see GuiBench.h).
 #include "app/gui/GuiBench.h"
 
+#include <sys/resource.h>
+
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
@@ -41,6 +43,35 @@ Status writeBenchDump(const std::string& path, int64_t s, int64_t d) {
   if (!writer) return writer.error();
   if (Status st = writer->write_case("/bench", c); !st) return st;
   return writer->close();
+}
+
+// The real-size layer of the open bench: B=1, H=32, Hkv=8 (GQA), S, D=128, bf16, causal, as a
+// Llama-class layer records it; q, k, v, dO ~ U(-1, 1) from a fixed seed.
+Status writeLayerDump(const std::string& path, int64_t s) {
+  constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+  std::mt19937_64 rng(20261206);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  CaseData c;
+  c.info.config.name = "open bench layer S" + std::to_string(s);
+  c.info.config.dtype = "bfloat16";
+  c.info.config.causal = true;
+  for (const char* name : {"q", "k", "v", "do"}) {
+    const bool kv = name[0] == 'k' || name[0] == 'v';
+    const std::vector<int64_t> shape = {1, kv ? kKvHeads : kHeads, s, kHeadDim};
+    std::vector<float> values(static_cast<size_t>(shape[1] * s * kHeadDim));
+    for (float& x : values) x = u(rng);
+    c.tensors[name] = HostTensor::from_float(DType::bf16, shape, values);
+  }
+  Result<DumpWriter> writer = DumpWriter::create(path);
+  if (!writer) return writer.error();
+  if (Status st = writer->write_case("/layer_00", c); !st) return st;
+  return writer->close();
+}
+
+double peakRssMb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
 // Processes events until `done` holds; false on timeout. Sleeps between events like the
@@ -188,6 +219,52 @@ int runGuiBench(const GuiBenchOptions& options) {
   for (const auto& [name, ms] : phases) {
     std::printf("  median %-16s %7.1f ms over %zu runs\n", name.c_str(), median(ms), ms.size());
   }
+  return 0;
+}
+
+int runOpenBench(int64_t seqlen) {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath(QStringLiteral("layer.h5")).toStdString();
+  if (Status st = writeLayerDump(path, seqlen); !st) {
+    std::fprintf(stderr, "attnscope --bench-open: %s\n", st.error().describe().c_str());
+    return 1;
+  }
+  const double before = peakRssMb();
+  QElapsedTimer t;
+  t.start();
+  MainWindow window;
+  window.setErrorHandler([](const QString& title, const QString& message, const QString&) {
+    std::fprintf(stderr, "attnscope --bench-open: %s: %s\n", qPrintable(title),
+                 qPrintable(message));
+  });
+  window.resize(1366, 728);
+  window.show();
+  SessionContext* ctx = window.context();
+  if (!window.openTarget({QString::fromStdString(path), QStringLiteral("/layer_00")})) return 1;
+  const double read = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  // The first heatmap: the S tab drawn from the first result (scores and row statistics).
+  if (!pump([&] { return ctx->result() != nullptr; })) return 1;
+  EventCounter counter;
+  qApp->installEventFilter(&counter);
+  drainEvents(counter);
+  const double first = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  if (!pump([&] { return ctx->result()->gradients && !window.worker()->busy(); })) return 1;
+  drainEvents(counter);
+  const double every = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  const double viewPeak = peakRssMb();
+  if (!pump([&] { return !window.scans()->busy(); })) return 1;
+  const double scanned = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  std::printf(
+      "attnscope --bench-open: B=1 H=32 Hkv=8 S=%lld D=128 bf16 causal, %d hardware threads, "
+      "platform %s\n"
+      "case read (open, probe, select) %.0f ms\n"
+      "first heatmap drawn             %.0f ms (%.0f ms after the case was read)\n"
+      "every view of head 0 ready      %.0f ms (peak resident memory %.0f MB)\n"
+      "case scan (findings, badge)     %.0f ms\n"
+      "peak resident memory            %.0f MB (%.0f MB before the window)\n",
+      static_cast<long long>(seqlen), QThread::idealThreadCount(),
+      qPrintable(QApplication::platformName()), read, first, first - read, every, viewPeak, scanned,
+      peakRssMb(), before);
   return 0;
 }
 

@@ -22,4 +22,10 @@ struct GuiBenchOptions {
 // success, 1 when the dump cannot be written or a result never arrives).
 int runGuiBench(const GuiBenchOptions& options);
 
+// `attnscope --bench-open [SEQLEN]`: a real-size layer (B=1, H=32, Hkv=8, S=SEQLEN (default
+// 4096), D=128, bf16, causal) written to a temporary folder and opened in the window at
+// 1366×728: the time until the case is read, until the first heatmap is drawn, until every view
+// of the head is ready and until the case scan ends, and the process's peak resident memory.
+int runOpenBench(int64_t seqlen);
+
 }  // namespace attnscope

@@ -533,20 +533,7 @@ FigureStamp MainWindow::figureStamp(const HeadResult& result, const QString& vie
   if (!summary || !analysis_->summaryCurrent() || summary->case_path != result.case_path) {
     return stamp;
   }
-  constexpr size_t kCaptionLines = 4;
-  for (size_t i = 0; i < summary->findings.size() && i < kCaptionLines; ++i) {
-    const Finding& f = summary->findings[i];
-    QString where = QString::fromStdString(f.tensor);
-    if (f.batch >= 0) where += QStringLiteral(" b%1").arg(f.batch);
-    if (f.head >= 0) where += QStringLiteral(" h%1").arg(f.head);
-    stamp.findings << QStringLiteral("%1 %2 %3: %4")
-                          .arg(QLatin1String(severity_name(f.severity)),
-                               QLatin1String(finding_kind_name(f.kind)), where,
-                               QString::fromStdString(f.message));
-  }
-  if (summary->findings.size() > kCaptionLines) {
-    stamp.findings << tr("and %1 more finding(s)").arg(summary->findings.size() - kCaptionLines);
-  }
+  stamp.findings = findingCaption(summary->findings);
   return stamp;
 }
 

@@ -81,8 +81,16 @@ bool wantsHelp(int argc, char** argv) {
 
 }  // namespace
 
+// `--bench-open [SEQLEN]`: the open-to-first-heatmap bench of a real-size layer.
+int openBenchMain(int argc, char** argv) {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  return attnscope::runOpenBench(argc > 2 ? std::max(64, std::atoi(argv[2])) : 4096);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--bench-gui") == 0) return benchMain(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "--bench-open") == 0) return openBenchMain(argc, argv);
   if (wantsHelp(argc, argv)) {
     const QCoreApplication core(argc, argv);  // names the program in the usage line
     std::fputs(qPrintable(attnscope::commandLineHelp()), stdout);

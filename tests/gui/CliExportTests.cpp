@@ -89,6 +89,18 @@ void ExportTest::cli_export_writes_stamped_figures_headless() {
   QCOMPARE(image.text(QStringLiteral("attnscope.precision")), QStringLiteral("fp16"));
   QCOMPARE(image.text(QStringLiteral("attnscope.mode")), QStringLiteral("unfused"));
   QCOMPARE(image.text(QStringLiteral("attnscope.scale")), QStringLiteral("0.125"));
+  // The caption: the case's findings under that run, as the window's export draws them.
+  QVERIFY2(image.text(QStringLiteral("attnscope.findings"))
+               .startsWith(QStringLiteral("error score_overflow S b0 h3: ")),
+           qPrintable(image.text(QStringLiteral("attnscope.findings"))));
+  // --no-caption: the stamp alone, 5 caption lines (4 findings and "and N more") shorter.
+  const QString bare = out.filePath(QStringLiteral("bare.png"));
+  run = runCli(QStringList{QStringLiteral("export")} + common +
+               QStringList{QStringLiteral("--no-caption"), QStringLiteral("--out"), bare});
+  QVERIFY2(run.exitCode == 0, qPrintable(run.err));
+  const QImage bareImage(bare);
+  QVERIFY(bareImage.text(QStringLiteral("attnscope.findings")).isEmpty());
+  QCOMPARE(image.height() - bareImage.height(), 2 * 13 * 5);
 
   // --format svg without a suffix appends one; the SVG carries the markers and the footer.
   run = runCli(QStringList{QStringLiteral("export")} + common +
@@ -97,7 +109,7 @@ void ExportTest::cli_export_writes_stamped_figures_headless() {
   QVERIFY2(run.exitCode == 0, qPrintable(run.err));
   const QString svg = QString::fromUtf8(readAll(out.filePath(QStringLiteral("s.svg"))));
   for (const char* part : {"<svg", "first +inf at (12, ", "max |S| = ", "fp16 unfused",
-                           "scale 0.125", "clip off", "mask -inf"}) {
+                           "scale 0.125", "clip off", "mask -inf", "error score_overflow S b0 h3"}) {
     QVERIFY2(svg.contains(QLatin1String(part)), part);
   }
   // A row plot as PDF, clipped: the stamp names the clip.
