@@ -56,6 +56,7 @@
 #include "app/panels/InspectorPanel.h"
 #include "app/panels/OriginPanel.h"
 #include "app/panels/OverviewPanel.h"
+#include "app/panels/PanelReveal.h"
 #include "app/panels/RowPlotPanel.h"
 #include "app/panels/StepperPanel.h"
 #include "app/panels/SweepPanel.h"
@@ -70,6 +71,7 @@ const char* const kGeometryKey = "mainWindow/geometry";
 const char* const kStateKey = "mainWindow/state";
 const char* const kExportFolderKey = "export/lastFolder";
 constexpr int kStateVersion = 2;  // 2: secondary views are pages, no bottom docks
+constexpr int kStepperMessageMs = 10000;
 constexpr int kMinDockSide = 80;  // px: a docked panel narrower or lower is a sliver
 constexpr QSize kPreferredSize(1500, 950);
 
@@ -197,6 +199,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(computeTimer, &QTimer::timeout, this, &MainWindow::scheduleCompute);
   connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
   connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
+  // Going to a cell, a finding, an origin site or a stepper stage shows it on the heatmaps.
+  connect(context_, &SessionContext::regionRequested, this, [this](const RegionRequest& r) {
+    if (r.reveal) revealPanel(heatmaps_);
+  });
+  // The stepper's stand in the status bar (a message over the progress texts for a while)
+  // while its page is not in front.
+  connect(stepper_, &StepperController::snapshotChanged, this, [this] {
+    if (pages_->currentWidget()->isAncestorOf(stepperPanel_)) return;
+    const QStringList lines = stepperPanel_->summary().split(QLatin1Char('\n'));
+    if (lines.front().isEmpty()) return;
+    statusBar()->showMessage(tr("stepper: %1").arg(lines.mid(0, 2).join(QStringLiteral(" · "))),
+                             kStepperMessageMs);
+  });
   // The title names what is shown: "/train/step_005/layer_00 — seed_cases.h5 — attnscope".
   const auto title = [this] {
     const int file = context_->fileIndex();

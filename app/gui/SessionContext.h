@@ -48,6 +48,8 @@ struct RegionRequest {
   // Without `pin`: pin the first NaN / Inf cell of the zoomed grid (row-major) once that grid is
   // in, the cell where a non-finite value first appears.
   bool pinFirstNonfinite = false;
+  // Brings the heatmaps page to the front (false: a restored zoom, not the user's request).
+  bool reveal = true;
 };
 
 // Where a finding points (findings list click): a tensor's rows / cols of one (batch, head).

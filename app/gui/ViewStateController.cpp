@@ -194,7 +194,8 @@ void ViewStateController::restoreZoom(HeadView view) {
   const MatrixWindow window = it->second;
   pendingZooms_.erase(it);
   zooms_[view] = window;
-  context_->showRegion(RegionRequest{view, context_->batch(), context_->head(), window, {}});
+  context_->showRegion(
+      RegionRequest{view, context_->batch(), context_->head(), window, {}, false, false});
 }
 
 void ViewStateController::restoreViews(const QJsonObject& views) {

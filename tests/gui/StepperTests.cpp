@@ -5,6 +5,7 @@
 // The stepper is the view (issue 40 item 3): it walks the unfused kernel's stages when that
 // kernel is on screen, F5 goes on through the case's other heads and says where it stopped,
 // and nothing of its titles outlives a change of case.
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -266,6 +267,7 @@ void GuiTest::stepper_walks_the_kernel_on_screen() {
   std::optional<CellReadout> pinned;
   QObject::connect(f.context(), &SessionContext::cellPinned,
                    [&](const CellReadout& r) { pinned = r; });
+  f.window->pages()->setCurrentIndex(4);  // the Stepper page: its tile plots have nothing here
   pressKey(*f.window, Qt::Key_F5);
   QVERIFY(waitUntil([&] {
     return f.window->stepperPanel()->summary().contains(QStringLiteral("stopped")) &&
@@ -278,6 +280,12 @@ void GuiTest::stepper_walks_the_kernel_on_screen() {
                !summary.contains(QStringLiteral("+inf 0,")),
            qPrintable(summary));
   QCOMPARE(f.window->heatmaps()->currentView()->name(), QStringLiteral("S"));
+  // The stage is a whole matrix: the heatmaps page comes to the front, the status bar says
+  // where the stepper stands.
+  QCOMPARE(f.window->pages()->currentIndex(), 0);
+  const QString status = f.window->statusBar()->currentMessage();
+  QVERIFY2(status.startsWith(QStringLiteral("stepper: unfused (eager) kernel")),
+           qPrintable(status));
   QCOMPARE(QString::fromStdString(pinned->matrix), QStringLiteral("S"));
   QVERIFY(pinned->cls == CellClass::pos_inf);
   // F10 walks on to P: the next whole matrix of that kernel.
