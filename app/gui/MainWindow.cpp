@@ -38,6 +38,7 @@
 #include "app/gui/DumpOpener.h"
 #include "app/gui/DumpWatcher.h"
 #include "app/gui/FindingNavigator.h"
+#include "app/gui/HeadComputeController.h"
 #include "app/gui/HelpMenu.h"
 #include "app/gui/NavigationController.h"
 #include "app/gui/ScanController.h"
@@ -115,7 +116,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   }
   context_ = new SessionContext(this);
   opener_ = new DumpOpener(context_, this);
-  worker_ = new ComputeWorker(this);
+  headCompute_ = new HeadComputeController(context_, this);
+  worker_ = headCompute_->worker();
   heatmaps_ = new HeatmapPanel(context_, this);
   whatIfBanner_ = new WhatIfBanner(context_, this);
   compare_ = new CompareController(context_, this);
@@ -193,11 +195,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     box->open();
   };
 
-  auto* computeTimer = new QTimer(this);  // coalesces the changes of one event-loop turn
-  computeTimer->setSingleShot(true);
-  computeTimer->setInterval(0);
-  connect(computeTimer, &QTimer::timeout, this, &MainWindow::scheduleCompute);
-  connect(context_, &SessionContext::inputsChanged, computeTimer, qOverload<>(&QTimer::start));
   connect(context_, &SessionContext::errorRaised, this, &MainWindow::showError);
   // Going to a cell, a finding, an origin site or a stepper stage shows it on the heatmaps.
   connect(context_, &SessionContext::regionRequested, this, [this](const RegionRequest& r) {
@@ -231,8 +228,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(navigation_, &NavigationController::notice, statusText_, &QLabel::setText);
   connect(findingNavigator_, &FindingNavigator::notice, statusText_, &QLabel::setText);
   connect(findingNavigator_, &FindingNavigator::findingShown, findings_, &FindingsPanel::selectRow);
-  connect(worker_, &ComputeWorker::finished, this, &MainWindow::onComputeFinished);
-  connect(worker_, &ComputeWorker::forwardReady, this, &MainWindow::onComputeFinished);
+  connect(headCompute_, &HeadComputeController::computed, statusText_, &QLabel::setText);
   connect(worker_, &ComputeWorker::failed, this,
           [this](quint64, const QString& message, const QString& hint) {
             statusText_->setText(tr("recompute failed"));
@@ -508,28 +504,6 @@ void MainWindow::setErrorHandler(ErrorHandler handler) {
 void MainWindow::showError(const QString& title, const QString& message, const QString& hint) {
   statusText_->setText(message);
   if (errorHandler_) errorHandler_(title, message, hint);
-}
-
-void MainWindow::scheduleCompute() {
-  const std::optional<HeadRequest> request = context_->currentRequest();
-  if (request) {
-    const HeadView shown = context_->shownView();
-    worker_->submit(context_->cases(), context_->casePath(), *request,
-                    is_statistics_view(shown) ? ComputeWorker::First::statistics
-                    : is_forward_view(shown)  ? ComputeWorker::First::forward
-                                              : ComputeWorker::First::none);
-  }
-}
-
-void MainWindow::onComputeFinished() {
-  const auto result = worker_->result();
-  context_->setResult(result);
-  const QString text = result->gradients ? tr("%1 · computed in %2 ms")
-                       : result->outputs
-                           ? tr("%1 · forward in %2 ms, backward running…")
-                           : tr("%1 · scores in %2 ms, forward and backward running…");
-  statusText_->setText(
-      text.arg(QString::fromStdString(result->case_path)).arg(result->elapsed_ms, 0, 'f', 1));
 }
 
 bool MainWindow::exportCurrentView(const QString& path, QString* error) {

@@ -1,7 +1,8 @@
 // The attnscope main window: pages in the centre (heatmap tabs, then origin, overview, row
 // plots, stepper and scale sweep full-size), docks for the dump browser, controls, inspector,
 // findings and annotations (Window menu re-opens any, layout saved and restorable), the menus
-// and shortcuts, the background recompute and the busy indicator.
+// and shortcuts, the status bar with the recompute's busy indicator (the recompute itself is
+// the HeadComputeController's).
 #pragma once
 
 #include <QMainWindow>
@@ -29,6 +30,7 @@ class ControlsPanel;
 class DumpBrowserPanel;
 class DumpOpener;
 class FindingNavigator;
+class HeadComputeController;
 class HelpMenu;
 class FindingsPanel;
 class OriginPanel;
@@ -57,6 +59,7 @@ class MainWindow : public QMainWindow {
 
   SessionContext* context() const { return context_; }
   ComputeWorker* worker() const { return worker_; }
+  HeadComputeController* headCompute() const { return headCompute_; }
   DumpBrowserPanel* browser() const { return browser_; }
   ControlsPanel* controls() const { return controls_; }
   InspectorPanel* inspector() const { return inspector_; }
@@ -149,15 +152,14 @@ class MainWindow : public QMainWindow {
   FigureStamp figureStamp(const HeadResult& result, const QString& view) const;
   void applySettings(const AppOptions& options);
   bool selectOpened(int fileIndex, const OpenTarget& target);
-  void scheduleCompute();
-  void onComputeFinished();
   void showError(const QString& title, const QString& message, const QString& hint);
   void exportWithDialog();
   void exportAllWithDialog();
 
   SessionContext* context_ = nullptr;
   DumpOpener* opener_ = nullptr;
-  ComputeWorker* worker_ = nullptr;
+  HeadComputeController* headCompute_ = nullptr;
+  ComputeWorker* worker_ = nullptr;  // headCompute_'s
   DumpBrowserPanel* browser_ = nullptr;
   ControlsPanel* controls_ = nullptr;
   InspectorPanel* inspector_ = nullptr;

@@ -253,6 +253,7 @@ void HeatmapView::elideTitle() {
 void HeatmapView::resizeEvent(QResizeEvent* event) {
   QWidget::resizeEvent(event);
   elideTitle();
+  fitLegend();
 }
 
 void HeatmapView::setColormap(ColormapKind kind) {
@@ -388,6 +389,21 @@ void HeatmapView::updateLegend() {
                                    .arg(counts[k]));
   }
   beyondEntry_->setName(tr("beyond range %1").arg(beyondRange_));
+  fitLegend();
+}
+
+void HeatmapView::fitLegend() {
+  QCPLegend* legend = plot_->legend;
+  int widest = 1;
+  for (int i = 0; i < legend->itemCount(); ++i) {
+    widest = std::max(widest, legend->item(i)->minimumOuterSizeHint().width());
+  }
+  const int room = plot_->width() - 20;  // the legend's margins
+  const int perRow = std::clamp(room / (widest + legend->columnSpacing()), 1, legend->itemCount());
+  if (perRow == legend->wrap()) return;
+  legend->setWrap(perRow);
+  legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+  requestReplot();
 }
 
 void HeatmapView::resetAxes() {

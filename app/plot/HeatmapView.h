@@ -136,6 +136,8 @@ class HeatmapView : public QWidget {
   void fill();
   void requestReplot();
   void updateLegend();
+  // Wraps the legend into as many rows as the plot's width needs: no entry is ever cut.
+  void fitLegend();
   void resetAxes();
   void onAxisRangeChanged();
   // Keeps both axes within the matrix (wheel zoom and drags cannot run past it).

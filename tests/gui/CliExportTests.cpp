@@ -108,8 +108,9 @@ void ExportTest::cli_export_writes_stamped_figures_headless() {
                            QStringLiteral("--out"), out.filePath(QStringLiteral("s"))});
   QVERIFY2(run.exitCode == 0, qPrintable(run.err));
   const QString svg = QString::fromUtf8(readAll(out.filePath(QStringLiteral("s.svg"))));
-  for (const char* part : {"<svg", "first +inf at (12, ", "max |S| = ", "fp16 unfused",
-                           "scale 0.125", "clip off", "mask -inf", "error score_overflow S b0 h3"}) {
+  for (const char* part :
+       {"<svg", "first +inf at (12, ", "max |S| = ", "fp16 unfused", "scale 0.125", "clip off",
+        "mask -inf", "error score_overflow S b0 h3"}) {
     QVERIFY2(svg.contains(QLatin1String(part)), part);
   }
   // A row plot as PDF, clipped: the stamp names the clip.

@@ -4,11 +4,13 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QSlider>
 #include <QtTest>
 #include <algorithm>
 #include <cmath>
 
 #include "app/gui/AnalysisController.h"
+#include "app/gui/HeadComputeController.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/HeatmapPanel.h"
@@ -187,6 +189,32 @@ void GuiTest::scale_slider_says_when_no_scale_can_help() {
   f.context()->setMode(Mode::fused);
   QVERIFY(waitUntil([&] { return f.window->analysis()->summaryCurrent(); }));
   QVERIFY(note->isHidden());
+}
+
+void GuiTest::one_head_compute_per_slider_tick() {
+  WindowFixture f;
+  f.window->show();
+  QVERIFY(QTest::qWaitForWindowExposed(f.window.get()));
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QVERIFY(waitForResult(*f.window, [](const HeadResult&) { return true; }));
+  HeadComputeController* compute = f.window->headCompute();
+  // A tick of the scale slider (the keyboard's Right, as a user steps it): one request.
+  QSlider* slider = f.window->controls()->scaleSlider();
+  slider->setFocus();
+  int before = compute->requests();
+  QTest::keyClick(slider, Qt::Key_Right);
+  QTest::qWait(50);
+  QCOMPARE(compute->requests(), before + 1);
+  QVERIFY(waitForResult(*f.window, [&](const HeadResult& r) {
+    return r.scale == f.context()->effectiveScale() && r.gradients;
+  }));
+  // A case, batch and head chosen in one go (as going to a finding does): one request too.
+  before = compute->requests();
+  QVERIFY(f.context()->selectCase(0, kPaddingCase));
+  f.context()->setBatch(1);
+  f.context()->setHead(2);
+  QTest::qWait(50);
+  QCOMPARE(compute->requests(), before + 1);
 }
 
 }  // namespace attnscope::test

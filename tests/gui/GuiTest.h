@@ -85,6 +85,7 @@ class GuiTest : public QObject {
   void backend_picker_runs_registry_variant();
   void clip_norm_scales_gradients_and_reports();
   void scale_slider_says_when_no_scale_can_help();
+  void one_head_compute_per_slider_tick();
 
   // AnalysisViewTests.cpp
   void findings_click_selects_head_and_location();
