@@ -394,12 +394,16 @@ void HeatmapView::updateLegend() {
 
 void HeatmapView::fitLegend() {
   QCPLegend* legend = plot_->legend;
-  int widest = 1;
-  for (int i = 0; i < legend->itemCount(); ++i) {
-    widest = std::max(widest, legend->item(i)->minimumOuterSizeHint().width());
+  int widest = 1, items = 0;
+  for (int i = 0; i < legend->elementCount(); ++i) {  // a wrapped grid has empty cells
+    if (QCPLayoutElement* item = legend->elementAt(i)) {
+      widest = std::max(widest, item->minimumOuterSizeHint().width());
+      ++items;
+    }
   }
+  if (items == 0) return;
   const int room = plot_->width() - 20;  // the legend's margins
-  const int perRow = std::clamp(room / (widest + legend->columnSpacing()), 1, legend->itemCount());
+  const int perRow = std::clamp(room / (widest + legend->columnSpacing()), 1, items);
   if (perRow == legend->wrap()) return;
   legend->setWrap(perRow);
   legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);

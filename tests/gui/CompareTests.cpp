@@ -73,6 +73,23 @@ void GuiTest::compare_view_shows_two_runs_side_by_side_zoomed_together() {
   QVERIFY2(
       panel->summary().contains(QStringLiteral("in B only: %1").arg(c->bGrid->counts.nonfinite())),
       qPrintable(panel->summary()));
+  // At 1366x768 each run gets half the page: its legend wraps, no entry is cut.
+  f.window->resize(1366, 728);
+  f.window->resetLayout();
+  QTest::qWait(100);
+  for (HeatmapView* run : {panel->runA(), panel->runB()}) {
+    auto* plot = run->findChild<QCustomPlot*>();
+    QVERIFY(plot != nullptr);
+    plot->replot();
+    QCPLegend* legend = plot->legend;
+    for (int i = 0; i < legend->elementCount(); ++i) {
+      QCPLayoutElement* item = legend->elementAt(i);
+      if (item == nullptr) continue;
+      QVERIFY2(item->outerRect().width() >= item->minimumOuterSizeHint().width() &&
+                   plot->rect().contains(item->outerRect()),
+               qPrintable(qobject_cast<QCPPlottableLegendItem*>(item)->plottable()->name()));
+    }
+  }
 
   // One zoom for the three maps.
   const MatrixWindow rows{10, 42, 0, 64};
