@@ -23,12 +23,17 @@ std::optional<QPointF> pointFromJson(const QJsonValue& value) {
 // Where a marker's label sits: up and to the right of the element, flipped back inside the
 // matrix near its right / top edge (y grows downwards: row 0 is the top row).
 QPointF labelPoint(const MatrixGrid& g, double row, double col) {
-  const double dx = std::max(2.0, 0.12 * static_cast<double>(g.total_cols));
-  const double dy = std::max(2.0, 0.10 * static_cast<double>(g.total_rows));
-  const double cols = static_cast<double>(g.total_cols), rows = static_cast<double>(g.total_rows);
-  const double x = col + dx < cols ? col + dx : col - dx;
-  const double y = row - dy >= 0 ? row - dy : row + dy;
-  return {std::clamp(x, 0.0, cols - 1), std::clamp(y, 0.0, rows - 1)};
+  // Within the part of the matrix the grid covers (a zoomed window, or all of it), so the label
+  // and its arrow stay inside the plot of that grid.
+  const double r0 = static_cast<double>(g.row_edges.front());
+  const double r1 = static_cast<double>(g.row_edges.back()) - 1;
+  const double c0 = static_cast<double>(g.col_edges.front());
+  const double c1 = static_cast<double>(g.col_edges.back()) - 1;
+  const double dx = std::max(2.0, 0.12 * (c1 - c0 + 1));
+  const double dy = std::max(2.0, 0.10 * (r1 - r0 + 1));
+  const double x = col + dx <= c1 ? col + dx : col - dx;
+  const double y = row - dy >= r0 ? row - dy : row + dy;
+  return {std::clamp(x, c0, std::max(c0, c1)), std::clamp(y, r0, std::max(r0, r1))};
 }
 
 }  // namespace

@@ -92,6 +92,26 @@ void ExportTest::automatic_markers_find_first_nonfinite_and_max() {
   const QList<Annotation> tie = automaticMarkers(g, QStringLiteral("S"), 0, 0);
   QCOMPARE(tie.size(), 1);
   QCOMPARE(tie[0].text, QStringLiteral("max |S| = 7.5 at (0, 0)"));
+  // A zoomed grid (rows 1000-1009, keys 3000-3019 of 4096 x 4096) with a NaN at its corner: the
+  // label stays inside the window the grid covers, so the export of the zoom keeps it whole.
+  MatrixGrid z;
+  z.name = "S";
+  z.rows = 10;
+  z.cols = 20;
+  z.total_rows = z.total_cols = 4096;
+  for (int64_t r = 0; r <= z.rows; ++r) z.row_edges.push_back(1000 + r);
+  for (int64_t c = 0; c <= z.cols; ++c) z.col_edges.push_back(3000 + c);
+  z.value.assign(200, 1.f);
+  z.cls.assign(200, CellClass::finite);
+  z.value[0] = NAN;
+  z.cls[0] = CellClass::nan;
+  const QList<Annotation> zoomed = automaticMarkers(z, QStringLiteral("S"), 0, 0);
+  QVERIFY(!zoomed.isEmpty());
+  for (const Annotation& a : zoomed) {
+    QVERIFY2(a.from.x() >= 3000 && a.from.x() <= 3019 && a.from.y() >= 1000 && a.from.y() <= 1009 &&
+                 a.from != a.to,
+             qPrintable(a.text));
+  }
 }
 
 void ExportTest::annotation_json_round_trip_rejects_garbage() {
