@@ -136,8 +136,8 @@ void add_nonfinite_findings(const AnalysisContext& cx, FindingKind kind, const R
     Finding f = located(kind, Severity::error, t.name, g);
     f.count = g.count;
     f.message = std::string(t.name) + " has non-finite elements in " +
-                where_text(g, t.head_label, t.rows_label) + ": " + g.tag +
-                (g.heads.first != g.heads.last ? " per head" : "");
+                where_text(g, t.head_label, t.rows_label, cx.group_of(t.head_label)) + ": " +
+                g.tag + (g.heads.first != g.heads.last ? " per head" : "");
     f.remedy = remedy_for_cause(hit_cause[g.hits.front()], gradient);
     f.precision = cx.precision_text();
     f.modes = cx.mode_names(hit_runs[g.hits.front()]);

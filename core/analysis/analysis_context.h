@@ -35,6 +35,11 @@ struct AnalysisContext {
   // "unfused fp16" for one run; "fused and unfused fp16" for several.
   std::string runs_text(const std::vector<const ModeRun*>& runs) const;
   std::vector<std::string> mode_names(const std::vector<const ModeRun*>& runs) const;
+  // The query heads per head of a tensor whose heads are `head_label` ("kv head": the GQA
+  // group size; else 1), for where_text.
+  int64_t group_of(const std::string& head_label) const {
+    return head_label == "kv head" ? in.params.group_size() : 1;
+  }
 };
 
 // Non-finite elements of one head of a run's tensor viewed as [outer, rows, dim].

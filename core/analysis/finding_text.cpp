@@ -77,13 +77,19 @@ std::vector<HitGroup> group_hits(std::vector<HeadHit> hits) {
 }
 
 std::string where_text(const HitGroup& g, const std::string& head_label,
-                       const std::string& rows_label) {
+                       const std::string& rows_label, int64_t group) {
   std::string out = g.batch >= 0 ? "batch " + std::to_string(g.batch) : "";
   auto add = [&](const std::string& part) {
     if (!part.empty()) out += (out.empty() ? "" : ", ") + part;
   };
   if (g.heads.valid() && g.heads.first >= 0) {
-    add(range_text(head_label + "s", g.heads));
+    std::string heads = range_text(head_label + "s", g.heads);
+    if (group > 1) {
+      heads += " (" +
+               range_text("query heads", {g.heads.first * group, (g.heads.last + 1) * group - 1}) +
+               ")";
+    }
+    add(heads);
   }
   add(range_text(rows_label, g.rows));
   add(range_text("cols", g.cols));

@@ -42,8 +42,10 @@ struct HitGroup {
 std::vector<HitGroup> group_hits(std::vector<HeadHit> hits);
 
 // "batch 1, heads 0-3, rows 70-95" (head_label "head" or "kv head"; rows_label "rows"/"keys").
+// With kv heads shared by `group` > 1 query heads, the query heads are named too:
+// "kv heads 1 (query heads 2-3)".
 std::string where_text(const HitGroup& g, const std::string& head_label = "head",
-                       const std::string& rows_label = "rows");
+                       const std::string& rows_label = "rows", int64_t group = 1);
 
 // "26 rows" for one head, "104 rows over 4 heads" for several (g.count counts rows).
 std::string rows_count_text(const HitGroup& g);

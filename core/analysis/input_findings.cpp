@@ -55,8 +55,13 @@ void nonfinite_tensor(const AnalysisContext& cx, const InputTensor& t, std::vect
   }
   for (const HitGroup& g : group_hits(hits)) {
     Finding f = located(FindingKind::nonfinite_input, Severity::error, t.name, g);
-    f.message = std::string(t.name) + " holds " + g.tag + " in " +
-                where_text(g, t.head_label, t.rows_label);
+    // Heads grouped share one tag: the counts are per head, the total is the group's.
+    const bool several = g.heads.valid() && g.heads.last > g.heads.first;
+    f.message =
+        std::string(t.name) + " holds " + g.tag +
+        (several ? " per " + std::string(t.head_label) + " (" + count_text(g.count) + " in all)"
+                 : std::string()) +
+        " in " + where_text(g, t.head_label, t.rows_label, cx.group_of(t.head_label));
     f.remedy = remedy_nonfinite_input(t.name);
     out.push_back(f);
   }

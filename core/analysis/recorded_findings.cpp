@@ -90,7 +90,10 @@ void recorded_mismatch(const AnalysisContext& cx, std::vector<Finding>& out) {
       all.heads = all.heads.merged(g.heads);
       all.rows = all.rows.merged(g.rows);
       all.count += g.count;
-      if (n < 6) heads += (n ? "; " : "") + where_text(g, kv ? "kv head" : "head");
+      if (n < 6) {
+        heads += (n ? "; " : "") +
+                 where_text(g, kv ? "kv head" : "head", "rows", kv ? cx.in.params.group_size() : 1);
+      }
     }
     if (groups.size() > 6) heads += "; and " + std::to_string(groups.size() - 6) + " more";
     const bool one_batch = std::all_of(groups.begin(), groups.end(), [&](const HitGroup& g) {
@@ -195,9 +198,7 @@ void replay_inexact(const AnalysisContext& cx, std::vector<Finding>& out) {
                 ") but the dump holds no keep-mask" + note(run.dropout_note) +
                 ": the recorded o, dq, dk, dv are not compared element-wise and the "
                 "recomputation runs without dropout; lse and the inputs are still checked";
-    f.remedy =
-        "record the step with attnscope_record (it stores the keep-mask where it can "
-        "reproduce it), or record it in eval mode / with dropout_p = 0";
+    f.remedy = remedy_dropout_unavailable(run.dropout_replay, run.dropout_note);
     out.push_back(f);
   }
   if (cx.replay.score_mod_unavailable) {

@@ -16,11 +16,18 @@ std::string remedy_nonfinite_input(const std::string& tensor) {
 }
 
 std::string remedy_score_overflow(Precision p, double max_abs_s) {
+  const double limit = finfo_max(p);
+  // Scaling q before the matmul helps only when the scaled scores fit.
   std::string text =
-      "scale q before the matmul ((q * scale) @ k^T, or q and k by sqrt(scale)) or lower the "
-      "scale / normalise q and k (QK-norm) so scores stay below " +
-      num(finfo_max(p)) +
-      "; use a fused kernel (SDPA flash / FlashAttention) that keeps scores in fp32";
+      max_abs_s <= limit
+          ? "scale q before the matmul ((q * scale) @ k^T, or q and k by sqrt(scale)): scaled, "
+            "max |S| = " +
+                num(max_abs_s) + " fits " + precision_name(p) +
+                "; or use a fused kernel (SDPA flash / FlashAttention) that keeps scores in fp32"
+          : "lower the scale or normalise q and k (QK-norm) so scores stay below " + num(limit) +
+                ": scaled, max |S| = " + num(max_abs_s) +
+                " still overflows, so scaling q before the matmul alone does not help; or use a "
+                "fused kernel (SDPA flash / FlashAttention) that keeps scores in fp32";
   if (p != Precision::f16) return text;
   // bf16 keeps 8 significant bits: its spacing near |S| is |S| * 2^-8 (rounded down to a power
   // of two); beyond ~0.5 the rounded scores lose the differences softmax depends on.
@@ -73,8 +80,8 @@ std::string remedy_for_cause(Provenance cause, bool gradient) {
       return "a q/k/v/dO/bias element is already non-finite: see nonfinite_input; clipping cannot "
              "help";
     case Provenance::score_overflow:
-      return "see score_overflow: scale q before the matmul, lower the scale or use bf16 / a "
-             "fused kernel";
+      return "see score_overflow: scale q before the matmul or lower the scale (whichever brings "
+             "|S| in range), or use bf16 / a fused kernel";
     case Provenance::mask_fill:
     case Provenance::fully_masked_row:
       return "see fully_masked_row / mask_fill_overflow: use safe softmax or a representable "
@@ -136,6 +143,23 @@ std::string remedy_silent_zero_row(bool recorded) {
   }
   return "the values V these rows attend to are zero (or underflow in the precision): check "
          "padding of v and the mask";
+}
+
+std::string remedy_dropout_unavailable(const std::string& replay, const std::string& note) {
+  const std::string zero =
+      "record it in eval mode / with dropout_p = 0 to check the attention itself";
+  if (replay != "unavailable") {
+    return "record the step with attnscope_record (it stores the keep-mask where it can "
+           "reproduce it), or " +
+           zero;
+  }
+  // attnscope_record wrote this dump and said why it could not store the mask.
+  if (note.find("torch.compile") != std::string::npos) {
+    return "record the step outside torch.compile (an eager step, or torch.compiler.disable "
+           "around the attention), where attnscope_record stores the keep-mask, or " +
+           zero;
+  }
+  return "this kernel draws its dropout mask where attnscope_record cannot reproduce it: " + zero;
 }
 
 }  // namespace attnscope

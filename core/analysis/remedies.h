@@ -10,7 +10,9 @@
 namespace attnscope {
 
 std::string remedy_nonfinite_input(const std::string& tensor);
-// max_abs_s: the largest |S| (fp64), to judge whether bf16 would be a fix.
+// max_abs_s: the largest scaled |S| (fp64): scaling q before the matmul is offered only when it
+// fits the precision (else lowering the scale / QK-norm leads), and bf16 when its spacing there
+// keeps score differences.
 std::string remedy_score_overflow(Precision p, double max_abs_s);
 std::string remedy_mask_fill_overflow(Precision p, bool from_bias);
 // outcome: what the rows produced ("NaN", "uniform", "zero").
@@ -24,5 +26,8 @@ std::string remedy_clip_spreads_nan();
 std::string remedy_recorded_mismatch(const std::string& tensor, bool columns);
 std::string remedy_precision_loss(Precision p);
 std::string remedy_silent_zero_row(bool recorded);
+// Dropout without a keep-mask: `replay` and `note` are the dump's dropout_replay / dropout_note
+// ("unavailable" and why, when attnscope_record wrote it; empty from another writer).
+std::string remedy_dropout_unavailable(const std::string& replay, const std::string& note);
 
 }  // namespace attnscope

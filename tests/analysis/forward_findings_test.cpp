@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "analysis_test_util.h"
+#include "core/analysis/remedies.h"
 
 namespace attnscope::testing {
 namespace {
@@ -34,8 +35,12 @@ TEST(ForwardFindings, score_overflow_of_unscaled_qk_is_error_in_unfused_fp16_onl
   EXPECT_NE(f.message.find("max |q.k| = 9"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("> 65504 (fp16 max)"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("finite in fused fp16"), std::string::npos) << f.message;
-  EXPECT_NE(f.remedy.find("scale q before the matmul"), std::string::npos);
+  EXPECT_EQ(f.remedy.rfind("scale q before the matmul", 0), 0u) << f.remedy;  // scaled, S fits
   EXPECT_NE(f.remedy.find("bf16"), std::string::npos);
+  // Where the scaled scores overflow too, scaling q first is no fix: lowering the scale leads.
+  const std::string beyond = remedy_score_overflow(Precision::f16, 1.06e5);
+  EXPECT_EQ(beyond.rfind("lower the scale or normalise q and k", 0), 0u) << beyond;
+  EXPECT_NE(beyond.find("alone does not help"), std::string::npos) << beyond;
   ASSERT_TRUE(a.stats.max_abs_qk.has_value());
   EXPECT_GT(*a.stats.max_abs_qk, 65504);
   EXPECT_TRUE(has_kind(a, FindingKind::nonfinite_output)) << summary(a);

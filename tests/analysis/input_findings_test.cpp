@@ -35,6 +35,38 @@ TEST(InputFindings, nan_in_v_is_error_located_at_kv_head_and_key) {
   EXPECT_NE(found[0]->remedy.find("clipping cannot help"), std::string::npos);
 }
 
+// The same NaN in row 3 of q in both heads: one finding over heads 0-1 whose counts say they
+// are per head and give the total.
+TEST(InputFindings, nan_counts_grouped_over_heads_say_per_head_and_total) {
+  CaseData c = make_case({});
+  std::vector<double> q = values(c, "q");
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t d = 0; d < 4; ++d) q[at4(2, 16, 8, 0, h, 3, d)] = std::nan("");
+  }
+  put(c, "q", DType::f16, {1, 2, 16, 8}, q);
+  const CaseAnalysis a = analyze(c);
+  const auto found = of_kind(a, FindingKind::nonfinite_input);
+  ASSERT_EQ(found.size(), 1u) << summary(a);
+  EXPECT_EQ(found[0]->count, 8);
+  EXPECT_NE(
+      found[0]->message.find("q holds 4 NaN, 0 inf per head (8 in all) in batch 0, heads 0-1"),
+      std::string::npos)
+      << found[0]->message;
+}
+
+// GQA, 4 query heads on 2 kv heads: a NaN in v of kv head 1 names the query heads it feeds.
+TEST(InputFindings, kv_head_finding_names_its_query_heads) {
+  CaseData c = make_case(spec(4, 2));
+  std::vector<double> v = values(c, "v");
+  v[at4(2, 16, 8, 0, 1, 5, 2)] = std::nan("");
+  put(c, "v", DType::f16, {1, 2, 16, 8}, v);
+  const CaseAnalysis a = analyze(c);
+  const auto found = of_kind(a, FindingKind::nonfinite_input);
+  ASSERT_EQ(found.size(), 1u) << summary(a);
+  EXPECT_NE(found[0]->message.find("kv head 1 (query heads 2-3)"), std::string::npos)
+      << found[0]->message;
+}
+
 TEST(InputFindings, fp32_value_beyond_fp16_max_counts_as_input_overflow_when_run_in_fp16) {
   CaseData c = make_case(spec(2, 2, "float32"));
   std::vector<double> q = values(c, "q");

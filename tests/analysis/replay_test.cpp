@@ -182,6 +182,16 @@ TEST(ReplayAnalysis, dropout_is_replayed_from_the_keep_mask) {
   ASSERT_EQ(of_kind(blind, FindingKind::replay_inexact).size(), 1u) << summary(blind);
   EXPECT_EQ(of_kind(blind, FindingKind::replay_inexact)[0]->severity, Severity::info);
   EXPECT_TRUE(blind.recorded.empty());
+  // From another writer the remedy is to record with attnscope_record; when attnscope_record
+  // wrote it and says the call ran in a compiled graph, to record it outside torch.compile.
+  EXPECT_NE(of_kind(blind, FindingKind::replay_inexact)[0]->remedy.find("with attnscope_record"),
+            std::string::npos);
+  c.info.config.run.dropout_replay = "unavailable";
+  c.info.config.run.dropout_note =
+      "the call ran in a torch.compile graph, which draws its dropout mask its own way";
+  const std::string compiled = of_kind(analyze(c), FindingKind::replay_inexact)[0]->remedy;
+  EXPECT_EQ(compiled.rfind("record the step outside torch.compile", 0), 0u) << compiled;
+  EXPECT_EQ(compiled.find("with attnscope_record"), std::string::npos) << compiled;
 }
 
 TEST(ReplayAnalysis, score_mod_that_cannot_be_replayed_is_named_not_blamed) {

@@ -112,7 +112,7 @@ class CliScanTest(CliTestCase):
         run = self.cli("scan", SAMPLE, exit=1)
         self.assertInStdout(run, "37 cases scanned", "/fp16_score_overflow",
                             "error  score_overflow  S  batch 0, head 3, rows 12-40  [unfused fp16]",
-                            "remedy: scale q before the matmul")
+                            "remedy: lower the scale or normalise q and k")
 
     def test_cli_scan_clip_reports_norms_before_and_after(self):
         doc = self.cli_json("scan", "--json", f"{SAMPLE}::/exploding_grad", "--clip", "1", exit=0)
