@@ -1,6 +1,7 @@
 // Per-head and per-column comparison of a recorded output with the fp64 recomputation.
 #include "core/analysis/recorded_check.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace attnscope {
@@ -29,6 +30,15 @@ double accuracy_floor(double max_abs_reference) {
   return 1e-6 * std::fmax(1.0, max_abs_reference);
 }
 
+double storage_ulp(Precision p, double x) {
+  // Mantissa bits and the smallest normal exponent of each format.
+  const int mantissa = p == Precision::f16 ? 10 : p == Precision::bf16 ? 7 : 23;
+  const int min_exponent = p == Precision::f16 ? -14 : -126;
+  const double a = std::fabs(x);
+  const int e = a > 0 && std::isfinite(a) ? std::max(std::ilogb(a), min_exponent) : min_exponent;
+  return std::ldexp(1.0, e - mantissa);
+}
+
 RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
   const std::vector<double>& rec = *in.recorded;
   const std::vector<double>& ref = *in.reference;
@@ -54,13 +64,17 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
     head.recorded_only = s.nonfinite_a_only;
     head.reference_only = s.nonfinite_ref_only;
     head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
+    bool beyond = false;  // an element beyond max(threshold, one stored ulp)
     for (int64_t e = base; e < base + per_outer; ++e) {
       const bool finite = std::isfinite(rec[e]) && std::isfinite(ref[e]);
       const double err = finite ? std::fabs(rec[e] - ref[e]) : 0.0;
-      if (std::isfinite(rec[e]) != std::isfinite(ref[e]) || err > out.threshold) {
+      const double allowed =
+          in.stored ? std::fmax(out.threshold, storage_ulp(*in.stored, ref[e])) : out.threshold;
+      if (std::isfinite(rec[e]) != std::isfinite(ref[e]) || err > allowed) {
         const int64_t row = (e - base) / g.cols;
         if (head.bad_row_first < 0) head.bad_row_first = row;
         head.bad_row_last = row;
+        beyond = beyond || err > allowed;
       }
       double& column = head.column_max_error[static_cast<size_t>(e % g.cols)];
       column = std::fmax(column, err);
@@ -74,7 +88,7 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
       head.same_precision_cosine = sp.cosine;
       head.same_precision_max_error = sp.max_error;
     }
-    head.within_rule = head.nonfinite_mismatch == 0 && head.max_error <= out.threshold;
+    head.within_rule = head.nonfinite_mismatch == 0 && !beyond;
     out.within_rule = out.within_rule && head.within_rule;
     out.max_error = std::fmax(out.max_error, head.max_error);
     out.heads.push_back(head);

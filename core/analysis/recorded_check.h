@@ -6,8 +6,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "kernels/attn_params.h"  // Precision
 
 namespace attnscope {
 
@@ -72,6 +75,10 @@ struct RecordedComparisonInputs {
   // Optional: the fused recomputation at the recorded precision, compared per head too.
   const std::vector<double>* same_precision = nullptr;
   bool gradient = false;  // 3x rule instead of 2x
+  // The precision the recording is stored in (nullopt: fp64 or wider): no element is judged
+  // against an allowance below one of its ulps at the element's magnitude, the rounding the
+  // recording cannot avoid.
+  std::optional<Precision> stored;
 };
 
 struct HeadComparison {
@@ -92,7 +99,7 @@ struct HeadComparison {
 
 struct RecordedComparison {
   std::string tensor;
-  double threshold = 0;       // factor * max|baseline - fp64| + floor
+  double threshold = 0;       // factor * max|baseline - fp64| + floor (and >= 1 stored ulp)
   double baseline_error = 0;  // max|baseline - fp64|
   double max_error = 0;       // worst head
   std::vector<HeadComparison> heads;
@@ -102,6 +109,10 @@ struct RecordedComparison {
 
 // Floor added to the accuracy-rule threshold: fp32 rounding of the largest reference value.
 double accuracy_floor(double max_abs_reference);
+
+// One ulp of precision `p` at magnitude |x| (the spacing of its representable values there;
+// the smallest subnormal's at and below the normal range).
+double storage_ulp(Precision p, double x);
 
 RecordedComparison compare_recorded(const RecordedComparisonInputs& in);
 

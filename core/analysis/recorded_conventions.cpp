@@ -54,8 +54,10 @@ std::optional<Finding> lse_base_convention(RecordedComparison& c,
     f.severity = Severity::warning;
     f.tensor = "lse";
     f.message = std::string("recorded lse matches the fp64 LSE of the replay once read ") + b.what +
-                " (max error " + num(c.max_error) + " <= " + num(c.threshold) +
-                " after converting); as recorded it is off by the factor " + num(1 / b.factor);
+                " (max error " + num(c.max_error) +
+                " after converting, within the accuracy rule); as recorded it is off by the "
+                "factor " +
+                num(1 / b.factor);
     f.remedy =
         "convert before using it with natural-log LSEs (a backward, a context-parallel "
         "merge): multiply by " +

@@ -91,5 +91,40 @@ TEST(RecordedCheck, nan_where_recomputation_is_finite_counts_as_mismatch) {
   EXPECT_TRUE(c.heads[1].within_rule);
 }
 
+// A saturated fp16 head: the unfused fp16 replay is nearly exact, so the 3x rule (3 x 1e-7 +
+// the floor) falls below one fp16 ulp of the values (|x| ~ 2: ulp 2^-9). The recording rounded
+// to fp16 is as close as fp16 can be: within the rule. An element 4 ulps off is still found.
+TEST(RecordedCheck, allowance_is_never_below_one_stored_ulp) {
+  std::vector<double> ref = pattern();
+  for (double& x : ref) x = 1.5 + 0.4 * x;  // |x| in [1.1, 1.9]: fp16 ulp 2^-10
+  std::vector<double> base = ref;
+  base[2] += 1e-7;
+  std::vector<double> rec(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    rec[i] = std::ldexp(std::nearbyint(std::ldexp(ref[i], 10)), -10);  // rounded to fp16
+  }
+  RecordedComparisonInputs in = inputs(rec, ref, base, true);
+  EXPECT_FALSE(compare_recorded(in).within_rule);  // judged as if fp64 had been stored
+  in.stored = Precision::f16;
+  const RecordedComparison rounded = compare_recorded(in);
+  EXPECT_TRUE(rounded.within_rule) << rounded.max_error << " vs " << rounded.threshold;
+  std::vector<double> off = rec;
+  off[17] += 4 * std::ldexp(1.0, -10);  // a kernel error of 4 ulps in head 1
+  in.recorded = &off;
+  const RecordedComparison found = compare_recorded(in);
+  EXPECT_FALSE(found.within_rule);
+  EXPECT_TRUE(found.heads[0].within_rule);
+  EXPECT_FALSE(found.heads[1].within_rule);
+  EXPECT_EQ(found.heads[1].bad_row_first, 1);  // element 17 = head 1, row 1, column 2
+}
+
+TEST(RecordedCheck, storage_ulp_is_the_spacing_at_the_magnitude) {
+  EXPECT_EQ(storage_ulp(Precision::f16, 1.0), std::ldexp(1.0, -10));
+  EXPECT_EQ(storage_ulp(Precision::f16, -1000.0), 0.5);               // 2^9 * 2^-10
+  EXPECT_EQ(storage_ulp(Precision::f16, 0.0), std::ldexp(1.0, -24));  // subnormal spacing
+  EXPECT_EQ(storage_ulp(Precision::bf16, 3.0), std::ldexp(1.0, -6));
+  EXPECT_EQ(storage_ulp(Precision::f32, 1.0), std::ldexp(1.0, -23));
+}
+
 }  // namespace
 }  // namespace attnscope
