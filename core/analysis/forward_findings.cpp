@@ -45,7 +45,8 @@ void fully_masked_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   if (cx.masks.fully_masked_rows == 0) return;
   const AttnParams& p = cx.in.params;
   std::vector<HeadHit> hits;
-  std::vector<std::string> worst;  // per hit
+  std::vector<std::string> worst;   // per hit
+  std::vector<bool> sentinel_only;  // per hit: every hidden key hidden by a finite sentinel
   for (int64_t bh = 0; bh < p.batch * p.heads; ++bh) {
     HeadHit hit{bh / p.heads, bh % p.heads, {}, {}, 0, ""};
     bool sentinel = false, hard = false;
@@ -80,6 +81,7 @@ void fully_masked_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
     }
     hits.push_back(hit);
     worst.push_back(worst_outcome);
+    sentinel_only.push_back(sentinel && !hard);
   }
   for (const HitGroup& g : group_hits(hits)) {
     const std::string& o = worst[g.hits.front()];
@@ -100,7 +102,16 @@ void fully_masked_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
                                 "gradients there, they would be NaN under eager math "
                                 "attention or PyTorch < 2.5";
     }
-    f.remedy = remedy_fully_masked_row(o);
+    // A finite sentinel whose row still turned NaN: S + bias fell below the precision's range
+    // and rounded to -inf (an eager fp16 softmax over finfo.min + scores).
+    const bool sentinel_overflow = o == "NaN" && sentinel_only[g.hits.front()];
+    if (sentinel_overflow) {
+      f.message += "; the finite sentinel plus the scores is below -" +
+                   num(finfo_max(p.precision)) + " (" + cx.precision_text() +
+                   " max) and rounds to -inf, so every score of the row is -inf and softmax "
+                   "gives NaN";
+    }
+    f.remedy = remedy_fully_masked_row(o, sentinel_overflow);
     f.precision = cx.precision_text();
     for (const ModeRun& r : cx.runs) f.modes.push_back(run_name(r));
     out.push_back(f);

@@ -49,11 +49,18 @@ std::string remedy_mask_fill_overflow(Precision p, bool from_bias) {
          ") or -inf with safe softmax instead of -1e9, or let SDPA apply a bool mask";
 }
 
-std::string remedy_fully_masked_row(const std::string& outcome) {
+std::string remedy_fully_masked_row(const std::string& outcome, bool sentinel_overflow) {
   std::string text =
       "give every query at least one visible key (e.g. let padded queries see themselves), "
       "drop fully padded rows from the loss, or use safe softmax (PyTorch >= 2.5 SDPA / mask "
       "fill 'safe') so they give O = 0";
+  if (sentinel_overflow) {
+    text =
+        "clamp the masked scores to the dtype's range (torch.clamp(scores + mask, "
+        "min=torch.finfo(dtype).min)) or run the softmax in fp32 (softmax(scores, dim=-1, "
+        "dtype=torch.float32)); or " +
+        text;
+  }
   if (outcome == "uniform") {
     text += "; a finite fill makes them attend uniformly to masked (padding) keys";
   }

@@ -16,7 +16,8 @@ std::string remedy_nonfinite_input(const std::string& tensor);
 std::string remedy_score_overflow(Precision p, double max_abs_s);
 std::string remedy_mask_fill_overflow(Precision p, bool from_bias);
 // outcome: what the rows produced ("NaN", "uniform", "zero").
-std::string remedy_fully_masked_row(const std::string& outcome);
+// sentinel_overflow: a row of finite sentinels that still turned NaN (S + bias rounded to -inf).
+std::string remedy_fully_masked_row(const std::string& outcome, bool sentinel_overflow);
 std::string remedy_masked_nan_leak();
 std::string remedy_exp_overflow(bool recorded_lse);
 // The remedy of the finding that explains a non-finite output or gradient.

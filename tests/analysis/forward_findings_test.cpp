@@ -111,6 +111,31 @@ TEST(ForwardFindings, fully_masked_row_with_finite_fill_attends_uniformly_warnin
   EXPECT_NE(found[0]->message.find("uniformly"), std::string::npos) << found[0]->message;
 }
 
+// An fp16 eager padding row of finite sentinels: bias -65504 (finfo.min) on every key of row 15,
+// whose scores are about -35. Unfused fp16 rounds S + bias (-65539) to -inf, so the row is
+// NaN; the fused kernel adds in fp32 and attends uniformly. The finding names the mechanism and
+// the fix.
+TEST(ForwardFindings, finite_sentinel_row_that_overflows_to_neg_inf_names_mechanism_and_fix) {
+  CaseData c = make_case(spec(1, 1, "float16"));
+  std::vector<double> q = values(c, "q"), k = values(c, "k");
+  for (int64_t d = 0; d < 8; ++d) q[static_cast<size_t>(15 * 8 + d)] = d == 0 ? -100 : 0;
+  for (int64_t j = 0; j < 16; ++j) k[static_cast<size_t>(j * 8)] = 1;
+  put(c, "q", DType::f16, {1, 1, 16, 8}, q);
+  put(c, "k", DType::f16, {1, 1, 16, 8}, k);
+  std::vector<double> bias(16 * 16, 0.0);
+  for (int64_t j = 0; j < 16; ++j) bias[static_cast<size_t>(15 * 16 + j)] = -65504;
+  put(c, "bias", DType::f16, {1, 1, 16, 16}, bias);
+  const CaseAnalysis a = analyze(c);
+  const auto found = of_kind(a, FindingKind::fully_masked_row);
+  ASSERT_EQ(found.size(), 1u) << summary(a);
+  const Finding& f = *found[0];
+  EXPECT_EQ(f.severity, Severity::error);
+  EXPECT_NE(f.message.find("O = NaN in unfused fp16"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("rounds to -inf"), std::string::npos) << f.message;
+  EXPECT_EQ(f.remedy.rfind("clamp the masked scores", 0), 0u) << f.remedy;
+  EXPECT_NE(f.remedy.find("dtype=torch.float32"), std::string::npos) << f.remedy;
+}
+
 TEST(ForwardFindings, lse_below_minus_88_is_an_exp_overflow_note) {
   CaseData c = make_case(spec(1, 1, "float32"));
   put(c, "bias", DType::f32, {1, 1, 1, 1}, {-200.0});
