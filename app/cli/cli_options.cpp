@@ -103,6 +103,31 @@ std::vector<const BrokenCase*> report_broken(const std::string& command, const D
   return reported;
 }
 
+std::vector<RejectedGroup> report_rejected(const std::string& command, const DumpReader& dump,
+                                           const std::string& pattern) {
+  std::vector<RejectedGroup> reported;
+  const std::string prefix = dump.path() + ": ";
+  for (const Error& e : dump.rejected()) {
+    // "FILE: /group/key: problem" -> "/group/key".
+    std::string path = dump.path();
+    if (e.message.rfind(prefix + "/", 0) == 0) {
+      const size_t end = e.message.find(": ", prefix.size());
+      path = e.message.substr(prefix.size(),
+                              end == std::string::npos ? std::string::npos : end - prefix.size());
+    }
+    // Named when the pattern names the path or a group above it ("/a/b/k", "/a/b", "/a").
+    bool named = pattern.empty();
+    for (size_t end = path.size(); !named && end > 0 && end != std::string::npos;
+         end = path.rfind('/', end - 1)) {
+      named = pattern_names(pattern, path.substr(0, end));
+    }
+    if (!named) continue;
+    fail(command, "skipped " + path + ", it cannot be read as a case: " + e.message, e.hint);
+    reported.push_back({path, &e});
+  }
+  return reported;
+}
+
 std::string case_error_text(const std::string& file, const std::string& case_path,
                             const std::string& message) {
   if (message.rfind(file + ": ", 0) == 0) return message;

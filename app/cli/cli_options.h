@@ -59,6 +59,17 @@ std::vector<const BrokenCase*> report_broken(const std::string& command, const D
                                              const std::string& pattern,
                                              std::set<std::string>* seen = nullptr);
 
+// A group that looked like a case but was refused (DumpReader::rejected: bad shapes, ...) and
+// the path its error names ("/step_0/layer_1/k"; the file when it names none).
+struct RejectedGroup {
+  std::string path;
+  const Error* error = nullptr;
+};
+// Prints each rejected group whose path `pattern` names (every one when empty) as "skipped
+// PATH, it cannot be read as a case: ERROR" with its hint; returns them.
+std::vector<RejectedGroup> report_rejected(const std::string& command, const DumpReader& dump,
+                                           const std::string& pattern);
+
 // The canonical path of a case of the dump ("x" -> "/x"); on failure prints the file, the case
 // and the available cases.
 std::optional<std::string> find_case(const std::string& command, const DumpReader& dump,

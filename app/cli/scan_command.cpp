@@ -152,6 +152,11 @@ std::optional<ScanPlan> plan_scan(const Inputs& inputs, const std::string& patte
       plan.skipped.push_back(
           {item_path({&d, &b->info}, inputs.folder), b->error.message, b->error.hint});
     }
+    // Groups refused as cases (a batch-broadcast call, bad shapes) are listed, never dropped.
+    for (const RejectedGroup& r : report_rejected(kCommand, d.reader, pattern)) {
+      plan.skipped.push_back(
+          {inputs.folder ? d.name + "::" + r.path : r.path, r.error->message, r.error->hint});
+    }
     if (following && d.reader.cases().empty()) continue;
     if (!inputs.folder) {
       const auto cases = select_cases(kCommand, d.reader, pattern);

@@ -3,9 +3,17 @@ exact kinds, precision_loss of the training series), the table, --clip, --precis
 --mask-fill, --case globs and FILE::CASE, exit codes 0 / 1 / 2, and unreadable data named once
 (probe or in-process reader)."""
 import os
+import subprocess
+import sys
+import tempfile
 import unittest
 
 from cli_support import BAD_DATA, REFUSING_PROBE, SAMPLE, CliTestCase, by_path, kinds_of
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_PACKAGE = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
+# Two SDPA calls of one step recorded by attnscope_record, the second batch-broadcast.
+RECORD_POOLING = os.path.normpath(os.path.join(HERE, "..", "data", "record_pooling_call.py"))
 
 # The kinds reported wherever the outputs and gradients hold NaN.
 NAN_KINDS = ["clip_spreads_nan", "nonfinite_gradient", "nonfinite_output"]
@@ -113,6 +121,28 @@ class CliScanTest(CliTestCase):
         self.assertInStdout(run, "37 cases scanned", "/fp16_score_overflow",
                             "error  score_overflow  S  batch 0, head 3, rows 12-40  [unfused fp16]",
                             "remedy: lower the scale or normalise q and k")
+
+    def test_cli_scan_lists_a_call_it_cannot_read_and_exits_2(self):
+        """A learned-query pooling call (q batch 1 against k / v batch 4), as attnscope_record
+        writes it, is not a case attnscope reads; scan names it in the table's stderr and in
+        JSON broken and exits 2 instead of scanning the other layer alone with exit 0."""
+        with tempfile.TemporaryDirectory() as tmp:
+            dump = os.path.join(tmp, "pooling.h5")
+            subprocess.run([sys.executable, RECORD_POOLING, dump], check=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=PYTHON_PACKAGE))
+            run = self.cli("scan", dump, exit=2)
+            self.assertIn("skipped /step_000000/layer_01/k, it cannot be read as a case", run.stderr)
+            self.assertIn("batch B 4 in [4, 2, 32, 16] does not match 1 in q [1, 2, 4, 16]",
+                          run.stderr)
+            self.assertIn("1 case scanned", run.stdout)
+            doc = self.cli_json("scan", "--json", dump, exit=2)
+            self.assertEqual([c["path"] for c in doc["cases"]], ["/step_000000/layer_00"])
+            self.assertEqual([b["path"] for b in doc["broken"]], ["/step_000000/layer_01/k"])
+            # Naming the layer selects its refusal too; naming the other layer does not.
+            named = self.cli("scan", dump, "--case", "/step_000000/layer_01", exit=2)
+            self.assertIn("skipped /step_000000/layer_01/k", named.stderr)
+            other = self.cli("scan", dump, "--case", "/step_000000/layer_00", exit=0)
+            self.assertNotIn("skipped", other.stderr)
 
     def test_cli_scan_clip_reports_norms_before_and_after(self):
         doc = self.cli_json("scan", "--json", f"{SAMPLE}::/exploding_grad", "--clip", "1", exit=0)
