@@ -65,7 +65,7 @@ class PendingCall:
 
     def keep(self, name, tensor):
         self.tensors[name] = tensor.detach()
-        self._versions[name] = tensor._version
+        self._versions[name] = version_of(tensor)
 
     def stored(self, name):
         """The tensor as written: packed calls passed as [1, T, ...] lose the batch dim."""
@@ -122,8 +122,16 @@ class PendingCall:
         return lambda grad: self.receive(name, grad)
 
     def modified_in_place(self):
-        """Names of tensors changed in place since they were captured."""
-        return [n for n, t in self.tensors.items() if t._version != self._versions[n]]
+        """Names of tensors changed in place since they were captured (inference tensors keep
+        no version counter: never reported)."""
+        return [n for n, t in self.tensors.items()
+                if self._versions[n] is not None and version_of(t) != self._versions[n]]
+
+
+def version_of(tensor):
+    """The tensor's version counter (bumped by in-place ops); None for a tensor made under
+    torch.inference_mode(), which keeps none."""
+    return None if tensor.is_inference() else tensor._version
 
 
 def warn(message: str):
