@@ -204,6 +204,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // while its page is not in front.
   connect(stepper_, &StepperController::snapshotChanged, this, [this] {
     if (pages_->currentWidget()->isAncestorOf(stepperPanel_)) return;
+    if (!stepper_->snapshot() && stepper_->eagerText().isEmpty()) return;  // not stepping
     const QStringList lines = stepperPanel_->summary().split(QLatin1Char('\n'));
     if (lines.front().isEmpty()) return;
     statusBar()->showMessage(tr("stepper: %1").arg(lines.mid(0, 2).join(QStringLiteral(" · "))),
@@ -368,7 +369,12 @@ void MainWindow::buildAnalysisDocks() {
   });
   // When the work ends, the status bar says so (a progress count never stays as if running).
   connect(analysis_->seriesRunner(), &TaskRunner::busyChanged, this, [this](bool busy) {
-    if (!busy) statusText_->setText(tr("step x layer overview done"));
+    if (busy) return;
+    // The scan's outcome stays the first thing the status bar says once both are done.
+    const int file = context_->fileIndex();
+    const bool scanned = file >= 0 && !scans_->busy() && scans_->scan(context_->file(file).path);
+    statusText_->setText(scanned ? tr("%1 · step x layer overview done").arg(scanStatusText())
+                                 : tr("step x layer overview done"));
   });
   connect(scans_->runner(), &TaskRunner::busyChanged, this, [this](bool busy) {
     // After the job's result is applied (queued behind this signal).

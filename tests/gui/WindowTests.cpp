@@ -12,6 +12,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSlider>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QToolButton>
 #include <QTreeWidget>
@@ -388,6 +389,8 @@ void GuiTest::title_and_status_bar_say_what_is_shown_and_done() {
   f.context()->selectCase(0, kPaddingCase);
   QCOMPARE(f.window->windowTitle(),
            QStringLiteral("/padding_mask_fp16 — seed_cases.h5 — attnscope"));
+  // Nobody is stepping: no stepper message covers the status bar.
+  QCOMPARE(f.window->statusBar()->currentMessage(), QString());
   // When the scan ends the status bar says so, with the counts the browser badges show.
   const auto* status = f.window->findChild<QLabel*>(QStringLiteral("statusText"));
   QVERIFY(waitUntil([&] {
