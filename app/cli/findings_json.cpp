@@ -54,6 +54,11 @@ void write_config(JsonWriter& json, const CaseInfo& info, const CaseAnalysis& a,
   else
     json.null();
   json.field("what_if", a.what_if).field("judged_under", a.judged_under);
+  if (a.what_if_explains) {  // the hypothesis test: recorded outputs the what-if reproduces
+    json.key("what_if_explains").begin_array();
+    for (const std::string& name : *a.what_if_explains) json.value(name);
+    json.end_array();
+  }
   json.end_object();
 }
 

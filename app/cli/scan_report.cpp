@@ -94,9 +94,13 @@ class TableReport : public ScanReport {
     row({path, dims_text(info.dims), precision_name(a.params.precision), std::to_string(n[0]),
          std::to_string(n[1]), std::to_string(n[2]), kinds_text(a.findings)});
     out_.flush();
-    if (!a.findings.empty() || !a.clips.empty() || !a.reference_note.empty()) {
+    if (!a.findings.empty() || !a.clips.empty() || !a.reference_note.empty() ||
+        a.what_if_explains) {
       std::vector<std::string> notes = clip_lines(a);
       if (!a.reference_note.empty()) notes.push_back("note: " + a.reference_note);
+      if (const std::string explains = what_if_explains_text(a); !explains.empty()) {
+        notes.insert(notes.begin(), explains);
+      }
       notes.insert(notes.begin(), "judged " + a.judged_under);
       details_.push_back({path, a.findings, std::move(notes)});
     }

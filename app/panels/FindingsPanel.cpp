@@ -120,7 +120,9 @@ void FindingsPanel::showSummary() {
                           s->upcast ? tr("upcast") : modeName(s->mode))
                      .arg(count_severity(s->findings, Severity::error));
   text += clipText(*s);
-  header_->setText(text + "\n" + tr("judged %1").arg(QString::fromStdString(s->judged_under)));
+  text += "\n" + tr("judged %1").arg(QString::fromStdString(s->judged_under));
+  if (!s->what_if_explains.empty()) text += "\n" + QString::fromStdString(s->what_if_explains);
+  header_->setText(text);
   for (size_t i = 0; i < s->findings.size(); ++i) {
     const Finding& f = s->findings[i];
     auto* item = new QTreeWidgetItem(

@@ -210,6 +210,14 @@ const char* run_name(const ModeRun& r) {
   return r.upcast ? "upcast" : mode_name(r.mode);
 }
 
+std::string what_if_explains_text(const CaseAnalysis& a) {
+  if (!a.what_if_explains) return {};
+  if (a.what_if_explains->empty()) return "the what-if reproduces none of the recorded outputs";
+  std::string names;
+  for (const std::string& n : *a.what_if_explains) names += (names.empty() ? "" : ", ") + n;
+  return "the what-if reproduces the recorded " + names;
+}
+
 const ModeRun* CaseAnalysis::run(Mode mode) const {
   for (const ModeRun& r : runs) {
     if (r.mode == mode) return &r;
@@ -315,6 +323,19 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     }
     find_or_run(rr, replay, run.runs_differ() ? nullptr : &a.runs, settings.threads);
     a.recorded = compare_recordings(data, rr, replay, conventions);
+    if (run.runs_differ() && a.reference) {
+      // The hypothesis test: the same check against the what-if's runs and fp64 reference.
+      Replay hypothesis = replay;
+      hypothesis.modes = run.modes;
+      hypothesis.upcast = run.upcast;
+      RecordedReplay wr{&in, &kin, &*a.reference, nullptr, nullptr, {}};
+      find_or_run(wr, hypothesis, &a.runs, settings.threads);
+      std::vector<Finding> unused;
+      a.what_if_explains.emplace();
+      for (const RecordedComparison& c : compare_recordings(data, wr, hypothesis, unused)) {
+        if (c.within_rule) a.what_if_explains->push_back(c.tensor);
+      }
+    }
     // A bool mask of the opposite polarity: analysed again with the mask inverted.
     const RecordedComparison* o = comparison_of(a.recorded, "o");
     if (o != nullptr &&

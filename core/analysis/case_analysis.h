@@ -116,6 +116,10 @@ struct CaseAnalysis {
   // kv group * Sq * Sk <= 2^24 entries), each against the replay of the recorded run; o and
   // the gradients are left out when the run's dropout cannot be replayed.
   std::vector<RecordedComparison> recorded;
+  // Under a what-if that changes the runs, with recorded outputs: those the what-if reproduces
+  // (within the accuracy rule against the what-if's own fp64 reference), a hypothesis test
+  // ("the recording matches scale 1"); nullopt when no what-if was tested.
+  std::optional<std::vector<std::string>> what_if_explains;
   std::optional<Reference64> reference;
   // Why the fp64 reference has no gradients though they were wanted (the memory budget), else
   // empty.
@@ -127,6 +131,10 @@ struct CaseAnalysis {
 
   const ModeRun* run(Mode mode) const;
 };
+
+// What the hypothesis test found, in words: "the what-if reproduces the recorded o, lse" or
+// "the what-if reproduces none of the recorded outputs"; empty when none was tested.
+std::string what_if_explains_text(const CaseAnalysis& a);
 
 // Fails when the case cannot be turned into kernel inputs (bad scale, mask shape), or
 // (too_large, naming the size and the budget) when analysis_bytes exceeds the memory budget.

@@ -194,6 +194,33 @@ TEST(ReplayAnalysis, dropout_is_replayed_from_the_keep_mask) {
   EXPECT_EQ(compiled.find("with attnscope_record"), std::string::npos) << compiled;
 }
 
+// The missing 1/sqrt(d) bug: o and the gradients were computed at scale 1. As recorded they
+// mismatch; the what-if scale 1 reproduces them (a hypothesis test), scale 0.5 does not.
+TEST(ReplayAnalysis, what_if_says_which_recorded_outputs_it_reproduces) {
+  CaseData c = make_case(spec(2, 1, "float32"));
+  c.info.config.run = sdpa("sdpa_math");
+  c.info.config.scale = 1.0;
+  record_outputs(c);
+  c.info.config.scale.reset();  // the dump says nothing: the default 1/sqrt(8) is assumed
+  const CaseAnalysis recorded = analyze(c);
+  EXPECT_TRUE(has_kind(recorded, FindingKind::recorded_mismatch)) << summary(recorded);
+  EXPECT_FALSE(recorded.what_if_explains.has_value());
+  EXPECT_EQ(what_if_explains_text(recorded), "");
+  AnalysisSettings s;
+  s.run.scale = 1.0;
+  const CaseAnalysis hypothesis = analyze(c, s);
+  ASSERT_TRUE(hypothesis.what_if_explains.has_value());
+  EXPECT_EQ(*hypothesis.what_if_explains, (std::vector<std::string>{"o", "dq", "dk", "dv"}));
+  EXPECT_EQ(what_if_explains_text(hypothesis), "the what-if reproduces the recorded o, dq, dk, dv");
+  // Still judged as recorded: the mismatch stays, the what-if explains it.
+  EXPECT_TRUE(has_kind(hypothesis, FindingKind::recorded_mismatch)) << summary(hypothesis);
+  s.run.scale = 0.5;
+  const CaseAnalysis wrong = analyze(c, s);
+  ASSERT_TRUE(wrong.what_if_explains.has_value());
+  EXPECT_TRUE(wrong.what_if_explains->empty());
+  EXPECT_EQ(what_if_explains_text(wrong), "the what-if reproduces none of the recorded outputs");
+}
+
 TEST(ReplayAnalysis, score_mod_that_cannot_be_replayed_is_named_not_blamed) {
   CaseData c = make_case(spec(2, 1, "float32"));
   c.info.config.run = sdpa("flex");

@@ -144,6 +144,17 @@ class CliScanTest(CliTestCase):
             other = self.cli("scan", dump, "--case", "/step_000000/layer_00", exit=0)
             self.assertNotIn("skipped", other.stderr)
 
+    def test_cli_scan_what_if_says_whether_it_reproduces_the_recording(self):
+        """A what-if is also a hypothesis test: JSON config.what_if_explains lists the recorded
+        outputs the what-if reproduces, the table says it in words; as recorded, neither."""
+        case = f"{SAMPLE}::/recorded_mismatch"
+        doc = self.cli_json("scan", "--json", case, "--scale", "1", exit=1)
+        self.assertEqual(doc["cases"][0]["config"]["what_if_explains"], [])
+        run = self.cli("scan", case, "--scale", "1", exit=1)
+        self.assertInStdout(run, "the what-if reproduces none of the recorded outputs")
+        doc = self.cli_json("scan", "--json", case, exit=1)
+        self.assertNotIn("what_if_explains", doc["cases"][0]["config"])
+
     def test_cli_scan_clip_reports_norms_before_and_after(self):
         doc = self.cli_json("scan", "--json", f"{SAMPLE}::/exploding_grad", "--clip", "1", exit=0)
         case = doc["cases"][0]
