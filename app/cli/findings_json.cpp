@@ -18,14 +18,6 @@ void write_index(JsonWriter& json, const char* key, int64_t index) {
     json.null();
 }
 
-void write_range(JsonWriter& json, const char* key, const IndexRange& r) {
-  json.key(key);
-  if (r.valid())
-    json.value(std::vector<int64_t>{r.first, r.last});
-  else
-    json.null();
-}
-
 void write_tally(JsonWriter& json, const char* key, const CellCounts& t) {
   json.key(key).begin_object();
   json.field("nan", t.nan).field("pos_inf", t.pos_inf).field("neg_inf", t.neg_inf);
@@ -147,6 +139,14 @@ void write_stats(JsonWriter& json, const CaseAnalysis& a) {
 }
 
 }  // namespace
+
+void write_range(JsonWriter& json, const char* key, const IndexRange& r) {
+  json.key(key);
+  if (r.valid())
+    json.value(std::vector<int64_t>{r.first, r.last});
+  else
+    json.null();
+}
 
 void write_finding(JsonWriter& json, const Finding& f) {
   json.begin_object();

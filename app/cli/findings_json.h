@@ -7,6 +7,9 @@
 
 namespace attnscope {
 
+// "key": [first, last], or null for an invalid range.
+void write_range(JsonWriter& json, const char* key, const IndexRange& r);
+
 // {"kind", "severity", "tensor", "batch", "head", "rows": [first, last], "cols", "count",
 //  "message", "remedy", "heads", "precision", "modes"}; -1 / invalid ranges become null.
 void write_finding(JsonWriter& json, const Finding& f);

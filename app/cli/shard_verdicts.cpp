@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "findings_json.h"
+
 namespace attnscope {
 namespace {
 
@@ -60,14 +62,6 @@ std::optional<NonfiniteSite> read_site(const nlohmann::json& j) {
   if (!named) return std::nullopt;
   s.stage = *named;
   return s;
-}
-
-void write_range(JsonWriter& json, const char* key, const IndexRange& r) {
-  json.key(key);
-  if (r.valid())
-    json.value(std::vector<int64_t>{r.first, r.last});
-  else
-    json.null();
 }
 
 }  // namespace
