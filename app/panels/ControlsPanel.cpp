@@ -388,9 +388,12 @@ void ControlsPanel::showSettings() {
   const QSignalBlocker b1(slider_), b2(precision_), b3(mode_), b4(maskFill_), b5(batch_), b6(head_);
   slider_->setValue(scaleToSlider(context_->effectiveScale()));
   scaleEdit_->setText(exactText(context_->effectiveScale()));
+  scaleEdit_->setCursorPosition(0);  // the leading digits when the box is narrower than the text
+  // Six digits fit the side column; the exact value is the tooltip.
   defaultLabel_->setText(tr("default %1%2")
-                             .arg(exactText(context_->defaultScale()))
+                             .arg(QString::number(context_->defaultScale(), 'g', 6))
                              .arg(s.scale ? QString() : tr(" (in use)")));
+  defaultLabel_->setToolTip(exactText(context_->defaultScale()));
   reset_->setEnabled(s.scale.has_value());
   precision_->setCurrentIndex(s.precision ? precision_->findData(static_cast<int>(*s.precision))
                                           : 0);

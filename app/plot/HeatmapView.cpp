@@ -136,6 +136,9 @@ void HeatmapView::buildPlot(const HeatmapAxes& axes) {
   plot_->yAxis->setRangeReversed(true);  // row 0 at the top, like a matrix
   plot_->xAxis->setLabel(axes.cols);
   plot_->yAxis->setLabel(axes.rows);
+  // Rows and columns are indices: no tick between two of them (2.5 on a 14-row matrix).
+  plot_->xAxis->setTicker(indexTicker());
+  plot_->yAxis->setTicker(indexTicker());
 
   title_ = new QCPTextElement(plot_, name_, QFont(font().family(), 9));
   plot_->plotLayout()->insertRow(0);

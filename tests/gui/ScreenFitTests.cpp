@@ -72,6 +72,14 @@ void GuiTest::laptop_layout_gives_the_heatmap_half_the_window() {
     const QRect shown(control->mapTo(scroll->viewport(), QPoint(0, 0)), control->size());
     QVERIFY2(scroll->viewport()->rect().contains(shown), qPrintable(control->objectName()));
   }
+  // A case whose default scale has many digits (D = 32: 0.176776695297) still fits the column.
+  QVERIFY(f.context()->selectCase(0, QStringLiteral("/recorded_mismatch")));
+  QVERIFY(waitForResult(*f.window,
+                        [](const HeadResult& r) { return r.case_path == "/recorded_mismatch"; }));
+  QTest::qWait(50);
+  QVERIFY(!scroll->verticalScrollBar()->isVisible() && !scroll->horizontalScrollBar()->isVisible());
+  QVERIFY(f.window->controls()->scaleEdit()->text().startsWith(QStringLiteral("0.17677")));
+  QCOMPARE(f.window->controls()->scaleEdit()->cursorPosition(), 0);
   // Each secondary view is a full-size page, never a sliver.
   QTabWidget* pages = f.window->pages();
   for (int i = 1; i < pages->count(); ++i) {

@@ -102,6 +102,7 @@ class HeatmapImageTest : public QObject {
   void nan_among_more_cells_than_pixels_stays_visible();
   void exports_contain_the_image_in_png_pdf_svg();
   void hidden_heatmap_tab_replots_only_when_shown();
+  void matrix_axes_tick_whole_indices_only();
 };
 
 void HeatmapImageTest::linear_cells_get_exact_colormap_and_overlay_colours() {
@@ -284,6 +285,23 @@ void HeatmapImageTest::hidden_heatmap_tab_replots_only_when_shown() {
   const QImage shot = back->plot()->grab().toImage().convertToFormat(QImage::Format_RGB32);
   QCOMPARE(shot.pixel(pixelAt(*back, 1, 1)), rgb(overlayColor(CellClass::nan)));
   QCOMPARE(back->stamp(), QStringLiteral("result 2"));
+}
+
+void HeatmapImageTest::matrix_axes_tick_whole_indices_only() {
+  // A 14 x 14 matrix (MiniLM's padded batch): the default ticker would put ticks at 2.5, 7.5.
+  auto view = shownView(fullGrid(14, 14, std::vector<float>(196, 1.f)), ColormapKind::sequential,
+                        ScaleKind::linear, 0, 2);
+  QVERIFY(view != nullptr);
+  auto* plot = view->findChild<QCustomPlot*>();
+  plot->replot();
+  for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+    QVector<double> ticks;
+    QVector<QString> labels;
+    axis->ticker()->generate(axis->range(), QLocale(), QLatin1Char('g'), 6, ticks, nullptr,
+                             &labels);
+    QVERIFY(ticks.size() >= 2);
+    for (double t : ticks) QVERIFY2(t == std::round(t), qPrintable(QString::number(t)));
+  }
 }
 
 }  // namespace attnscope::test
