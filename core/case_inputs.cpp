@@ -62,7 +62,15 @@ Result<double> resolve_scale(const CaseData& data, const RunChoice& settings) {
   return scale;
 }
 
-Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& settings) {
+void read_input_values(const CaseData& data, CaseInputs& in) {
+  in.q = data.q().to_double();
+  in.k = data.k().to_double();
+  in.v = data.v().to_double();
+  if (const HostTensor* dout = data.find("do")) in.dout = dout->to_double();
+}
+
+Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& settings,
+                                    InputValues values) {
   const CaseDims& d = data.info.dims;
   const CaseConfig& cfg = data.info.config;
   const std::string where = data.info.path;
@@ -86,13 +94,8 @@ Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& setti
   p.precision = settings.precision.value_or(replay.precision);
   p.backward_p = replay.backward_p;
 
-  in.q = data.q().to_double();
-  in.k = data.k().to_double();
-  in.v = data.v().to_double();
-  if (const HostTensor* dout = data.find("do")) {
-    in.dout = dout->to_double();
-    in.has_dout = true;
-  }
+  in.has_dout = data.find("do") != nullptr;
+  if (values == InputValues::fp64) read_input_values(data, in);
   const int64_t full[4] = {d.batch, d.heads, d.seqlen_q, d.seqlen_k};
   if (const HostTensor* mask = data.find("mask")) {
     const auto strides = broadcast_strides(mask->shape, full);

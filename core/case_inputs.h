@@ -15,7 +15,8 @@
 namespace attnscope {
 
 // Owns the converted inputs; params' mask / bias pointers point into this object, so it moves
-// but never copies. Shapes follow the AttnParams layout contract.
+// but never copies. Shapes follow the AttnParams layout contract; q, k, v, dout are empty when
+// made with InputValues::none.
 struct CaseInputs {
   AttnParams params;
   std::vector<double> q, k, v;        // [B,H,Sq,D], [B,Hk,Sk,D], [B,Hk,Sk,Dv]: exact stored values
@@ -45,9 +46,18 @@ inline int fill_key(const std::optional<MaskFill>& fill) {
   return fill ? static_cast<int>(*fill) : -1;
 }
 
+// Converts q, k, v, dO of `data` into `in` in fp64 (what InputValues::none left out).
+void read_input_values(const CaseData& data, CaseInputs& in);
+
 // The softmax scale a run uses: the choice's, else the case's attribute, else 1/sqrt(D). Fails
 // (invalid_argument) when it is not a positive finite number.
 Result<double> resolve_scale(const CaseData& data, const RunChoice& choice);
+
+// What make_case_inputs converts besides the parameters and masks: q, k, v, dO of the whole case
+// in fp64 (the kernel variants, the fp64 reference, the findings), or none, for a caller that
+// reads one head of them, or fp32 copies, from the case itself (a whole-case fp64 copy of a
+// real-size layer is hundreds of MB).
+enum class InputValues : uint8_t { fp64, none };
 
 // Inputs for the choice's scale, precision and mask fill (its modes, backend and clip are for
 // the callers that run kernels). Fails (invalid_argument) on a non-finite or non-positive scale
@@ -55,6 +65,7 @@ Result<double> resolve_scale(const CaseData& data, const RunChoice& choice);
 // shapes, so this guards the API). The run semantics the choice leaves open come from
 // replay_of (core/replay.h): mask fill, precision, the backward's P source, the dropout
 // keep-mask, the mask's polarity.
-Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& choice);
+Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& choice,
+                                    InputValues values = InputValues::fp64);
 
 }  // namespace attnscope

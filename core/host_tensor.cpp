@@ -108,8 +108,12 @@ double HostTensor::at(int64_t i) const {
 
 std::vector<double> HostTensor::to_double() const {
   std::vector<double> out(static_cast<size_t>(numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = at(static_cast<int64_t>(i));
+  read_double(0, numel(), out.data());
   return out;
+}
+
+void HostTensor::read_double(int64_t first, int64_t n, double* out) const {
+  for (int64_t i = 0; i < n; ++i) out[i] = at(first + i);
 }
 
 std::vector<float> HostTensor::to_float() const {

@@ -26,6 +26,8 @@ struct HostTensor {
 
   double at(int64_t flat_index) const;  // element as fp64 (exact; int64 up to 2^53)
   std::vector<double> to_double() const;
+  // Elements [first, first + n) as fp64 into out[0, n) (a slice without a whole-tensor copy).
+  void read_double(int64_t first, int64_t n, double* out) const;
   std::vector<float> to_float() const;
   std::vector<uint8_t> to_mask() const;  // nonzero -> 1
 

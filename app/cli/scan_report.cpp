@@ -84,7 +84,7 @@ class TableReport : public ScanReport {
   void add(const ScanItem& item, const CaseAnalysis& a, const AnalysisSettings&) override {
     const CaseInfo& info = *item.info;
     const std::string path = item_path(item, folder_);
-    verdicts_.push_back(outcome_of(info, a, item.input->rank));
+    verdicts_.push_back(outcome_of(info, a.findings, item.input->rank));
     verdicts_.back().path = path;
     int64_t n[3];
     for (int s = 0; s < 3; ++s) {
@@ -236,7 +236,7 @@ class JsonReport : public ScanReport {
   }
 
   void add(const ScanItem& item, const CaseAnalysis& a, const AnalysisSettings& s) override {
-    verdicts_.push_back(outcome_of(*item.info, a, item.input->rank));
+    verdicts_.push_back(outcome_of(*item.info, a.findings, item.input->rank));
     verdicts_.back().path = item_path(item, folder_);
     std::optional<CaseOrigin> origin;
     if (folder_) origin = CaseOrigin{item.input->name, *item.input->rank};

@@ -197,8 +197,11 @@ void AnalysisController::startSummary(const std::string& key) {
   const auto cases = context_->cases();
   const std::string casePath = context_->casePath().toStdString();
   const SummarySettings s = summarySettings();
+  // At the recorded run the dump scan needs the same summary: whoever comes first computes it.
+  std::shared_ptr<SummaryStore> shared;
+  if (s.run == RunChoice{}) shared = context_->file(context_->fileIndex()).summaries;
   summaryRunner_->submit<CaseSummary>(
-      [cases, casePath, s, counters = counters_](
+      [cases, shared, casePath, s, counters = counters_](
           const TaskControl& control, QString* error) -> std::shared_ptr<const CaseSummary> {
         const RunningGuard running(counters->running);
         Result<std::shared_ptr<const CaseData>> data = cases->get(casePath);
@@ -207,14 +210,22 @@ void AnalysisController::startSummary(const std::string& key) {
           return nullptr;
         }
         SummarySettings settings = s;
-        settings.cancelled = [&control] { return control.stale(); };
-        Result<CaseSummary> summary = summarize_case(**data, settings);
+        const auto stale = [&control] { return control.stale(); };
+        settings.cancelled = stale;
+        const auto compute = [&] { return summarize_case(**data, settings); };
+        const Result<std::shared_ptr<const CaseSummary>> summary =
+            [&]() -> Result<std::shared_ptr<const CaseSummary>> {
+          if (shared) return shared->get(casePath, compute, stale);
+          Result<CaseSummary> made = compute();
+          if (!made) return made.error();
+          return std::make_shared<const CaseSummary>(std::move(made).value());
+        }();
         if (control.stale()) return nullptr;
         if (!summary) {
           *error = QString::fromStdString(summary.error().describe());
           return nullptr;
         }
-        return std::make_shared<const CaseSummary>(std::move(summary).value());
+        return *summary;
       },
       [this, key](std::shared_ptr<const CaseSummary> r) {
         summary_ = std::move(r);

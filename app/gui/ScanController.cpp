@@ -127,7 +127,8 @@ void ScanController::startNext() {
   scans_[dump.path] = std::make_shared<const DumpScan>(progress->scan);
   emit scanChanged(dump.path);
   runner_->submit<DumpScan>(
-      [caseCache = dump.cases, progress, keepOpen = dump.reader->keep_open(),
+      [caseCache = dump.cases, summaries = dump.summaries, progress,
+       keepOpen = dump.reader->keep_open(),
        rank = dump.run.folder.isEmpty() ? std::nullopt : std::optional<int64_t>(dump.run.rank)](
           const TaskControl& control, QString*) -> std::shared_ptr<const DumpScan> {
         const int total = static_cast<int>(progress->scan.cases.size());
@@ -139,12 +140,25 @@ void ScanController::startNext() {
             path = progress->scan.cases[i].path;
           }
           if (control.stale()) return nullptr;
-          // Keep::no: the scan walks every case; the one on screen stays cached.
-          Result<std::shared_ptr<const CaseData>> data = caseCache->get(path, CaseCache::Keep::no);
-          Result<CaseVerdict> v =
-              data ? scan_case(
-                         **data, kKernelThreads, [&control] { return control.stale(); }, rank)
-                   : Result<CaseVerdict>(data.error());
+          // The summary is shared with the findings list of the shown case (analysed once).
+          const auto stale = [&control] { return control.stale(); };
+          Result<CaseVerdict> v = [&]() -> Result<CaseVerdict> {
+            // Keep::no: the scan walks every case; the one on screen stays cached.
+            Result<std::shared_ptr<const CaseData>> data =
+                caseCache->get(path, CaseCache::Keep::no);
+            if (!data) return data.error();
+            const Result<std::shared_ptr<const CaseSummary>> summary = summaries->get(
+                path,
+                [&] {
+                  SummarySettings settings;
+                  settings.threads = kKernelThreads;
+                  settings.cancelled = stale;
+                  return summarize_case(**data, settings);
+                },
+                stale);
+            if (!summary) return summary.error();
+            return scan_verdict((*data)->info, (*summary)->findings, rank);
+          }();
           if (control.stale()) return nullptr;
           {
             const std::lock_guard<std::mutex> lock(progress->mutex);

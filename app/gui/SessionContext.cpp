@@ -65,7 +65,8 @@ int SessionContext::adoptFile(const QString& path, std::shared_ptr<const DumpRea
   const int existing = indexOfFile(path);
   if (existing >= 0) return existing;
   auto cases = std::make_shared<CaseCache>(reader);
-  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader), std::move(cases), run});
+  files_.push_back({QFileInfo(path).absoluteFilePath(), std::move(reader), std::move(cases),
+                    std::make_shared<SummaryStore>(), run});
   rememberRecent(run.folder.isEmpty() ? files_.back().path : run.folder);
   emit filesChanged();
   return static_cast<int>(files_.size()) - 1;

@@ -24,6 +24,7 @@
 #include "core/replay.h"
 #include "core/run_choice.h"
 #include "core/view/head_compute.h"
+#include "core/view/summary_store.h"
 
 namespace attnscope {
 
@@ -81,6 +82,9 @@ struct OpenDump {
   QString path;
   std::shared_ptr<const DumpReader> reader;
   std::shared_ptr<CaseCache> cases;  // the reader's cases, read once for every consumer
+  // Its cases' summaries at the recorded run, analysed once for the scan and the findings list;
+  // kept when a live dump grows (recorded cases do not change).
+  std::shared_ptr<SummaryStore> summaries;
   RunMember run;
 };
 

@@ -27,10 +27,12 @@ int64_t analysis_bytes(const CaseDims& d, int64_t extra_elements, int64_t runs, 
   const int64_t rows = saturating_product({d.batch, d.heads, d.seqlen_q});
   const int64_t tensors = add({eq, eo, ek, ev});
   const int64_t inputs =
-      add({saturating_product({12, tensors}), saturating_product({8, extra_elements})});
+      add({saturating_product({8, tensors}), saturating_product({8, extra_elements})});
   const int64_t run = add({saturating_product({4, tensors}), saturating_product({32, rows})});
   const int64_t reference = saturating_product({8, add({tensors, rows})});
-  const int64_t compared = recorded ? saturating_product({24, std::max({eq, eo, ek, ev})}) : 0;
+  const int64_t head =
+      saturating_product({std::max(d.seqlen_q, d.seqlen_k), std::max(d.head_dim, d.head_dim_v)});
+  const int64_t compared = recorded ? saturating_product({16, head}) : 0;
   return add({inputs, saturating_product({std::max<int64_t>(runs, 1), run}), reference, compared});
 }
 

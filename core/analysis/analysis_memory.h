@@ -11,13 +11,15 @@
 
 namespace attnscope {
 
-// Bytes analyze_case holds for the whole analysis (saturating), with E_q = B*H*Sq*D,
+// Bytes analyze_case holds at its peak, after the kernel runs (saturating), with E_q = B*H*Sq*D,
 // E_o = B*H*Sq*Dv, E_k = B*Hk*Sk*D, E_v = B*Hk*Sk*Dv, R = B*H*Sq rows, `extra` = mask and bias
-// elements:
-//   inputs      q, k, v, dO in fp64 and fp32 copies            12 (E_q + E_k + E_v + E_o) + 8 extra
-//   each run    o, dq, dk, dv fp32 and 8 fp32 row values       4 (E_o + E_q + E_k + E_v) + 32 R
-//   fp64 ref.   o, lse, dq, dk, dv                             8 (E_o + E_q + E_k + E_v + R)
-//   recorded    recorded, fused and unfused copies in fp64     24 max(E_q, E_o, E_k, E_v)
+// elements, and one head of the largest tensor X = max(Sq, Sk) * max(D, Dv):
+//   inputs      q, k, v, dO in fp64 (their fp32 copies are freed  8 (E_q + E_k + E_v + E_o) + 8
+//   extra
+//               before these are made)
+//   each run    o, dq, dk, dv fp32 and 8 fp32 row values          4 (E_o + E_q + E_k + E_v) + 32 R
+//   fp64 ref.   o, lse, dq, dk, dv                                8 (E_o + E_q + E_k + E_v + R)
+//   recorded    one head of a recording and of a run in fp64      16 X
 int64_t analysis_bytes(const CaseDims& d, int64_t extra_elements, int64_t runs, bool recorded);
 
 // Bytes one worker of the fp64 naive backward holds for one kv group (G = H / Hk query heads):

@@ -13,6 +13,7 @@
 #include "core/analysis/recorded_conventions.h"
 #include "core/analysis/reference64.h"
 #include "core/memory_budget.h"
+#include "kernels/cpu/buffer.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/precision.h"
 
@@ -21,13 +22,15 @@ namespace {
 
 constexpr const char* kRecordedNames[] = {"o", "lse", "dq", "dk", "dv"};
 
-std::vector<double> to_double(const std::vector<float>& x) {
-  return std::vector<double>(x.begin(), x.end());
-}
-
-// fp32 copies of the inputs the CPU kernels read.
+// fp32 copies of the inputs the CPU kernels read (exact for cases stored in fp16 / bf16 / fp32),
+// made from the case itself: the same values whatever the run choice.
 struct KernelInputs {
   std::vector<float> q, k, v, dout;
+
+  explicit KernelInputs(const CaseData& data)
+      : q(data.q().to_float()), k(data.k().to_float()), v(data.v().to_float()) {
+    if (const HostTensor* d = data.find("do")) dout = d->to_float();
+  }
   CpuAttnInputs view() const {
     return {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
   }
@@ -95,7 +98,7 @@ RunStats run_stats(const AttnParams& params, const ModeRun& r) {
   s.dq = tally(r.out.dq);
   s.dk = tally(r.out.dk);
   s.dv = tally(r.out.dv);
-  s.norms = gradient_norms(run_gradients(params, r));
+  s.norms = gradient_norms(params, r);
   return s;
 }
 
@@ -106,7 +109,7 @@ const std::vector<double>* recorded_output(const Reference64& ref, const std::st
   return name == "dq" ? &ref.dq : name == "dk" ? &ref.dk : &ref.dv;
 }
 
-std::vector<float> run_output(const ModeRun& r, const std::string& name) {
+const std::vector<float>& run_output(const ModeRun& r, const std::string& name) {
   if (name == "o") return r.out.o;
   if (name == "lse") return r.out.lse;
   return name == "dq" ? r.out.dq : name == "dk" ? r.out.dk : r.out.dv;
@@ -171,16 +174,13 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
     if (t == nullptr || reference == nullptr) continue;
     if (replay.score_mod_unavailable) continue;
     if (replay.dropout == DropoutReplay::unavailable && std::string(name) != "lse") continue;
-    const std::vector<double> rec = t->to_double();
-    const std::vector<double> same = to_double(run_output(*r.run, name));
-    const std::vector<double> unfused = to_double(run_output(*r.baseline, name));
     RecordedComparisonInputs c;
     c.tensor = name;
     c.geometry = geometry_of(r.in->params, name);
-    c.recorded = &rec;
+    c.recorded = [t](int64_t first, int64_t n, double* out) { t->read_double(first, n, out); };
     c.reference = reference;
-    c.baseline = &unfused;
-    c.same_precision = &same;
+    c.baseline = values_of(run_output(*r.baseline, name));
+    c.same_precision = values_of(run_output(*r.run, name));
     c.gradient = name[0] == 'd';
     if (t->dtype == DType::f16) c.stored = Precision::f16;
     if (t->dtype == DType::bf16) c.stored = Precision::bf16;
@@ -236,7 +236,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const bool recorded = settings.recorded_check &&
                         std::any_of(std::begin(kRecordedNames), std::end(kRecordedNames),
                                     [&](const char* n) { return data.find(n) != nullptr; });
-  Result<CaseInputs> made = make_case_inputs(data, settings.run);
+  // The fp64 values come after the kernel runs, once their fp32 inputs are freed.
+  Result<CaseInputs> made = make_case_inputs(data, settings.run, InputValues::none);
   if (!made) return made.error();
   CaseInputs& in = *made;
   // Everything but the fp64 naive backward, checked before any allocation; a what-if with
@@ -251,8 +252,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   if (Status fits = check_memory(data.info.path + ": analysing the case", needed); !fits) {
     return fits.error();
   }
-  KernelInputs kin{in.q_f32(), in.k_f32(), in.v_f32(),
-                   in.has_dout ? in.dout_f32() : std::vector<float>{}};
+  std::optional<KernelInputs> kin(std::in_place, data);
 
   CaseAnalysis a;
   a.path = data.info.path;
@@ -271,7 +271,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     if (stop()) return a;
     try {  // the kernels poll `cancelled` per tile and throw when it fires
       a.runs.push_back(
-          run_mode(in.params, kin, m, upcast, settings.threads, true, settings.cancelled));
+          run_mode(in.params, *kin, m, upcast, settings.threads, true, settings.cancelled));
     } catch (const KernelCancelled&) {
       a.interrupted = true;
       return a;
@@ -298,6 +298,36 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
                                plan.gradients ? plan.workers : settings.threads,
                                settings.cancelled);
   };
+  // Every kernel run first (the replay's and the hypothesis test's too), so that the fp32
+  // inputs and the kernels' pooled buffers are freed before the fp64 references and the
+  // comparisons.
+  std::optional<CaseInputs> replay_in;  // a what-if keeps the recorded-output check on the replay
+  RecordedReplay rr, wr;
+  // The hypothesis test: the recorded-output check against the what-if's runs and reference.
+  Replay hypothesis = replay;
+  hypothesis.modes = run.modes;
+  hypothesis.upcast = run.upcast;
+  if (recorded) {
+    rr = RecordedReplay{&in, &*kin, nullptr, nullptr, nullptr, {}};
+    if (run.runs_differ()) {
+      Result<CaseInputs> as_recorded = make_case_inputs(data, RunChoice{}, InputValues::none);
+      if (!as_recorded) return as_recorded.error();
+      replay_in.emplace(std::move(*as_recorded));
+      rr = RecordedReplay{&*replay_in, &*kin, nullptr, nullptr, nullptr, {}};
+    }
+    find_or_run(rr, replay, run.runs_differ() ? nullptr : &a.runs, settings.threads);
+    if (run.runs_differ()) {
+      wr = RecordedReplay{&in, &*kin, nullptr, nullptr, nullptr, {}};
+      find_or_run(wr, hypothesis, &a.runs, settings.threads);
+    }
+    rr.kin = wr.kin = nullptr;
+  }
+  kin.reset();
+  cpu::buffer_pool_clear();
+  if (stop()) return a;
+  read_input_values(data, in);
+  if (replay_in) read_input_values(data, *replay_in);
+
   if (settings.precision_check || recorded) {
     const bool replays = !run.runs_differ();
     a.reference = reference_of(
@@ -305,31 +335,16 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   }
   if (stop()) return a;
   std::vector<Finding> conventions;  // recorded_convention findings of the comparisons
-  // A what-if keeps the recorded-output check on the replay of the recorded run.
-  std::optional<CaseInputs> replay_in;
-  std::optional<KernelInputs> replay_kin;
   std::optional<Reference64> replay_reference;
-  RecordedReplay rr;
   if (recorded) {
-    rr = RecordedReplay{&in, &kin, &*a.reference, nullptr, nullptr, {}};
+    rr.reference = &*a.reference;
     if (run.runs_differ()) {
-      Result<CaseInputs> as_recorded = make_case_inputs(data, RunChoice{});
-      if (!as_recorded) return as_recorded.error();
-      replay_in.emplace(std::move(*as_recorded));
-      replay_kin = KernelInputs{replay_in->q_f32(), replay_in->k_f32(), replay_in->v_f32(),
-                                replay_in->has_dout ? replay_in->dout_f32() : std::vector<float>{}};
       replay_reference = reference_of(*replay_in, recorded_gradients);
-      rr = RecordedReplay{&*replay_in, &*replay_kin, &*replay_reference, nullptr, nullptr, {}};
+      rr.reference = &*replay_reference;
     }
-    find_or_run(rr, replay, run.runs_differ() ? nullptr : &a.runs, settings.threads);
     a.recorded = compare_recordings(data, rr, replay, conventions);
-    if (run.runs_differ() && a.reference) {
-      // The hypothesis test: the same check against the what-if's runs and fp64 reference.
-      Replay hypothesis = replay;
-      hypothesis.modes = run.modes;
-      hypothesis.upcast = run.upcast;
-      RecordedReplay wr{&in, &kin, &*a.reference, nullptr, nullptr, {}};
-      find_or_run(wr, hypothesis, &a.runs, settings.threads);
+    if (run.runs_differ()) {
+      wr.reference = &*a.reference;
       std::vector<Finding> unused;
       a.what_if_explains.emplace();
       for (const RecordedComparison& c : compare_recordings(data, wr, hypothesis, unused)) {

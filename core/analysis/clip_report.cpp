@@ -23,16 +23,27 @@ void norms_of(const std::vector<float>& x, int64_t outer, int64_t rows, int64_t 
   }
 }
 
+// Norms of dq, dk, dv shaped as the gradients of a case of `shape`'s dimensions.
+GradientNorms norms_shaped(const CaseGradients& shape, const std::vector<float>& dq,
+                           const std::vector<float>& dk, const std::vector<float>& dv) {
+  const CaseGradients& g = shape;
+  GradientNorms n;
+  double total_sq = 0;
+  norms_of(dq, g.batch * g.heads, g.seqlen_q, g.head_dim, n.dq_head, n.dq_row, total_sq);
+  norms_of(dk, g.batch * g.kv_heads, g.seqlen_k, g.head_dim, n.dk_head, n.dk_row, total_sq);
+  norms_of(dv, g.batch * g.kv_heads, g.seqlen_k, g.head_dim_v, n.dv_head, n.dv_row, total_sq);
+  n.total = std::sqrt(total_sq);
+  return n;
+}
+
 }  // namespace
 
 GradientNorms gradient_norms(const CaseGradients& g) {
-  GradientNorms n;
-  double total_sq = 0;
-  norms_of(g.dq, g.batch * g.heads, g.seqlen_q, g.head_dim, n.dq_head, n.dq_row, total_sq);
-  norms_of(g.dk, g.batch * g.kv_heads, g.seqlen_k, g.head_dim, n.dk_head, n.dk_row, total_sq);
-  norms_of(g.dv, g.batch * g.kv_heads, g.seqlen_k, g.head_dim_v, n.dv_head, n.dv_row, total_sq);
-  n.total = std::sqrt(total_sq);
-  return n;
+  return norms_shaped(g, g.dq, g.dk, g.dv);
+}
+
+GradientNorms gradient_norms(const AttnParams& params, const ModeRun& run) {
+  return norms_shaped(CaseGradients::shaped_like(params), run.out.dq, run.out.dk, run.out.dv);
 }
 
 CaseGradients run_gradients(const AttnParams& p, const ModeRun& run) {

@@ -8,6 +8,8 @@ namespace attnscope {
 
 // Norms of dq [B,H,Sq,D], dk [B,Hk,Sk,D], dv [B,Hk,Sk,Dv] in fp64 (NaN / inf propagate).
 GradientNorms gradient_norms(const CaseGradients& grads);
+// The same of a run's gradients, without copying them.
+GradientNorms gradient_norms(const AttnParams& params, const ModeRun& run);
 
 // The run's gradients as a CaseGradients (copies).
 CaseGradients run_gradients(const AttnParams& params, const ModeRun& run);

@@ -110,16 +110,16 @@ std::string scope_text(const FirstBadCase& f, const CaseOutcome& origin, int64_t
 
 }  // namespace
 
-CaseOutcome outcome_of(const CaseInfo& info, const CaseAnalysis& analysis,
+CaseOutcome outcome_of(const CaseInfo& info, const std::vector<Finding>& findings,
                        std::optional<int64_t> rank) {
   CaseOutcome v;
-  v.nonfinite = nonfinite_sites(analysis.findings);
+  v.nonfinite = nonfinite_sites(findings);
   v.path = info.path;
   v.rank = rank;
   v.step = info.config.step;
   v.micro_batch = info.config.run.micro_batch;
   v.layer = info.config.layer;
-  for (const Finding& f : analysis.findings) {
+  for (const Finding& f : findings) {
     if (f.severity != Severity::error) continue;
     const bool backward = is_backward_finding(f);
     if (!(backward ? v.backward_error : v.forward_error)) {

@@ -34,7 +34,8 @@ struct CaseOutcome {
   std::vector<NonfiniteSite> nonfinite;  // where its replay holds NaN / Inf, in stage order
 };
 
-CaseOutcome outcome_of(const CaseInfo& info, const CaseAnalysis& analysis,
+// The outcome of a case from the findings of its analysis at the recorded run.
+CaseOutcome outcome_of(const CaseInfo& info, const std::vector<Finding>& findings,
                        std::optional<int64_t> rank = std::nullopt);
 
 // The first NaN / Inf of a run in execution order (nonfinite_origin.h): the case, the side of it

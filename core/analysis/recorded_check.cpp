@@ -7,15 +7,6 @@
 namespace attnscope {
 namespace {
 
-double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isfinite(a[i]) && std::isfinite(b[i]))
-      worst = std::fmax(worst, std::fabs(a[i] - b[i]));
-  }
-  return worst;
-}
-
 double max_abs_finite(const std::vector<double>& a) {
   double worst = 0;
   for (double x : a) {
@@ -40,20 +31,33 @@ double storage_ulp(Precision p, double x) {
 }
 
 RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
-  const std::vector<double>& rec = *in.recorded;
   const std::vector<double>& ref = *in.reference;
   const TensorGeometry& g = in.geometry;
+  const int64_t per_outer = g.rows * g.cols;
+  // One head of the recording (or of the baseline, the same-precision run) at a time.
+  std::vector<double> rec(static_cast<size_t>(per_outer));
   RecordedComparison out;
   out.tensor = in.tensor;
   const double factor = in.gradient ? 3.0 : 2.0;
-  out.baseline_error = max_abs_difference(*in.baseline, ref);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    const int64_t base = o * per_outer;
+    in.baseline(base, per_outer, rec.data());
+    for (int64_t e = 0; e < per_outer; ++e) {
+      const double r = ref[static_cast<size_t>(base + e)];
+      if (std::isfinite(rec[static_cast<size_t>(e)]) && std::isfinite(r)) {
+        out.baseline_error =
+            std::fmax(out.baseline_error, std::fabs(rec[static_cast<size_t>(e)] - r));
+      }
+    }
+  }
   out.threshold = factor * out.baseline_error + accuracy_floor(max_abs_finite(ref));
   out.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
 
-  const int64_t per_outer = g.rows * g.cols;
   for (int64_t o = 0; o < g.outer; ++o) {
     const int64_t base = o * per_outer;
-    const PairStats s = compare_values(rec.data() + base, ref.data() + base, per_outer);
+    const double* r = ref.data() + base;
+    in.recorded(base, per_outer, rec.data());
+    const PairStats s = compare_values(rec.data(), r, per_outer);
     HeadComparison head;
     head.batch = o / g.heads;
     head.head = o % g.heads;
@@ -65,13 +69,14 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
     head.reference_only = s.nonfinite_ref_only;
     head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
     bool beyond = false;  // an element beyond max(threshold, one stored ulp)
-    for (int64_t e = base; e < base + per_outer; ++e) {
-      const bool finite = std::isfinite(rec[e]) && std::isfinite(ref[e]);
-      const double err = finite ? std::fabs(rec[e] - ref[e]) : 0.0;
+    for (int64_t e = 0; e < per_outer; ++e) {
+      const double x = rec[static_cast<size_t>(e)];
+      const bool finite = std::isfinite(x) && std::isfinite(r[e]);
+      const double err = finite ? std::fabs(x - r[e]) : 0.0;
       const double allowed =
-          in.stored ? std::fmax(out.threshold, storage_ulp(*in.stored, ref[e])) : out.threshold;
-      if (std::isfinite(rec[e]) != std::isfinite(ref[e]) || err > allowed) {
-        const int64_t row = (e - base) / g.cols;
+          in.stored ? std::fmax(out.threshold, storage_ulp(*in.stored, r[e])) : out.threshold;
+      if (std::isfinite(x) != std::isfinite(r[e]) || err > allowed) {
+        const int64_t row = e / g.cols;
         if (head.bad_row_first < 0) head.bad_row_first = row;
         head.bad_row_last = row;
         beyond = beyond || err > allowed;
@@ -82,9 +87,10 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
     for (size_t c = 0; c < head.column_max_error.size(); ++c) {
       out.column_max_error[c] = std::fmax(out.column_max_error[c], head.column_max_error[c]);
     }
-    if (in.same_precision != nullptr) {
-      const PairStats sp =
-          compare_values(rec.data() + base, in.same_precision->data() + base, per_outer);
+    if (in.same_precision) {
+      std::vector<double> same(static_cast<size_t>(per_outer));
+      in.same_precision(base, per_outer, same.data());
+      const PairStats sp = compare_values(rec.data(), same.data(), per_outer);
       head.same_precision_cosine = sp.cosine;
       head.same_precision_max_error = sp.max_error;
     }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,15 +66,28 @@ struct TensorGeometry {
   int64_t heads = 1;  // per batch, to name (b, h) from an outer index
 };
 
+// A flat tensor's values read a range at a time: fills out[0, n) with elements
+// [first, first + n) as fp64. Lets the comparison hold one head of each tensor at a time, not
+// fp64 copies of whole tensors.
+using ValueReader = std::function<void(int64_t first, int64_t n, double* out)>;
+
+// The reader of a vector the caller keeps alive.
+template <typename T>
+ValueReader values_of(const std::vector<T>& x) {
+  return [&x](int64_t first, int64_t n, double* out) {
+    for (int64_t e = 0; e < n; ++e) out[e] = static_cast<double>(x[static_cast<size_t>(first + e)]);
+  };
+}
+
 // The computations a recorded tensor is judged against, flat in canonical layout.
 struct RecordedComparisonInputs {
   std::string tensor;  // "o", "lse", "dq", "dk", "dv"
   TensorGeometry geometry;
-  const std::vector<double>* recorded = nullptr;   // from the dump
+  ValueReader recorded;                            // from the dump
   const std::vector<double>* reference = nullptr;  // fp64 recomputation
-  const std::vector<double>* baseline = nullptr;   // unfused at the recorded precision
+  ValueReader baseline;                            // unfused at the recorded precision
   // Optional: the fused recomputation at the recorded precision, compared per head too.
-  const std::vector<double>* same_precision = nullptr;
+  ValueReader same_precision;
   bool gradient = false;  // 3x rule instead of 2x
   // The precision the recording is stored in (nullopt: fp64 or wider): no element is judged
   // against an allowance below one of its ulps at the element's magnitude, the rounding the

@@ -42,10 +42,11 @@ std::optional<Finding> lse_base_convention(RecordedComparison& c,
                        Base{1 / kLn2,
                             "scaled by ln 2 (LSE x ln 2, as FlexAttention's FLASH "
                             "backend returned it: pytorch #181645)"}}) {
-    std::vector<double> read(in.recorded->size());
-    for (size_t e = 0; e < read.size(); ++e) read[e] = (*in.recorded)[e] * b.factor;
     RecordedComparisonInputs again = in;
-    again.recorded = &read;
+    again.recorded = [&in, factor = b.factor](int64_t first, int64_t n, double* out) {
+      in.recorded(first, n, out);
+      for (int64_t e = 0; e < n; ++e) out[e] *= factor;
+    };
     RecordedComparison judged = compare_recorded(again);
     if (!judged.within_rule) continue;
     c = std::move(judged);

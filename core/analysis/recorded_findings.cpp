@@ -125,7 +125,6 @@ void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
   if (o == nullptr || cx.recorded_reference == nullptr || !cx.replay.exact()) {
     return;
   }
-  const std::vector<double> rec = o->to_double();
   const AttnParams& p = cx.in.params;
   const int64_t Dv = p.head_dim_v;
   std::vector<HeadHit> hits;
@@ -135,7 +134,7 @@ void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
       const int64_t row = bh * p.seqlen_q + i;
       bool rec_zero = true, ref_nonzero = false;
       for (int64_t c = 0; c < Dv; ++c) {
-        rec_zero = rec_zero && rec[at(row * Dv + c)] == 0;
+        rec_zero = rec_zero && o->at(row * Dv + c) == 0;
         const double r = cx.recorded_reference->o[at(row * Dv + c)];
         ref_nonzero = ref_nonzero || (std::isfinite(r) && r != 0);
       }
@@ -158,7 +157,6 @@ void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
 void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   const HostTensor* lse = cx.data.find("lse");
   if (lse == nullptr || cx.recorded_run == nullptr || cx.replay.score_mod_unavailable) return;
-  const std::vector<double> rec = lse->to_double();
   const AttnParams& p = cx.in.params;
   double worst = 0;
   std::vector<HeadHit> hits;
@@ -166,7 +164,7 @@ void recorded_lse_overflow(const AnalysisContext& cx, std::vector<Finding>& out)
     HeadHit hit{bh / p.heads, bh % p.heads, {}, {}, 0, ""};
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
       const int64_t row = bh * p.seqlen_q + i;
-      const double gap = static_cast<double>(cx.recorded_run->out.m[at(row)]) - rec[at(row)];
+      const double gap = static_cast<double>(cx.recorded_run->out.m[at(row)]) - lse->at(row);
       if (!(gap > kExpOverflowArg)) continue;
       worst = std::max(worst, gap);
       hit.rows = hit.rows.merged({i, i});

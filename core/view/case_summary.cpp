@@ -41,10 +41,6 @@ Error cancelled_error(const CaseData& data) {
   return {ErrorCode::invalid_argument, data.info.path + ": analysis cancelled", ""};
 }
 
-std::vector<float> to_float(const std::vector<double>& x) {
-  return std::vector<float>(x.begin(), x.end());
-}
-
 }  // namespace
 
 const char* metric_name(Metric m) {
@@ -186,13 +182,14 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
 }
 
 Result<HeadMetrics> case_metrics(const CaseData& data, const SummarySettings& settings) {
-  Result<CaseInputs> in = make_case_inputs(data, settings.run);
+  Result<CaseInputs> in = make_case_inputs(data, settings.run, InputValues::none);
   if (!in) return in.error();
   if (settings.cancelled && settings.cancelled()) return cancelled_error(data);
   const auto [mode, upcast] = summary_mode(data, settings);
   if (upcast) in->params.precision = Precision::f32;  // SDPA MATH computes in fp32
-  const std::vector<float> q = to_float(in->q), k = to_float(in->k), v = to_float(in->v);
-  const std::vector<float> dout = to_float(in->dout);
+  const std::vector<float> q = data.q().to_float(), k = data.k().to_float(),
+                           v = data.v().to_float();
+  const std::vector<float> dout = in->has_dout ? data.find("do")->to_float() : std::vector<float>();
   CpuTrace trace;
   CpuAttnOptions options;
   options.mode = mode;

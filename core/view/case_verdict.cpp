@@ -40,18 +40,10 @@ std::string verdict_text(const CaseVerdict& v) {
   return text;
 }
 
-Result<CaseVerdict> scan_case(const CaseData& data, int threads,
-                              const std::function<bool()>& cancelled, std::optional<int64_t> rank) {
-  AnalysisSettings settings;
-  settings.threads = threads;
-  settings.cancelled = cancelled;
-  Result<CaseAnalysis> analysis = analyze_case(data, settings);
-  if (!analysis) return analysis.error();
-  if (analysis->interrupted) {
-    return Error{ErrorCode::invalid_argument, data.info.path + ": scan cancelled", ""};
-  }
-  CaseVerdict v = verdict_of(analysis->findings);
-  v.outcome = outcome_of(data.info, *analysis, rank);
+CaseVerdict scan_verdict(const CaseInfo& info, const std::vector<Finding>& findings,
+                         std::optional<int64_t> rank) {
+  CaseVerdict v = verdict_of(findings);
+  v.outcome = outcome_of(info, findings, rank);
   return v;
 }
 

@@ -4,7 +4,6 @@
 // first. Plain C++, no Qt.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,7 +11,6 @@
 #include "core/analysis/finding.h"
 #include "core/analysis/first_bad_case.h"
 #include "core/case_model.h"
-#include "core/result.h"
 
 namespace attnscope {
 
@@ -23,7 +21,7 @@ struct CaseVerdict {
   // The first finding in report order (an error when there is one): where to look first.
   std::optional<Finding> lead;
   // Where the case sits and which side went wrong: what first_bad_case orders a run by
-  // (scan_case fills it; verdict_of leaves it empty).
+  // (scan_verdict fills it; verdict_of leaves it empty).
   CaseOutcome outcome;
 };
 
@@ -33,11 +31,10 @@ CaseVerdict verdict_of(const std::vector<Finding>& findings);
 // "2 errors, 1 warning: score_overflow, nonfinite_output, precision_loss"; "no findings".
 std::string verdict_text(const CaseVerdict& verdict);
 
-// analyze_case as the scan runs it (recorded semantics, default checks) on `threads` kernel
-// threads; `cancelled` is polled between phases and per kernel tile (a cancelled scan fails).
+// The verdict of a case from the findings of its analysis at the recorded run (analyze_case or
+// summarize_case with the run choice left empty): what `attnscope-cli scan` reports for it.
 // `rank`: the rank of a run folder that recorded the case.
-Result<CaseVerdict> scan_case(const CaseData& data, int threads,
-                              const std::function<bool()>& cancelled,
-                              std::optional<int64_t> rank = std::nullopt);
+CaseVerdict scan_verdict(const CaseInfo& info, const std::vector<Finding>& findings,
+                         std::optional<int64_t> rank = std::nullopt);
 
 }  // namespace attnscope

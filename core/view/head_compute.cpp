@@ -129,7 +129,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   const std::string in_key = inputs_key(request);
   if (in_key != c.inputs_key_) {
     c.clear();
-    Result<CaseInputs> inputs = make_case_inputs(data, request.run);
+    Result<CaseInputs> inputs = make_case_inputs(data, request.run, InputValues::none);
     if (!inputs) return inputs.error();
     c.inputs_ = std::make_shared<CaseInputs>(std::move(inputs).value());
     c.inputs_key_ = in_key;
@@ -138,7 +138,7 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
   const std::string head_key =
       in_key + "/" + std::to_string(request.batch) + "/" + std::to_string(request.head);
   if (head_key != c.head_key_) {
-    c.slice_ = slice_head(*c.inputs_, request.batch, request.head);
+    c.slice_ = slice_head(data, *c.inputs_, request.batch, request.head);
     c.head_key_ = head_key;
     clock.lap("head slice");
   }
@@ -267,9 +267,10 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
                                      request.run.backend;
   if (request.run.clip_norm && case_grads_key != c.case_grads_key_) {
     clock.skip();
-    Result<CaseGradients> grads =
-        case_gradients(*c.inputs_, *scale, request.mode(), request.run.backend, request.threads,
-                       request.cancelled);
+    Result<CaseInputs> whole = make_case_inputs(data, request.run);  // every head, in fp64
+    if (!whole) return whole.error();
+    Result<CaseGradients> grads = case_gradients(
+        *whole, *scale, request.mode(), request.run.backend, request.threads, request.cancelled);
     if (!grads) return grads.error();
     c.case_grads_ = std::move(grads).value();
     c.case_grads_key_ = case_grads_key;

@@ -4,8 +4,10 @@
 namespace attnscope {
 namespace {
 
-std::vector<double> slice64(const std::vector<double>& x, int64_t offset, int64_t n) {
-  return std::vector<double>(x.begin() + offset, x.begin() + offset + n);
+std::vector<double> slice64(const HostTensor& x, int64_t offset, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  x.read_double(offset, n, out.data());
+  return out;
 }
 
 std::vector<float> to_f32(const std::vector<double>& x) {
@@ -14,7 +16,7 @@ std::vector<float> to_f32(const std::vector<double>& x) {
 
 }  // namespace
 
-HeadSlice slice_head(const CaseInputs& in, int64_t b, int64_t h) {
+HeadSlice slice_head(const CaseData& data, const CaseInputs& in, int64_t b, int64_t h) {
   const AttnParams& p = in.params;
   HeadSlice s;
   s.params = p;
@@ -22,10 +24,12 @@ HeadSlice slice_head(const CaseInputs& in, int64_t b, int64_t h) {
   const int64_t kvh = p.kv_head_of(h);
   const int64_t q_head = (b * p.heads + h) * p.seqlen_q;
   const int64_t k_head = (b * p.kv_heads + kvh) * p.seqlen_k;
-  s.q64 = slice64(in.q, q_head * p.head_dim, p.seqlen_q * p.head_dim);
-  s.k64 = slice64(in.k, k_head * p.head_dim, p.seqlen_k * p.head_dim);
-  s.v64 = slice64(in.v, k_head * p.head_dim_v, p.seqlen_k * p.head_dim_v);
-  if (in.has_dout) s.dout64 = slice64(in.dout, q_head * p.head_dim_v, p.seqlen_q * p.head_dim_v);
+  s.q64 = slice64(data.q(), q_head * p.head_dim, p.seqlen_q * p.head_dim);
+  s.k64 = slice64(data.k(), k_head * p.head_dim, p.seqlen_k * p.head_dim);
+  s.v64 = slice64(data.v(), k_head * p.head_dim_v, p.seqlen_k * p.head_dim_v);
+  if (const HostTensor* dout = data.find("do")) {
+    s.dout64 = slice64(*dout, q_head * p.head_dim_v, p.seqlen_q * p.head_dim_v);
+  }
   s.q = to_f32(s.q64);
   s.k = to_f32(s.k64);
   s.v = to_f32(s.v64);

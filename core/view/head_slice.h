@@ -25,7 +25,9 @@ struct HeadSlice {
   }
 };
 
-// Head h of batch b (query head h reads kv head params.kv_head_of(h)); b and h must be valid.
-HeadSlice slice_head(const CaseInputs& in, int64_t b, int64_t h);
+// Head h of batch b (query head h reads kv head params.kv_head_of(h)) of `data`, with the
+// parameters and masks of `in` (made from `data`; its q, k, v may be left empty,
+// InputValues::none); b and h must be valid.
+HeadSlice slice_head(const CaseData& data, const CaseInputs& in, int64_t b, int64_t h);
 
 }  // namespace attnscope

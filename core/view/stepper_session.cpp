@@ -45,14 +45,14 @@ Result<std::unique_ptr<StepperSession>> StepperSession::create(const CaseData& d
         data.info.path + ": no (batch " + std::to_string(b) + ", head " + std::to_string(h) + ")",
         "pick a batch in [0, B) and a head in [0, H)");
   }
-  Result<CaseInputs> inputs = make_case_inputs(data, settings);
+  Result<CaseInputs> inputs = make_case_inputs(data, settings, InputValues::none);
   if (!inputs) return inputs.error();
   std::unique_ptr<StepperSession> s(new StepperSession);
   s->case_path_ = data.info.path;
   s->batch_ = b;
   s->head_ = h;
   s->inputs_ = std::move(inputs).value();
-  s->slice_ = slice_head(s->inputs_, b, h);
+  s->slice_ = slice_head(data, s->inputs_, b, h);
   CpuAttnOptions options;  // the stepper walks the fused kernel
   options.threads = threads;
   s->forward_ = cpu_attention(s->slice_.params, options, s->slice_.inputs());

@@ -73,4 +73,15 @@ void buffer_release(void* block, size_t bytes) noexcept {
   for (size_t i = 0; i < n_evicted; ++i) ::operator delete(evicted[i].data, kAlignment);
 }
 
+void buffer_pool_clear() noexcept {
+  Pool& p = pool();
+  std::array<Block, kPoolSlots> evicted;
+  size_t n_evicted = 0;
+  {
+    const std::lock_guard<std::mutex> lock(p.mutex);
+    while (p.count > 0) evicted[n_evicted++] = p.take(0);
+  }
+  for (size_t i = 0; i < n_evicted; ++i) ::operator delete(evicted[i].data, kAlignment);
+}
+
 }  // namespace attnscope::cpu

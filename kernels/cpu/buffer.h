@@ -26,6 +26,9 @@ void* buffer_allocate(size_t bytes);
 // Returns storage from buffer_allocate(bytes) (the same `bytes`): pooled when large enough,
 // the oldest pooled blocks freed when the pool would exceed kPoolCapacityBytes or its slots.
 void buffer_release(void* block, size_t bytes) noexcept;
+// Frees every pooled block: what a one-off computation (a case scan) calls once its kernel runs
+// are over, so the pool does not hold their sizes through the rest of it.
+void buffer_pool_clear() noexcept;
 
 template <typename T>
 struct BufferAllocator {

@@ -20,9 +20,9 @@ RecordedComparisonInputs inputs(const std::vector<double>& rec, const std::vecto
   RecordedComparisonInputs in;
   in.tensor = gradient ? "dq" : "o";
   in.geometry = {2, 4, 3, 2};
-  in.recorded = &rec;
+  in.recorded = values_of(rec);
   in.reference = &ref;
-  in.baseline = &base;
+  in.baseline = values_of(base);
   in.gradient = gradient;
   return in;
 }
@@ -110,7 +110,7 @@ TEST(RecordedCheck, allowance_is_never_below_one_stored_ulp) {
   EXPECT_TRUE(rounded.within_rule) << rounded.max_error << " vs " << rounded.threshold;
   std::vector<double> off = rec;
   off[17] += 4 * std::ldexp(1.0, -10);  // a kernel error of 4 ulps in head 1
-  in.recorded = &off;
+  in.recorded = values_of(off);
   const RecordedComparison found = compare_recorded(in);
   EXPECT_FALSE(found.within_rule);
   EXPECT_TRUE(found.heads[0].within_rule);

@@ -106,6 +106,7 @@ class GuiTest : public QObject {
 
   // LeadToProblemTests.cpp
   void browser_badges_show_each_cases_scan();
+  void scan_and_findings_list_share_one_analysis();
   void opening_a_dump_leads_to_its_nan_origin();
   void f8_walks_findings_through_the_case_and_across_cases();
   void article_workflow_on_a_laptop_screen();

@@ -121,10 +121,10 @@ void GuiTest::browser_badges_show_each_cases_scan() {
                               QStringLiteral("/train/step_000/layer_00"), kFirstErrorCase}) {
     const Result<CaseData> data = f.context()->reader()->load(path.toStdString());
     QVERIFY(data.ok());
-    const Result<CaseVerdict> direct = scan_case(*data, 2, [] { return false; });
+    const Result<CaseAnalysis> direct = analyze_case(*data, AnalysisSettings{});
     QVERIFY(direct.ok());
     QCOMPARE(f.window->browser()->caseStatus(0, path),
-             QString::fromStdString(verdict_text(*direct)));
+             QString::fromStdString(verdict_text(scan_verdict(data->info, direct->findings))));
   }
   QCOMPARE(f.window->browser()->caseStatus(0, QStringLiteral("/train/step_000/layer_00")),
            QStringLiteral("no findings"));
@@ -139,6 +139,31 @@ void GuiTest::browser_badges_show_each_cases_scan() {
              qPrintable(path));
   }
   QCOMPARE(scan->firstError().value_or(999), caseIndex(*f.context(), kFirstErrorCase));
+}
+
+// At the recorded run the badge's verdict and the findings list of the shown case come from one
+// analysis (a real-size layer's is about a gigabyte); a what-if gets its own.
+void GuiTest::scan_and_findings_list_share_one_analysis() {
+  WindowFixture f;
+  QVERIFY(f.window->openTarget({samplePath(), kOverflowCase}));
+  QVERIFY(waitUntil([&] {
+    const auto scan = f.window->scans()->scan(samplePath());
+    return scan && scan->complete() && f.window->analysis()->summaryCurrent();
+  }));
+  const SummaryStore& store = *f.context()->file(0).summaries;
+  const auto shown = f.window->analysis()->summary();
+  QVERIFY(shown != nullptr);
+  QCOMPARE(shown.get(), store.find(kOverflowCase.toStdString()).get());
+  const ScannedCase* scanned =
+      f.window->scans()->scan(samplePath())->find(kOverflowCase.toStdString());
+  QVERIFY(scanned != nullptr);
+  QCOMPARE(scanned->verdict.errors, verdict_of(shown->findings).errors);
+  QVERIFY(scanned->verdict.errors > 0);
+
+  f.context()->setScale(f.context()->defaultScale() * 0.5);  // a what-if: analysed on its own
+  QVERIFY(waitUntil([&] { return f.window->analysis()->summaryCurrent(); }));
+  QVERIFY(f.window->analysis()->summary().get() != store.find(kOverflowCase.toStdString()).get());
+  QVERIFY(f.window->analysis()->summary()->judged_under.rfind("what-if", 0) == 0);
 }
 
 void GuiTest::opening_a_dump_leads_to_its_nan_origin() {

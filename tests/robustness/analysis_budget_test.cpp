@@ -17,9 +17,9 @@ using testing::make_case;
 using testing::spec;
 
 // B=1, H=Hk=2, Sq=Sk=16, D=Dv=8: E_q = E_o = E_k = E_v = 256, 32 rows.
-//   inputs 12 * 1024 + runs 2 * (4 * 1024 + 32 * 32) + fp64 8 * (1024 + 32) = 30976
+//   inputs 8 * 1024 + runs 2 * (4 * 1024 + 32 * 32) + fp64 8 * (1024 + 32) = 26880
 //   one kv group: 8 * (4 * 16 * 16 + 16 * (8 + 8 + 16) + 16 * 16) = 14336
-constexpr int64_t kAnalysisBytes = 30976;
+constexpr int64_t kAnalysisBytes = 26880;
 constexpr int64_t kGroupBytes = 14336;
 
 class AnalysisBudget : public ::testing::Test {
@@ -33,7 +33,7 @@ class AnalysisBudget : public ::testing::Test {
 TEST_F(AnalysisBudget, estimates_are_exact_for_a_known_shape) {
   const CaseData c = make_case(spec(2, 2));
   EXPECT_EQ(analysis_bytes(c.info.dims, 0, 2, false), kAnalysisBytes);
-  EXPECT_EQ(analysis_bytes(c.info.dims, 0, 2, true), kAnalysisBytes + 24 * 256);
+  EXPECT_EQ(analysis_bytes(c.info.dims, 0, 2, true), kAnalysisBytes + 16 * 16 * 8);  // one head
   EXPECT_EQ(reference_group_bytes(c.info.dims), kGroupBytes);
   const ReferencePlan three = plan_reference(c.info.dims, true, 8, 3 * kGroupBytes + 5);
   EXPECT_TRUE(three.gradients);
@@ -49,7 +49,7 @@ TEST_F(AnalysisBudget, analysis_beyond_the_budget_is_refused_with_sizes) {
   EXPECT_EQ(a.error().code, ErrorCode::too_large);
   EXPECT_EQ(a.error().message.rfind("/crafted: analysing the case needs ", 0), 0u)
       << a.error().message;
-  EXPECT_NE(a.error().message.find("(30976 bytes), more than the memory budget of "),
+  EXPECT_NE(a.error().message.find("(26880 bytes), more than the memory budget of "),
             std::string::npos)
       << a.error().message;
   EXPECT_NE(a.error().message.find("(from the test)"), std::string::npos);

@@ -1,10 +1,11 @@
 // Case verdicts (core/view/case_verdict.h) headless: counts, kinds in report order and the lead
-// finding of a hand-made list, the one-line text, and scan_case on sample cases giving the
+// finding of a hand-made list, the one-line text, and scan_verdict on sample cases giving the
 // kinds `attnscope-cli scan` reports for them (tests/cli/test_cli_scan.py pins the same).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "core/analysis/case_analysis.h"
 #include "core/io/hdf5_dump.h"
 #include "core/view/case_verdict.h"
 
@@ -31,9 +32,9 @@ CaseVerdict scanSampleCase(const std::string& path) {
   EXPECT_TRUE(dump.ok()) << dump.error().describe();
   const Result<CaseData> data = dump->load(path);
   EXPECT_TRUE(data.ok()) << data.error().describe();
-  const Result<CaseVerdict> v = scan_case(*data, 2, [] { return false; });
-  EXPECT_TRUE(v.ok()) << v.error().describe();
-  return *v;
+  const Result<CaseAnalysis> a = analyze_case(*data, AnalysisSettings{});
+  EXPECT_TRUE(a.ok()) << a.error().describe();
+  return scan_verdict(data->info, a->findings);
 }
 
 }  // namespace
