@@ -33,27 +33,6 @@ class PhaseClock {
   Clock::time_point last_ = Clock::now();
 };
 
-// Exact text of a double (hex float), so that keys differ for any different value.
-std::string exact(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%a", x);
-  return buf;
-}
-
-// The scale is not part of it: it only enters the params (a scale change keeps the inputs).
-std::string inputs_key(const HeadRequest& r) {
-  const RunChoice& s = r.run;
-  return (s.precision ? std::to_string(static_cast<int>(*s.precision)) : std::string("case")) +
-         "/" + std::to_string(fill_key(s.mask_fill));
-}
-
-std::string plan_key(const GridPlan& p) {
-  const MatrixWindow& w = p.window;
-  return std::to_string(w.row_begin) + ":" + std::to_string(w.row_end) + "," +
-         std::to_string(w.col_begin) + ":" + std::to_string(w.col_end) + "/" +
-         (p.full ? "full" : std::to_string(p.rows) + "x" + std::to_string(p.cols));
-}
-
 // Pooling of the `which` score matrices of a pooled plan by a kernel pass on the way.
 PooledCapture pooled_capture(const GridPlan& plan, const ScoreSet& which) {
   PooledCapture capture;
@@ -107,6 +86,291 @@ const MatrixGrid* HeadResult::scoreGrid() const {
   return s.get();
 }
 
+// One call of compute_head: its stages in order, each run unless the cache holds its product
+// for the same key (head_keys.h), then the result assembled from the cache.
+class HeadComputation {
+ public:
+  HeadComputation(const CaseData& data, const HeadRequest& request, HeadCache& cache,
+                  HeadResult& out)
+      : data_(data), request_(request), c_(cache), out_(out), clock_(out.phases) {}
+
+  Status run() {
+    Result<double> scale = resolve_scale(data_, request_.run);
+    if (!scale) return scale.error();
+    scale_ = *scale;
+    if (Status st = inputs(); !st) return st;
+    slice();
+    plan_ = plan_score_grids(request_.window, dims().seqlen_q, dims().seqlen_k, request_.out_rows,
+                             request_.out_cols);
+    kernel_key_ = KernelKey{ScaledKey{head_key_, scale_}, request_.mode()};
+    grids_key_ = GridsKey{kernel_key_, plan_};
+    plan_kernel();
+    forward();
+    backward();
+    grids();
+    if (Status st = backend(); !st) return st;
+    reference();
+    if (Status st = case_clip(); !st) return st;
+    assemble();
+    return Ok{};
+  }
+
+ private:
+  const CaseDims& dims() const { return data_.info.dims; }
+  CpuAttnOptions kernel_options() const {
+    CpuAttnOptions opt;
+    opt.mode = request_.mode();
+    opt.threads = request_.threads;
+    opt.cancelled = request_.cancelled;
+    return opt;
+  }
+
+  // The case's params and masks at the run's precision and mask fill (values stay in the case).
+  Status inputs() {
+    in_key_ = InputsKey{request_.run.precision, request_.run.mask_fill};
+    if (c_.inputs_key_ == in_key_) return Ok{};
+    c_.clear();
+    Result<CaseInputs> made = make_case_inputs(data_, request_.run, InputValues::none);
+    if (!made) return made.error();
+    c_.inputs_ = std::make_shared<CaseInputs>(std::move(made).value());
+    c_.inputs_key_ = in_key_;
+    clock_.lap("inputs");
+    return Ok{};
+  }
+
+  void slice() {
+    head_key_ = HeadKey{in_key_, request_.batch, request_.head};
+    if (c_.head_key_ != head_key_) {
+      c_.slice_ = slice_head(data_, *c_.inputs_, request_.batch, request_.head);
+      c_.head_key_ = head_key_;
+      clock_.lap("head slice");
+    }
+    c_.slice_.params.scale = scale_;
+  }
+
+  // Which kernel passes the request needs: the forward alone (a slider drag redraws S, P, O
+  // sooner), its statistics alone (all the S view shows), or forward and backward.
+  void plan_kernel() {
+    const Mode mode = request_.mode();
+    forward_only_ = request_.forward_only && !plan_.full && request_.run.backend.empty() &&
+                    !request_.run.clip_norm && !request_.reference && c_.kernel_key_ != kernel_key_;
+    wanted_ = plan_.full ? kAllScores : request_.scores;
+    if (forward_only_) wanted_[2] = wanted_[3] = false;  // dP, dS need the backward
+    forward_runs_ = c_.forward_key_ != kernel_key_;
+    stats_only_ =
+        forward_only_ && forward_runs_ && request_.forward_stats_only && mode == Mode::fused;
+    if (forward_runs_ && c_.stats_key_ != kernel_key_) {  // new kernel inputs: all is stale
+      for (auto& key : c_.grid_keys_) key.reset();
+      c_.backend_key_.reset();
+    }
+  }
+
+  // The forward (or its statistics), pooling S on the way from the fused forward's own tiles.
+  void forward() {
+    if (!forward_runs_ || (stats_only_ && c_.stats_key_ == kernel_key_)) return;
+    c_.stats_key_.reset();  // c_.cpu_ is overwritten in place: no key until it is whole
+    c_.forward_key_.reset();
+    c_.kernel_key_.reset();
+    const HeadSlice& slice = c_.slice_;
+    std::optional<PooledCapture> capture;
+    CpuAttnOptions kernel = kernel_options();
+    if (!plan_.full && wanted_[0] && request_.mode() == Mode::fused &&
+        c_.grid_keys_[0] != grids_key_) {
+      capture = pooled_capture(plan_, {true, false, false, false});
+      kernel.pooled_s = &*capture;
+    }
+    if (stats_only_) {
+      const auto rows =
+          static_cast<size_t>(slice.params.batch * slice.params.heads * dims().seqlen_q);
+      c_.cpu_.lse.resize(rows);
+      c_.cpu_.m.resize(rows);
+      c_.cpu_.l.resize(rows);
+      cpu_attention_forward(slice.params, kernel, slice.inputs(),
+                            {nullptr, c_.cpu_.lse.data(), c_.cpu_.m.data(), c_.cpu_.l.data()});
+    } else {
+      cpu_attention_forward(slice.params, kernel, slice.inputs(), c_.cpu_);
+      c_.forward_key_ = kernel_key_;
+    }
+    c_.stats_key_ = kernel_key_;
+    if (capture) {
+      pooled_score_grids(std::move(capture->result), dims().seqlen_q, dims().seqlen_k,
+                         {true, false, false, false}, c_.grids_);
+      c_.grid_keys_[0] = grids_key_;
+    }
+    if (stats_only_) {
+      clock_.lap(capture ? "cpu stats+pool" : "cpu stats");
+    } else if (forward_only_) {
+      clock_.lap(capture ? "cpu fwd+pool" : "cpu fwd");
+    }
+  }
+
+  // The backward, pooling the other wanted score grids from its own tiles (no second pass).
+  void backward() {
+    if (forward_only_ || c_.kernel_key_ == kernel_key_) return;
+    std::optional<PooledCapture> capture;
+    CpuAttnOptions kernel = kernel_options();
+    ScoreSet pooled{};
+    for (int k = 0; k < 4; ++k) pooled[k] = wanted_[k] && c_.grid_keys_[k] != grids_key_;
+    if (!plan_.full && std::find(pooled.begin(), pooled.end(), true) != pooled.end()) {
+      capture = pooled_capture(plan_, pooled);
+      kernel.pooled = &*capture;
+    }
+    cpu_attention_backward(c_.slice_.params, kernel, c_.slice_.inputs(), c_.cpu_);
+    c_.kernel_key_ = kernel_key_;
+    if (forward_runs_) {
+      clock_.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
+    } else {
+      clock_.lap(capture ? "cpu bwd+pool" : "cpu bwd");
+    }
+    if (capture) {
+      pooled_score_grids(std::move(capture->result), dims().seqlen_q, dims().seqlen_k, pooled,
+                         c_.grids_);
+      for (int k = 0; k < 4; ++k) {
+        if (pooled[k]) c_.grid_keys_[k] = grids_key_;
+      }
+      clock_.lap("score grids");
+    }
+  }
+
+  // The wanted score grids no kernel pass pooled: recomputed from the forward's m, l (and D).
+  void grids() {
+    ScoreSet missing{};
+    for (int k = 0; k < 4; ++k) missing[k] = wanted_[k] && c_.grid_keys_[k] != grids_key_;
+    if (std::find(missing.begin(), missing.end(), true) == missing.end()) return;
+    const ForwardRows rows{c_.cpu_.m.data(), c_.cpu_.l.data(),
+                           forward_only_ ? nullptr : c_.cpu_.d.data()};
+    score_grids(c_.slice_, kernel_options(), plan_, &rows, missing, c_.grids_);
+    for (int k = 0; k < 4; ++k) {
+      if (missing[k]) c_.grid_keys_[k] = grids_key_;
+    }
+    clock_.lap("score grids");
+  }
+
+  Status backend() {
+    const BackendKey key{kernel_key_, request_.run.backend};
+    if (forward_only_ || c_.backend_key_ == key) return Ok{};
+    clock_.skip();
+    if (request_.run.backend.empty()) {
+      c_.backend_ = cpu_outputs(c_.cpu_);
+    } else {
+      Result<HeadOutputs> run =
+          run_backend(c_.slice_, request_.run.backend, request_.mode(), request_.threads);
+      if (!run) return run.error();
+      c_.backend_ = std::move(run).value();
+      clock_.lap("backend");
+    }
+    c_.backend_key_ = key;
+    return Ok{};
+  }
+
+  void reference() {
+    const ScaledKey key{head_key_, scale_};
+    if (!request_.reference || c_.reference_key_ == key) return;
+    clock_.skip();
+    c_.reference_ = reference_outputs(c_.slice_);
+    c_.reference_key_ = key;
+    clock_.lap("reference");
+  }
+
+  // The whole case's gradients (every head, in fp64 inputs) and their clip calls.
+  Status case_clip() {
+    if (!request_.run.clip_norm) return Ok{};
+    const CaseGradsKey grads_key{in_key_, scale_, request_.mode(), request_.run.backend};
+    if (c_.case_grads_key_ != grads_key) {
+      clock_.skip();
+      Result<CaseInputs> whole = make_case_inputs(data_, request_.run);
+      if (!whole) return whole.error();
+      Result<CaseGradients> grads =
+          case_gradients(*whole, scale_, request_.mode(), request_.run.backend, request_.threads,
+                         request_.cancelled);
+      if (!grads) return grads.error();
+      c_.case_grads_ = std::move(grads).value();
+      c_.case_grads_key_ = grads_key;
+      clock_.lap("case gradients");
+    }
+    const CaseClipsKey clips_key{grads_key, *request_.run.clip_norm, request_.run.clip_scope};
+    if (c_.case_clips_key_ != clips_key) {
+      clock_.skip();
+      c_.case_clips_ = case_clips(c_.case_grads_, request_.run.clip_scope, *request_.run.clip_norm,
+                                  c_.slice_.params.precision);
+      c_.case_clips_key_ = clips_key;
+      clock_.lap("case clip");
+    }
+    return Ok{};
+  }
+
+  // The result from the cache: grids shared, outputs copied (clipping scales them in place),
+  // error grids and row norms computed (cheap, always rerun).
+  void assemble() {
+    clock_.skip();
+    const HeadSlice& slice = c_.slice_;
+    const int64_t sq = dims().seqlen_q, sk = dims().seqlen_k, dh = dims().head_dim,
+                  dv = dims().head_dim_v;
+    out_.request = request_;
+    out_.case_path = data_.info.path;
+    out_.precision = slice.params.precision;
+    out_.scale = slice.params.scale;
+    out_.mask_fill = slice.params.mask_fill;
+    out_.has_dout = c_.inputs_->has_dout;
+    out_.seqlen_q = sq;
+    out_.seqlen_k = sk;
+    out_.head_dim = dh;
+    out_.head_dim_v = dv;
+    out_.backend = forward_only_ ? "cpu" : c_.backend_.backend;
+    out_.gradients = !forward_only_;
+    out_.outputs = !stats_only_;
+    SharedGrid* shown[] = {&out_.s, &out_.p, &out_.dp, &out_.ds};
+    for (int k = 0; k < 4; ++k) {
+      if (c_.grid_keys_[k] == grids_key_) *shown[k] = c_.grids_[k];  // shared, not copied
+    }
+    HeadOutputs r = forward_only_
+                        ? HeadOutputs{"cpu",       out_.outputs ? c_.cpu_.o : std::vector<float>{},
+                                      c_.cpu_.lse, {},
+                                      {},          {}}
+                        : c_.backend_;
+    if (request_.run.clip_norm) {
+      out_.clip = c_.case_clips_[covering_clip(c_.case_grads_, request_.run.clip_scope,
+                                               request_.batch, request_.head)];
+      apply_clip(*out_.clip, out_.precision, r.dq, r.dk, r.dv);
+    }
+    if (request_.reference) {
+      const HeadReference& ref = c_.reference_;
+      out_.o_err = error_grid("O err", r.o, ref.o, sq, dv);
+      out_.dq_err = error_grid("dQ err", r.dq, ref.dq, sq, dh);
+      out_.dk_err = error_grid("dK err", r.dk, ref.dk, sk, dh);
+      out_.dv_err = error_grid("dV err", r.dv, ref.dv, sk, dv);
+    }
+    if (out_.outputs) {
+      out_.o_norm = row_norms(r.o, sq, dv);
+      out_.o = dense_grid("O", std::move(r.o), sq, dv);
+    }
+    if (out_.gradients) {
+      out_.dq_norm = row_norms(r.dq, sq, dh);
+      out_.dq = dense_grid("dQ", std::move(r.dq), sq, dh);
+      out_.dk = dense_grid("dK", std::move(r.dk), sk, dh);
+      out_.dv = dense_grid("dV", std::move(r.dv), sk, dv);
+    }
+    out_.m = c_.cpu_.m;
+    out_.lse = std::move(r.lse);
+    out_.l = c_.cpu_.l;
+    clock_.lap("grids");
+  }
+
+  const CaseData& data_;
+  const HeadRequest& request_;
+  HeadCache& c_;
+  HeadResult& out_;
+  PhaseClock clock_;
+  double scale_ = 1.0;
+  InputsKey in_key_;
+  HeadKey head_key_;
+  KernelKey kernel_key_;
+  GridsKey grids_key_;
+  GridPlan plan_;
+  ScoreSet wanted_{};
+  bool forward_only_ = false, forward_runs_ = false, stats_only_ = false;
+};
+
 Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request,
                                 HeadCache* cache) {
   const Clock::time_point started = Clock::now();
@@ -120,224 +384,9 @@ Result<HeadResult> compute_head(const CaseData& data, const HeadRequest& request
                       "pick a batch in [0, B) and a head in [0, H)");
   }
   HeadCache local;
-  HeadCache& c = cache != nullptr ? *cache : local;
   HeadResult out;
-  PhaseClock clock(out.phases);
-
-  Result<double> scale = resolve_scale(data, request.run);
-  if (!scale) return scale.error();
-  const std::string in_key = inputs_key(request);
-  if (in_key != c.inputs_key_) {
-    c.clear();
-    Result<CaseInputs> inputs = make_case_inputs(data, request.run, InputValues::none);
-    if (!inputs) return inputs.error();
-    c.inputs_ = std::make_shared<CaseInputs>(std::move(inputs).value());
-    c.inputs_key_ = in_key;
-    clock.lap("inputs");
-  }
-  const std::string head_key =
-      in_key + "/" + std::to_string(request.batch) + "/" + std::to_string(request.head);
-  if (head_key != c.head_key_) {
-    c.slice_ = slice_head(data, *c.inputs_, request.batch, request.head);
-    c.head_key_ = head_key;
-    clock.lap("head slice");
-  }
-  c.slice_.params.scale = *scale;
-  const std::string scaled_key = head_key + "/" + exact(*scale);
-  const HeadSlice& slice = c.slice_;
-  CpuAttnOptions opt;
-  opt.mode = request.mode();
-  opt.threads = request.threads;
-  opt.cancelled = request.cancelled;
-
-  const int64_t sq = d.seqlen_q, sk = d.seqlen_k, dh = d.head_dim, dv = d.head_dim_v;
-  const GridPlan plan =
-      plan_score_grids(request.window, sq, sk, request.out_rows, request.out_cols);
-  const std::string kernel_key =
-      scaled_key + "/" + std::to_string(static_cast<int>(request.mode()));
-  const std::string grids_key = kernel_key + "/" + plan_key(plan);
-  const bool forward_only = request.forward_only && !plan.full && request.run.backend.empty() &&
-                            !request.run.clip_norm && !request.reference &&
-                            kernel_key != c.kernel_key_;
-  ScoreSet wanted = plan.full ? kAllScores : request.scores;
-  if (forward_only) wanted[2] = wanted[3] = false;  // dP, dS need the backward
-  const bool forward_runs = kernel_key != c.forward_key_;
-  // The statistics stage stands in for the forward where that is all the request needs.
-  const bool stats_only =
-      forward_only && forward_runs && request.forward_stats_only && request.mode() == Mode::fused;
-  if (forward_runs && kernel_key != c.stats_key_) {  // new kernel inputs: every product is stale
-    for (std::string& key : c.grid_keys_) key.clear();
-    c.backend_key_.clear();
-  }
-  if (forward_runs && !(stats_only && kernel_key == c.stats_key_)) {
-    c.stats_key_.clear();  // c.cpu_ is overwritten in place: no key until it is whole
-    c.forward_key_.clear();
-    c.kernel_key_.clear();
-    // A pooled S comes from the fused forward's own tiles.
-    std::optional<PooledCapture> capture;
-    CpuAttnOptions kernel = opt;
-    if (!plan.full && wanted[0] && request.mode() == Mode::fused && c.grid_keys_[0] != grids_key) {
-      capture = pooled_capture(plan, {true, false, false, false});
-      kernel.pooled_s = &*capture;
-    }
-    if (stats_only) {
-      const auto rows = static_cast<size_t>(slice.params.batch * slice.params.heads * sq);
-      c.cpu_.lse.resize(rows);
-      c.cpu_.m.resize(rows);
-      c.cpu_.l.resize(rows);
-      cpu_attention_forward(slice.params, kernel, slice.inputs(),
-                            {nullptr, c.cpu_.lse.data(), c.cpu_.m.data(), c.cpu_.l.data()});
-    } else {
-      cpu_attention_forward(slice.params, kernel, slice.inputs(), c.cpu_);
-      c.forward_key_ = kernel_key;
-    }
-    c.stats_key_ = kernel_key;
-    if (capture) {
-      pooled_score_grids(std::move(capture->result), sq, sk, {true, false, false, false}, c.grids_);
-      c.grid_keys_[0] = grids_key;
-    }
-    if (stats_only) {
-      clock.lap(capture ? "cpu stats+pool" : "cpu stats");
-    } else if (forward_only) {
-      clock.lap(capture ? "cpu fwd+pool" : "cpu fwd");
-    }
-  }
-  if (!forward_only && kernel_key != c.kernel_key_) {
-    // Pooled score grids come from the backward's own tiles (no second pass over the head).
-    std::optional<PooledCapture> capture;
-    CpuAttnOptions kernel = opt;
-    ScoreSet pooled{};
-    for (int k = 0; k < 4; ++k) pooled[k] = wanted[k] && c.grid_keys_[k] != grids_key;
-    if (!plan.full && std::find(pooled.begin(), pooled.end(), true) != pooled.end()) {
-      capture = pooled_capture(plan, pooled);
-      kernel.pooled = &*capture;
-    }
-    cpu_attention_backward(slice.params, kernel, slice.inputs(), c.cpu_);
-    c.kernel_key_ = kernel_key;
-    if (forward_runs) {
-      clock.lap(capture ? "cpu fwd+bwd+pool" : "cpu fwd+bwd");
-    } else {
-      clock.lap(capture ? "cpu bwd+pool" : "cpu bwd");
-    }
-    if (capture) {
-      pooled_score_grids(std::move(capture->result), sq, sk, pooled, c.grids_);
-      for (int k = 0; k < 4; ++k) {
-        if (pooled[k]) c.grid_keys_[k] = grids_key;
-      }
-      clock.lap("score grids");
-    }
-  }
-
-  ScoreSet missing{};
-  for (int k = 0; k < 4; ++k) missing[k] = wanted[k] && c.grid_keys_[k] != grids_key;
-  if (std::find(missing.begin(), missing.end(), true) != missing.end()) {
-    const ForwardRows rows{c.cpu_.m.data(), c.cpu_.l.data(),
-                           forward_only ? nullptr : c.cpu_.d.data()};
-    score_grids(slice, opt, plan, &rows, missing, c.grids_);
-    for (int k = 0; k < 4; ++k) {
-      if (missing[k]) c.grid_keys_[k] = grids_key;
-    }
-    clock.lap("score grids");
-  }
-
-  const std::string backend_key = kernel_key + "/" + request.run.backend;
-  if (!forward_only && backend_key != c.backend_key_) {
-    clock.skip();
-    if (request.run.backend.empty()) {
-      c.backend_ = cpu_outputs(c.cpu_);
-    } else {
-      Result<HeadOutputs> run =
-          run_backend(slice, request.run.backend, request.mode(), request.threads);
-      if (!run) return run.error();
-      c.backend_ = std::move(run).value();
-      clock.lap("backend");
-    }
-    c.backend_key_ = backend_key;
-  }
-
-  if (request.reference && c.reference_key_ != scaled_key) {
-    clock.skip();
-    c.reference_ = reference_outputs(slice);
-    c.reference_key_ = scaled_key;
-    clock.lap("reference");
-  }
-
-  const std::string case_grads_key = in_key + "/" + exact(*scale) + "/" +
-                                     std::to_string(static_cast<int>(request.mode())) + "/" +
-                                     request.run.backend;
-  if (request.run.clip_norm && case_grads_key != c.case_grads_key_) {
-    clock.skip();
-    Result<CaseInputs> whole = make_case_inputs(data, request.run);  // every head, in fp64
-    if (!whole) return whole.error();
-    Result<CaseGradients> grads = case_gradients(
-        *whole, *scale, request.mode(), request.run.backend, request.threads, request.cancelled);
-    if (!grads) return grads.error();
-    c.case_grads_ = std::move(grads).value();
-    c.case_grads_key_ = case_grads_key;
-    clock.lap("case gradients");
-  }
-  const std::string case_clips_key =
-      case_grads_key + "/" +
-      (request.run.clip_norm ? exact(*request.run.clip_norm) : std::string()) + "/" +
-      clip_scope_name(request.run.clip_scope);
-  if (request.run.clip_norm && case_clips_key != c.case_clips_key_) {
-    clock.skip();
-    c.case_clips_ = case_clips(c.case_grads_, request.run.clip_scope, *request.run.clip_norm,
-                               slice.params.precision);
-    c.case_clips_key_ = case_clips_key;
-    clock.lap("case clip");
-  }
-
-  clock.skip();
-  out.request = request;
-  out.case_path = data.info.path;
-  out.precision = slice.params.precision;
-  out.scale = slice.params.scale;
-  out.mask_fill = slice.params.mask_fill;
-  out.has_dout = c.inputs_->has_dout;
-  out.seqlen_q = sq;
-  out.seqlen_k = sk;
-  out.head_dim = dh;
-  out.head_dim_v = dv;
-  out.backend = forward_only ? "cpu" : c.backend_.backend;
-  out.gradients = !forward_only;
-  out.outputs = !stats_only;
-  SharedGrid* shown[] = {&out.s, &out.p, &out.dp, &out.ds};
-  for (int k = 0; k < 4; ++k) {
-    if (c.grid_keys_[k] == grids_key) *shown[k] = c.grids_[k];  // shared, not copied
-  }
-  // A copy: clipping scales it in place.
-  HeadOutputs r =
-      forward_only
-          ? HeadOutputs{"cpu", out.outputs ? c.cpu_.o : std::vector<float>{}, c.cpu_.lse, {}, {},
-                        {}}
-          : c.backend_;
-  if (request.run.clip_norm) {
-    out.clip = c.case_clips_[covering_clip(c.case_grads_, request.run.clip_scope, request.batch,
-                                           request.head)];
-    apply_clip(*out.clip, out.precision, r.dq, r.dk, r.dv);
-  }
-  if (request.reference) {
-    const HeadReference& ref = c.reference_;
-    out.o_err = error_grid("O err", r.o, ref.o, sq, dv);
-    out.dq_err = error_grid("dQ err", r.dq, ref.dq, sq, dh);
-    out.dk_err = error_grid("dK err", r.dk, ref.dk, sk, dh);
-    out.dv_err = error_grid("dV err", r.dv, ref.dv, sk, dv);
-  }
-  if (out.outputs) {
-    out.o_norm = row_norms(r.o, sq, dv);
-    out.o = dense_grid("O", std::move(r.o), sq, dv);
-  }
-  if (out.gradients) {
-    out.dq_norm = row_norms(r.dq, sq, dh);
-    out.dq = dense_grid("dQ", std::move(r.dq), sq, dh);
-    out.dk = dense_grid("dK", std::move(r.dk), sk, dh);
-    out.dv = dense_grid("dV", std::move(r.dv), sk, dv);
-  }
-  out.m = c.cpu_.m;
-  out.lse = std::move(r.lse);
-  out.l = c.cpu_.l;
-  clock.lap("grids");
+  HeadComputation stages(data, request, cache != nullptr ? *cache : local, out);
+  if (Status st = stages.run(); !st) return st.error();
   out.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   return out;
 }

@@ -18,6 +18,7 @@
 #include "core/case_model.h"
 #include "core/result.h"
 #include "core/view/case_clip.h"
+#include "core/view/head_keys.h"
 #include "core/view/head_stages.h"
 #include "core/view/head_view.h"
 #include "core/view/matrix_grid.h"
@@ -103,7 +104,10 @@ struct HeadResult {
   const MatrixGrid* scoreGrid() const;
 };
 
-// What compute_head computed last, per stage, with the key of the request part it depends on:
+class HeadComputation;
+
+// What compute_head computed last, per stage, with the key (head_keys.h) of the request part it
+// depends on:
 // the case's inputs converted to the run's precision (precision, mask fill; every head, so
 // another head only slices) -> the head slice (+ batch, head) -> CPU forward statistics (m, l,
 // LSE alone, forward_stats_only) or forward, then CPU backward (+ scale, mode) -> score grids (+
@@ -120,11 +124,17 @@ class HeadCache {
   void clear() { *this = HeadCache{}; }
 
  private:
-  friend Result<HeadResult> compute_head(const CaseData&, const HeadRequest&, HeadCache*);
-  std::string inputs_key_, head_key_, stats_key_, forward_key_, kernel_key_, backend_key_,
-      reference_key_, case_grads_key_, case_clips_key_;
-  std::array<std::string, 4> grid_keys_;  // of s_, p_, dp_, ds_
-  std::shared_ptr<CaseInputs> inputs_;    // the slice's mask / bias point into it
+  friend class HeadComputation;
+  // nullopt: no product, or one not whole (being overwritten in place).
+  std::optional<InputsKey> inputs_key_;
+  std::optional<HeadKey> head_key_;
+  std::optional<KernelKey> stats_key_, forward_key_, kernel_key_;
+  std::optional<BackendKey> backend_key_;
+  std::optional<ScaledKey> reference_key_;
+  std::optional<CaseGradsKey> case_grads_key_;
+  std::optional<CaseClipsKey> case_clips_key_;
+  std::array<std::optional<GridsKey>, 4> grid_keys_;  // of grids_: S, P, dP, dS
+  std::shared_ptr<CaseInputs> inputs_;                // the slice's mask / bias point into it
   HeadSlice slice_;
   // lse, m, l from the statistics or forward stage, o from the forward; d, dq, dk, dv from the
   // backward.

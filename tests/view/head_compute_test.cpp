@@ -272,6 +272,40 @@ TEST(HeadCompute, another_head_slices_the_converted_case_and_grids_are_shared) {
   ASSERT_TRUE(half.ok() && ran(*half, "inputs") && ran(*half, "head slice"));
 }
 
+// Each stage reruns when the part of the request its key names changes, and only then: a
+// window or pixel-size change pools the grids again without a kernel pass, a mode change reruns
+// the kernels on the same slice, a mask fill change makes new inputs.
+TEST(HeadCompute, each_stage_reruns_only_for_its_own_key) {
+  const CaseData c = smoothCase();
+  HeadCache cache;
+  HeadRequest req;
+  req.out_rows = req.out_cols = 8;  // pooled
+  const Result<HeadResult> first = compute_head(c, req, &cache);
+  ASSERT_TRUE(first.ok() && ran(*first, "inputs") && ran(*first, "cpu fwd+bwd+pool"));
+  ASSERT_TRUE(compute_head(c, req, &cache)->phases.size() == 1);  // only "grids" (assembly)
+
+  req.out_rows = req.out_cols = 4;
+  const Result<HeadResult> smaller = compute_head(c, req, &cache);
+  ASSERT_TRUE(smaller.ok() && ran(*smaller, "score grids"));
+  ASSERT_TRUE(!ran(*smaller, "cpu fwd+bwd") && !ran(*smaller, "cpu fwd+bwd+pool"));
+  ASSERT_EQ(smaller->s->rows, 4);
+
+  req.run.modes = {Mode::unfused};
+  const Result<HeadResult> unfused = compute_head(c, req, &cache);
+  ASSERT_TRUE(unfused.ok() && !ran(*unfused, "inputs") && !ran(*unfused, "head slice"));
+  ASSERT_TRUE(ran(*unfused, "cpu fwd+bwd+pool"));
+  const Result<HeadResult> fresh = compute_head(c, req);
+  ASSERT_TRUE(fresh.ok());
+  for (HeadView v : kHeadViews) {
+    ASSERT_TRUE(sameBits(unfused->grid(v).raw, fresh->grid(v).raw)) << head_view_name(v);
+  }
+
+  req.run.mask_fill = MaskFill::neg_1e9;
+  const Result<HeadResult> filled = compute_head(c, req, &cache);
+  ASSERT_TRUE(filled.ok() && ran(*filled, "inputs") && ran(*filled, "head slice"));
+  ASSERT_EQ(filled->mask_fill, MaskFill::neg_1e9);
+}
+
 TEST(HeadCompute, small_window_over_budget_is_pooled) {
   const CaseData c = smoothCase();
   HeadRequest req;  // 512 x 512 pixels: the whole 40 x 56 matrix fits the view
