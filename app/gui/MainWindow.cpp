@@ -471,7 +471,9 @@ QString MainWindow::scanStatusText() const {
         .arg(scan->cases.size())
         .arg(counts);
   }
-  return tr("scan done: %1 cases, %2").arg(scan->cases.size()).arg(counts);
+  const QString cases =
+      scan->cases.size() == 1 ? tr("1 case") : tr("%1 cases").arg(scan->cases.size());
+  return tr("scan done: %1, %2").arg(cases, counts);
 }
 
 void MainWindow::resetLayout() {
