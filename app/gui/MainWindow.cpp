@@ -119,7 +119,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   headCompute_ = new HeadComputeController(context_, this);
   worker_ = headCompute_->worker();
   heatmaps_ = new HeatmapPanel(context_, this);
-  whatIfBanner_ = new WhatIfBanner(context_, this);
   compare_ = new CompareController(context_, this);
   comparePanel_ = new ComparePanel(context_, compare_, this);
   central_ = new QStackedWidget(this);
@@ -140,7 +139,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* centralLayout = new QVBoxLayout(central);
   centralLayout->setContentsMargins(0, 0, 0, 0);
   centralLayout->setSpacing(2);
-  centralLayout->addWidget(whatIfBanner_);
   centralLayout->addWidget(pages_, 1);
   setCentralWidget(central);
 
@@ -148,6 +146,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   follower_ = new DumpWatcher(context_, this);
   browser_ = new DumpBrowserPanel(context_, scans_, this);
   analysis_ = new AnalysisController(context_, this);
+  whatIfBanner_ = new WhatIfBanner(context_, analysis_, this);
+  centralLayout->insertWidget(0, whatIfBanner_);
   controls_ = new ControlsPanel(context_, analysis_, this);
   centralLayout->insertWidget(1, controls_->notes());
   inspector_ = new InspectorPanel(context_, this);

@@ -6,12 +6,13 @@
 #include <QLabel>
 #include <QPushButton>
 
+#include "app/gui/AnalysisController.h"
 #include "app/gui/SessionContext.h"
 
 namespace attnscope {
 
-WhatIfBanner::WhatIfBanner(SessionContext* context, QWidget* parent)
-    : QFrame(parent), context_(context) {
+WhatIfBanner::WhatIfBanner(SessionContext* context, AnalysisController* analysis, QWidget* parent)
+    : QFrame(parent), context_(context), analysis_(analysis) {
   setObjectName(QStringLiteral("whatIfBanner"));
   setFrameShape(QFrame::StyledPanel);
   setAutoFillBackground(true);
@@ -40,6 +41,7 @@ WhatIfBanner::WhatIfBanner(SessionContext* context, QWidget* parent)
   connect(keep_, &QCheckBox::toggled, context_, &SessionContext::setWhatIfsKept);
   connect(context_, &SessionContext::settingsChanged, this, &WhatIfBanner::refresh);
   connect(context_, &SessionContext::caseChanged, this, &WhatIfBanner::refresh);
+  connect(analysis_, &AnalysisController::summaryChanged, this, &WhatIfBanner::refresh);
   refresh();
 }
 
@@ -60,6 +62,12 @@ void WhatIfBanner::refresh() {
     text +=
         tr(" The backend computes the heatmaps' O and gradients; the findings replay "
            "attnscope's kernels.");
+  }
+  // The hypothesis test, in the words of `scan`'s table: "the what-if reproduces the recorded o".
+  const auto summary = analysis_->summary();
+  if (analysis_->summaryCurrent() && summary && !summary->what_if_explains.empty()) {
+    const QString explains = QString::fromStdString(summary->what_if_explains);
+    text += QLatin1Char(' ') + explains.left(1).toUpper() + explains.mid(1) + QLatin1Char('.');
   }
   label_->setText(text);
   label_->setToolTip(label_->text());

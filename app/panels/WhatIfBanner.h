@@ -1,7 +1,9 @@
 // The what-if banner above the heatmaps (DESIGN §5): shown while the settings differ from the
 // recorded run, it lists each difference, returns to the recorded run in one click ("Reset to
-// recorded") and says whether the what-ifs are kept with the dump's sidecar ("Keep for this
-// dump"). Reads and writes the session context only.
+// recorded"), says whether the what-ifs are kept with the dump's sidecar ("Keep for this dump")
+// and, once the case's summary under them is in, which recorded outputs they reproduce (the
+// hypothesis test `scan` reports as what_if_explains). Reads and writes the session context;
+// reads the analysis controller's summary.
 #pragma once
 
 #include <QFrame>
@@ -12,13 +14,14 @@ class QPushButton;
 
 namespace attnscope {
 
+class AnalysisController;
 class SessionContext;
 
 class WhatIfBanner : public QFrame {
   Q_OBJECT
 
  public:
-  explicit WhatIfBanner(SessionContext* context, QWidget* parent = nullptr);
+  WhatIfBanner(SessionContext* context, AnalysisController* analysis, QWidget* parent = nullptr);
 
   QString text() const;
   QPushButton* resetButton() const { return reset_; }
@@ -28,6 +31,7 @@ class WhatIfBanner : public QFrame {
   void refresh();
 
   SessionContext* context_;
+  AnalysisController* analysis_;
   QLabel* label_ = nullptr;
   QPushButton* reset_ = nullptr;
   QCheckBox* keep_ = nullptr;

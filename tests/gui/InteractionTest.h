@@ -36,6 +36,7 @@ class InteractionTest : public QObject {
   // WhatIfTests.cpp
   void what_ifs_are_kept_only_on_request_and_reset_in_one_click();
   void banner_findings_and_cli_agree_on_every_choice();
+  void banner_says_which_recorded_outputs_a_what_if_reproduces();
   void what_ifs_do_not_carry_over_to_another_dump();
   void inspector_and_colour_range_belong_to_the_case_shown();
 

@@ -175,7 +175,50 @@ void InteractionTest::banner_findings_and_cli_agree_on_every_choice() {
     QCOMPARE(c[QStringLiteral("config")].toObject()[QStringLiteral("judged_under")].toString(),
              judged);
     QCOMPARE(findingKeys(summary->findings), findingKeys(c[QStringLiteral("findings")].toArray()));
+    // The hypothesis test: the banner names the recorded outputs the what-if reproduces, the
+    // ones the CLI lists (none, when it lists none).
+    const QJsonObject config = c[QStringLiteral("config")].toObject();
+    if (config.contains(QStringLiteral("what_if_explains"))) {
+      QStringList reproduced;
+      for (const QJsonValue& v : config[QStringLiteral("what_if_explains")].toArray()) {
+        reproduced << v.toString();
+      }
+      const QString expected =
+          reproduced.isEmpty()
+              ? QStringLiteral("The what-if reproduces none of the recorded outputs.")
+              : QStringLiteral("The what-if reproduces the recorded %1.")
+                    .arg(reproduced.join(QStringLiteral(", ")));
+      QVERIFY2(w.window->whatIfBanner()->text().endsWith(expected),
+               qPrintable(what + ": " + w.window->whatIfBanner()->text()));
+    } else {
+      QVERIFY2(!w.window->whatIfBanner()->text().contains(QStringLiteral("reproduces")),
+               qPrintable(what));
+    }
   }
+}
+
+// With recorded outputs a what-if is a hypothesis test, and the banner says its outcome in the
+// words of `scan`'s table: fp32 reproduces the recorded o and lse of /recorded_mismatch (its dq,
+// dk, dv are wrong whatever the precision), a quarter of the scale reproduces none.
+void InteractionTest::banner_says_which_recorded_outputs_a_what_if_reproduces() {
+  ShownWindow w;
+  QVERIFY(w.window->openTarget({samplePath(), QStringLiteral("/recorded_mismatch")}));
+  const auto bannerAfter = [&](const std::function<void(SessionContext*)>& set) {
+    w.context()->resetToRecorded();
+    set(w.context());
+    return waitShown([&] { return w.window->analysis()->summaryCurrent(); }, 120000)
+               ? w.window->whatIfBanner()->text()
+               : QStringLiteral("(no summary)");
+  };
+  QString text = bannerAfter([](SessionContext* c) { c->setPrecision(Precision::f32); });
+  QVERIFY2(text.endsWith(QStringLiteral("The what-if reproduces the recorded o, lse.")),
+           qPrintable(text));
+  text = bannerAfter([](SessionContext* c) { c->setScale(0.125); });
+  QVERIFY2(text.endsWith(QStringLiteral("The what-if reproduces none of the recorded outputs.")),
+           qPrintable(text));
+  w.context()->resetToRecorded();  // the recorded run: no banner, no hypothesis
+  QVERIFY(waitShown([&] { return w.window->analysis()->summaryCurrent(); }, 120000));
+  QVERIFY(!w.window->whatIfBanner()->isVisible());
 }
 
 void InteractionTest::what_ifs_do_not_carry_over_to_another_dump() {
