@@ -63,6 +63,9 @@ struct RunRecord {
   // TransformerEngine; readers invert it), "additive" (float bias); "" unknown.
   std::string mask_convention;
   std::optional<int64_t> micro_batch;  // gradient-accumulation index within the step
+  // When the call's forward ran and when its dO arrived, counted over the step's attention
+  // events (the recorder's counter): the order first-bad follows instead of assuming one.
+  std::optional<int64_t> forward_seq, backward_seq;
   std::string library_version;  // version of the library whose kernel ran ("2.7.4" flash_attn)
   // FlexAttention's score_mod: its source text and how replay reproduces it ("bias",
   // "softcap", "softcap+bias": materialised into those; "none"; "unavailable": it cannot be

@@ -8,13 +8,23 @@
 namespace attnscope {
 namespace {
 
-// "step 3, layer 2, head 5, rank 1", "micro-batch 1, layer 0", or the path when the case has
-// none of them; the path follows in parentheses.
-std::string place(const CaseOutcome& v, int64_t head) {
+// Whether v's step ran several micro-batches (gradient accumulation): then every place in it
+// names its micro-batch, the first one too.
+bool several_micro_batches(const std::vector<CaseOutcome>& all, const CaseOutcome& v) {
+  return std::any_of(all.begin(), all.end(), [&](const CaseOutcome& o) {
+    return o.step == v.step && o.rank == v.rank && o.micro_batch.value_or(0) > 0;
+  });
+}
+
+// "step 3, layer 2, head 5, rank 1", "step 0, micro-batch 1, layer 0", or the path when the case
+// has none of them; the path follows in parentheses. `all`: the outcomes v is one of.
+std::string place(const std::vector<CaseOutcome>& all, const CaseOutcome& v, int64_t head) {
   std::string out;
   const auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
   if (v.step) add("step " + std::to_string(*v.step));
-  if (v.micro_batch && *v.micro_batch > 0) add("micro-batch " + std::to_string(*v.micro_batch));
+  if (v.micro_batch && several_micro_batches(all, v)) {
+    add("micro-batch " + std::to_string(*v.micro_batch));
+  }
   if (v.layer) add("layer " + std::to_string(*v.layer));
   if (head >= 0 && !out.empty()) add("head " + std::to_string(head));
   if (v.rank) add("rank " + std::to_string(*v.rank));
@@ -35,9 +45,24 @@ bool bad(const CaseOutcome& v) {
   return v.forward_error || v.backward_error;
 }
 
-// The origin among `members` (indices into verdicts, in case order, one rank): the first bad
-// step's forward error, else where its backward started; the cases of the step it poisoned.
-// nullopt when none of them is bad.
+// When one side of a case ran within its step: the recorder's event counter (forward_seq,
+// backward_seq) when the case carries it, else (micro-batch, forward before backward, layers
+// ascending in the forward and descending in the backward; `fallback` stands in for a missing
+// layer). A step's cases either all carry the counter (the recorder's dumps) or none do.
+using StepOrder = std::tuple<int64_t, int64_t, int64_t>;
+StepOrder step_order(const CaseOutcome& v, bool backward, int64_t fallback) {
+  if (const std::optional<int64_t>& seq = backward ? v.backward_seq : v.forward_seq) {
+    return {-1, *seq, 0};
+  }
+  const int64_t layer = v.layer.value_or(fallback);
+  return {v.micro_batch.value_or(0), backward ? 1 : 0, backward ? -layer : layer};
+}
+
+// The origin among `members` (indices into verdicts, in case order, one rank): in the first bad
+// step, the side that went wrong first in execution order (step_order). A forward error comes
+// before every backward of its micro-batch; in the backward the first bad layer is where the
+// gradients went wrong (its dO finite), or where a dO made non-finite outside attention arrived.
+// Then the cases of its micro-batch it poisoned. nullopt when none of them is bad.
 std::optional<FirstBadCase> origin_among(const std::vector<CaseOutcome>& verdicts,
                                          const std::vector<size_t>& members) {
   const auto first =
@@ -49,26 +74,30 @@ std::optional<FirstBadCase> origin_among(const std::vector<CaseOutcome>& verdict
   for (size_t n : members) {
     if (verdicts[n].step == step) in_step.push_back(n);
   }
+  const auto order = [&](size_t n, bool backward) {
+    return step_order(verdicts[n], backward, static_cast<int64_t>(n));
+  };
+  std::optional<StepOrder> earliest;
   FirstBadCase out;
-  const auto forward = std::find_if(in_step.begin(), in_step.end(),
-                                    [&](size_t n) { return verdicts[n].forward_error; });
-  if (forward != in_step.end()) {
-    out.index = *forward;
-  } else {
-    // Only gradients went bad: the backward started where dO was still finite, i.e. the last
-    // such case in forward order (or the last bad one when every dO was poisoned).
-    out.from_backward = true;
-    out.index = *first;
-    for (size_t n : in_step) {
-      if (!verdicts[n].backward_error) continue;
-      if (!verdicts[n].dout_nonfinite || verdicts[out.index].dout_nonfinite) out.index = n;
+  for (size_t n : in_step) {
+    for (const bool backward : {false, true}) {
+      if (!(backward ? verdicts[n].backward_error : verdicts[n].forward_error)) continue;
+      const StepOrder when = order(n, backward);
+      if (earliest && *earliest <= when) continue;
+      earliest = when;
+      out.index = n;
+      out.from_backward = backward;
     }
   }
+  // What the origin poisoned in its micro-batch: the forward of the layers after it (a forward
+  // origin) and the gradients of the layers before it, whose backward runs after.
+  const CaseOutcome& origin = verdicts[out.index];
   for (size_t n : in_step) {
-    if (n == out.index || !bad(verdicts[n])) continue;
-    const bool before = n < out.index;
-    if (before && verdicts[n].backward_error) out.backward_into.push_back(n);
-    if (!before && !out.from_backward && verdicts[n].forward_error) out.forward_into.push_back(n);
+    const CaseOutcome& v = verdicts[n];
+    if (n == out.index || !bad(v) || v.micro_batch != origin.micro_batch) continue;
+    const bool before = order(n, false) < order(out.index, false);
+    if (before && v.backward_error) out.backward_into.push_back(n);
+    if (!before && !out.from_backward && v.forward_error) out.forward_into.push_back(n);
   }
   return out;
 }
@@ -118,6 +147,8 @@ CaseOutcome outcome_of(const CaseInfo& info, const std::vector<Finding>& finding
   v.rank = rank;
   v.step = info.config.step;
   v.micro_batch = info.config.run.micro_batch;
+  v.forward_seq = info.config.run.forward_seq;
+  v.backward_seq = info.config.run.backward_seq;
   v.layer = info.config.layer;
   for (const Finding& f : findings) {
     if (f.severity != Severity::error) continue;
@@ -175,7 +206,7 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdi
   out.head = out.from_backward ? origin.backward_head : origin.forward_head;
   std::string kinds;
   for (const std::string& k : origin.kinds) kinds += (kinds.empty() ? "" : ", ") + k;
-  out.text = place(origin, out.head) + ": " + kinds +
+  out.text = place(verdicts, origin, out.head) + ": " + kinds +
              (out.from_backward ? " (started in the backward)" : "");
   if (origin.rank) {
     const int64_t world = std::max(world_size, static_cast<int64_t>(ranks.size()));
@@ -198,8 +229,9 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdi
 }
 
 std::vector<NonfiniteEvent> nonfinite_events(const std::vector<CaseOutcome>& outcomes) {
-  // (step group, side, layer order, rank order, case index) of each side that holds a NaN.
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, size_t, size_t>;
+  // (step group, step, loose case, order in the step, rank order, case index) of each side that
+  // holds a NaN.
+  using Key = std::tuple<int, int64_t, int64_t, StepOrder, size_t, size_t>;
   std::vector<std::optional<int64_t>> ranks;  // in order of first appearance
   std::vector<std::pair<Key, NonfiniteEvent>> events;
   for (size_t n = 0; n < outcomes.size(); ++n) {
@@ -208,7 +240,6 @@ std::vector<NonfiniteEvent> nonfinite_events(const std::vector<CaseOutcome>& out
     auto rank = std::find(ranks.begin(), ranks.end(), v.rank);
     if (rank == ranks.end()) rank = ranks.insert(ranks.end(), v.rank);
     const auto rank_order = static_cast<size_t>(rank - ranks.begin());
-    const int64_t layer = v.layer.value_or(static_cast<int64_t>(n));
     const int64_t loose = !v.step && !v.layer ? static_cast<int64_t>(n) : 0;
     for (const bool backward : {false, true}) {
       NonfiniteEvent e{n, backward, {}, {}};
@@ -216,19 +247,14 @@ std::vector<NonfiniteEvent> nonfinite_events(const std::vector<CaseOutcome>& out
         if (is_backward_stage(s.stage) == backward) e.sites.push_back(s);
       }
       if (e.sites.empty()) continue;
-      std::string at = place(v, -1);
+      std::string at = place(outcomes, v, -1);
       const size_t paren = at.find(" (");
       at.insert(paren == std::string::npos ? at.size() : paren,
                 backward ? ", backward" : ", forward");
       e.place = std::move(at);
-      const Key key{v.step ? 0 : 1,
-                    v.step.value_or(0),
-                    v.micro_batch.value_or(0),
-                    loose,
-                    backward ? 1 : 0,
-                    backward ? -layer : layer,
-                    rank_order,
-                    n};
+      const Key key{v.step ? 0 : 1, v.step.value_or(0),
+                    loose,          step_order(v, backward, static_cast<int64_t>(n)),
+                    rank_order,     n};
       events.emplace_back(key, std::move(e));
     }
   }

@@ -24,6 +24,7 @@ struct CaseOutcome {
   std::string path;
   std::optional<int64_t> rank;  // the rank that recorded it, in a multi-rank run
   std::optional<int64_t> step, micro_batch, layer;
+  std::optional<int64_t> forward_seq, backward_seq;  // RunRecord's: the order the sides ran
   bool forward_error = false;      // an error in the inputs q / k / v / mask / bias or the forward
   bool backward_error = false;     // an error in dO or the gradients
   bool dout_nonfinite = false;     // dO arrived non-finite (poisoned by a later layer)

@@ -16,7 +16,8 @@ Error field_error(const std::string& where, const char* kind, const std::string&
   return make_error(ErrorCode::format, where + ": " + kind + " '" + name + "' " + problem,
                     std::string("schema-1.1 ") + kind +
                         "s: scale/softcap/dropout_p floats, causal bool, "
-                        "step/layer/micro_batch ints, causal_align/dtype/layout/name/description/"
+                        "step/layer/micro_batch/forward_seq/backward_seq ints, "
+                        "causal_align/dtype/layout/name/description/"
                         "torch_version/backend/device/autocast_dtype/mask_convention strings");
 }
 
@@ -32,12 +33,16 @@ std::string normalise_dtype(std::string text) {
   return {};
 }
 
-bool is_number_field(const std::string& name) {
-  return name == "scale" || name == "softcap" || name == "causal" || name == "step" ||
-         name == "layer" || name == "dropout_p" || name == "micro_batch";
+bool is_count_field(const std::string& name) {
+  return name == "micro_batch" || name == "forward_seq" || name == "backward_seq";
 }
 
-// dropout_p in [0, 1); micro_batch a non-negative integer.
+bool is_number_field(const std::string& name) {
+  return name == "scale" || name == "softcap" || name == "causal" || name == "step" ||
+         name == "layer" || name == "dropout_p" || is_count_field(name);
+}
+
+// dropout_p in [0, 1); micro_batch, forward_seq, backward_seq non-negative integers.
 bool run_number_valid(const std::string& name, double x) {
   if (name == "dropout_p") return x >= 0 && x < 1;
   return x >= 0 && x == std::floor(x) && x < 9.0e15;
@@ -45,12 +50,14 @@ bool run_number_valid(const std::string& name, double x) {
 
 Status set_number(CaseConfig& config, const std::string& name, double x, const std::string& where,
                   const char* kind) {
-  if (name == "dropout_p" || name == "micro_batch") {
+  if (name == "dropout_p" || is_count_field(name)) {
     if (!run_number_valid(name, x)) {
       return field_error(where, kind, name, "= " + std::to_string(x) + " is out of range");
     }
     if (name == "dropout_p") config.run.dropout_p = x;
     if (name == "micro_batch") config.run.micro_batch = static_cast<int64_t>(x);
+    if (name == "forward_seq") config.run.forward_seq = static_cast<int64_t>(x);
+    if (name == "backward_seq") config.run.backward_seq = static_cast<int64_t>(x);
     return Ok{};
   }
   if ((name == "scale" || name == "softcap") && !std::isfinite(x)) {

@@ -159,6 +159,8 @@ void put_case(Writer& w, const CaseInfo& c) {
   }
   w.real(run.dropout_p);
   w.optional_number(run.micro_batch);
+  w.optional_number(run.forward_seq);
+  w.optional_number(run.backward_seq);
   const CaseDims& d = c.dims;
   for (int64_t v :
        {d.batch, d.heads, d.kv_heads, d.seqlen_q, d.seqlen_k, d.head_dim, d.head_dim_v}) {
@@ -206,6 +208,8 @@ CaseInfo get_case(Reader& r) {
   }
   run.dropout_p = r.real();
   run.micro_batch = r.optional_number();
+  run.forward_seq = r.optional_number();
+  run.backward_seq = r.optional_number();
   CaseDims& d = c.dims;
   for (int64_t* v :
        {&d.batch, &d.heads, &d.kv_heads, &d.seqlen_q, &d.seqlen_k, &d.head_dim, &d.head_dim_v}) {

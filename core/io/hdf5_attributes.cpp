@@ -18,7 +18,8 @@ herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* out) {
 Error attribute_error(const std::string& where, const char* attr, const std::string& problem) {
   return make_error(ErrorCode::format, where + ": attribute '" + attr + "' " + problem,
                     "schema-1.1 attributes: scale/softcap/dropout_p floats, causal bool, "
-                    "step/layer/micro_batch ints, causal_align/dtype/layout/name/description/"
+                    "step/layer/micro_batch/forward_seq/backward_seq ints, "
+                    "causal_align/dtype/layout/name/description/"
                     "torch_version/backend/device/autocast_dtype/mask_convention strings");
 }
 
@@ -187,6 +188,10 @@ Status write_case_config(hid_t group, const CaseConfig& c) {
   }
   if (run.dropout_p != 0) done.push_back(write_double_attribute(group, "dropout_p", run.dropout_p));
   if (run.micro_batch) done.push_back(write_int_attribute(group, "micro_batch", *run.micro_batch));
+  if (run.forward_seq) done.push_back(write_int_attribute(group, "forward_seq", *run.forward_seq));
+  if (run.backward_seq) {
+    done.push_back(write_int_attribute(group, "backward_seq", *run.backward_seq));
+  }
   for (Status& s : done) {
     if (!s) return s;
   }

@@ -26,7 +26,8 @@ class PendingCall:
     [B, Sq, H, D], varlen [Tq, H, D]).
 
     backend: the spec's. sdpa_args: (dropout_p, is_causal, scale as passed, enable_gqa).
-    on_gradient: called whenever a gradient of this call arrives. rng_state: the device's RNG
+    on_gradient: called whenever a gradient of this call arrives; returns the step's event number
+    of the arrival (None once the step is over). rng_state: the device's RNG
     state just before the call, kept for dropout replay. compiled: made by compiled code
     (compiled.py), whose tensors are copies."""
 
@@ -50,6 +51,7 @@ class PendingCall:
             "layer": info.layer,
             "micro_batch": info.micro_batch,
             "call_index": info.call_index,
+            "forward_seq": info.forward_seq,
             "name": info.name,
             "function": info.function,
             "device": str(spec.tensors["q"].device),
@@ -114,9 +116,11 @@ class PendingCall:
 
     def receive(self, name, grad):
         """Gradient `name` (do, dq, dk, dv) of this call. Backward may run twice through a
-        retained graph: the latest is kept."""
+        retained graph: the latest is kept, and the arrival of its dO is its backward_seq."""
         self.keep(name, grad)
-        self._on_gradient()
+        event = self._on_gradient()
+        if name == "do" and event is not None:
+            self.attrs["backward_seq"] = event
 
     def _grad_hook(self, name):
         return lambda grad: self.receive(name, grad)

@@ -111,6 +111,7 @@ class Recorder:
         self._micro = 0  # current micro-batch
         self._layer = 0  # forward calls of the current micro-batch so far
         self._backward_seen = False  # backward delivered gradients in the current micro-batch
+        self._events = 0  # forward calls and dO arrivals of the step so far (forward_seq, ...)
 
     # --- activation -------------------------------------------------------------------------
     def __enter__(self):
@@ -206,15 +207,33 @@ class Recorder:
             self._warned.add(key)
             warn(message)
 
+    def _next_event(self) -> int:
+        """The step's event counter (a forward call, a dO arriving), then counts one more."""
+        self._events += 1
+        return self._events - 1
+
     def _gradient_callback(self):
-        """Marks that backward reached this step's calls (ignored once the step is over)."""
+        """Marks that backward reached this step's calls (ignored once the step is over); returns
+        the event number of the gradient's arrival (None once the step is over)."""
         generation = self._generation
 
         def seen(*_):
-            if generation == self._generation:
-                self._backward_seen = True
+            if generation != self._generation:
+                return None
+            self._backward_seen = True
+            return self._next_event()
 
         return seen
+
+    def _tensor_hook(self):
+        """A hook on an unselected call's output: marks backward reaching it, the gradient
+        passing unchanged."""
+        seen = self._gradient_callback()
+
+        def hook(_grad):
+            seen()
+
+        return hook
 
     # --- one call ---------------------------------------------------------------------------
     def _record_call(self, fn, args, kwargs, caller):
@@ -245,7 +264,7 @@ class Recorder:
             if pending is None:
                 o = out if isinstance(out, torch.Tensor) else out[0]
                 if o.requires_grad:
-                    o.register_hook(self._gradient_callback())
+                    o.register_hook(self._tensor_hook())
             else:
                 pending.watch_output(out)
                 self._pending.append(pending)
@@ -261,7 +280,7 @@ class Recorder:
             self._layer = 0
             self._backward_seen = False
         info = CallInfo(self._step, self._layer, self._call_name(function_name, caller),
-                        function_name, self._micro, self._calls)
+                        function_name, self._micro, self._calls, self._next_event())
         self._calls += 1
         self._layer += 1
         return info if self.selection.selects_call(info) else None

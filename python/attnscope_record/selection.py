@@ -21,8 +21,9 @@ PREDICATE_TENSORS = ("o", "do", "dq", "dk", "dv")
 @dataclass(frozen=True)
 class CallInfo:
     """Identity of one attention call: step, call index within its micro-batch (layer), module
-    name, function, micro-batch of the step (0, 1, ... under gradient accumulation) and call
-    index within the whole step."""
+    name, function, micro-batch of the step (0, 1, ... under gradient accumulation), call
+    index within the whole step and its number among the step's events (forward calls and dO
+    arrivals, in the order they happened)."""
 
     step: int
     layer: int
@@ -30,6 +31,7 @@ class CallInfo:
     function: str
     micro_batch: int
     call_index: int
+    forward_seq: int = 0
 
 
 def _int_matcher(selector: IntSelector, what: str) -> Callable[[int], bool]:

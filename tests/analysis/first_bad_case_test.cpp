@@ -4,7 +4,8 @@
 // counted. In a multi-rank run the earliest origin over the ranks wins, and the ranks with
 // errors in its step give its scope. first_nonfinite (and nonfinite_sites): the first NaN in
 // execution order (forward layers ascending, then backward layers descending; steps, then
-// ranks), at the earliest stage of that side.
+// ranks), at the earliest stage of that side. Micro-batches run one after the other, forward
+// then backward, unless the recorder's event counter says otherwise.
 #include <gtest/gtest.h>
 
 #include "core/analysis/first_bad_case.h"
@@ -70,6 +71,48 @@ TEST(FirstBadCase, earliest_bad_step_wins_and_later_steps_are_listed) {
   EXPECT_EQ(first->index, 2u);
   EXPECT_EQ(first->later_steps, (std::vector<int64_t>{5, 6}));
   EXPECT_NE(first->text.find("2 later steps"), std::string::npos) << first->text;
+}
+
+CaseOutcome in_micro_batch(CaseOutcome v, int64_t micro_batch) {
+  v.micro_batch = micro_batch;
+  v.path = "/step_" + std::to_string(*v.step) + "/micro_0" + std::to_string(micro_batch) +
+           "/layer_" + std::to_string(*v.layer);
+  return v;
+}
+
+// Gradient accumulation (tied embeddings): micro-batch 0's backward made the NaN in layer 1
+// (its dO finite) and passed it to layer 0 through dO; micro-batch 1's forward then read NaN
+// weights. Micro-batch 0 ran first, forward and backward, so its layer 1 backward is the origin,
+// named with its micro-batch; micro-batch 1 is not its propagation (no dO flows between them).
+TEST(FirstBadCase, an_earlier_micro_batch_backward_comes_before_a_later_forward) {
+  const std::vector<CaseOutcome> v = {in_micro_batch(verdict(0, 0, false, true, true), 0),
+                                      in_micro_batch(verdict(0, 1, false, true, false), 0),
+                                      in_micro_batch(verdict(0, 0, true, true, true), 1),
+                                      in_micro_batch(verdict(0, 1, true, true, true), 1)};
+  const auto first = first_bad_case(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 1u);
+  EXPECT_TRUE(first->from_backward);
+  EXPECT_EQ(first->backward_into, std::vector<size_t>{0});
+  EXPECT_TRUE(first->forward_into.empty());
+  EXPECT_EQ(first->text.rfind("step 0, micro-batch 0, layer 1 (/step_0/micro_00/layer_1)", 0), 0u)
+      << first->text;
+}
+
+// The recorder's event counter is the order itself: in a pipeline schedule micro-batch 1's
+// forward can run before micro-batch 0's backward, and then it is the origin.
+TEST(FirstBadCase, the_recorded_event_order_wins_over_the_assumed_one) {
+  std::vector<CaseOutcome> v = {in_micro_batch(verdict(0, 0, false, true, false), 0),
+                                in_micro_batch(verdict(0, 0, true, false, false), 1)};
+  ASSERT_EQ(first_bad_case(v)->index, 0u);  // assumed: micro-batch 0 entirely first
+  v[0].forward_seq = 0;
+  v[1].forward_seq = 1;
+  v[0].backward_seq = 2;  // after micro-batch 1's forward
+  v[1].backward_seq = 3;
+  const auto first = first_bad_case(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 1u);
+  EXPECT_FALSE(first->from_backward);
 }
 
 CaseOutcome on_rank(CaseOutcome v, int64_t rank) {
@@ -182,6 +225,25 @@ TEST(FirstNonfinite, a_forward_nan_comes_before_every_backward_of_its_step) {
   for (const NonfiniteEvent& e : events) order.emplace_back(e.index, e.backward);
   EXPECT_EQ(order, (std::vector<std::pair<size_t, bool>>{
                        {2, false}, {3, false}, {2, true}, {1, true}, {0, true}}));
+}
+
+TEST(FirstNonfinite, micro_batches_run_one_after_the_other_or_as_recorded) {
+  std::vector<CaseOutcome> v = {with_sites(0, 1, {site(NonfiniteStage::gradients, "dQ")}),
+                                with_sites(0, 0, {site(NonfiniteStage::scores, "S")})};
+  v[0].micro_batch = 0;
+  v[1].micro_batch = 1;
+  auto first = first_nonfinite(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 0u);  // micro-batch 0's backward before micro-batch 1's forward
+  EXPECT_NE(first->text.find("step 0, micro-batch 0, layer 1, backward"), std::string::npos)
+      << first->text;
+  v[0].forward_seq = 0;
+  v[1].forward_seq = 1;
+  v[0].backward_seq = 3;
+  v[1].backward_seq = 2;
+  first = first_nonfinite(v);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 1u);  // as recorded: micro-batch 1's forward ran before
 }
 
 TEST(FirstNonfinite, a_backward_born_nan_starts_in_the_last_layer_of_the_step) {

@@ -1,17 +1,52 @@
 """Gradient accumulation: within one rec.step, a forward call after backward delivered
 gradients starts the next micro-batch. Cases go to /step_N/micro_KK/layer_MM with attributes
 micro_batch, layer (call index in the micro-batch) and call_index (in the step), and hold each
-micro-batch's own gradients; checkpoint recomputations start none."""
+micro-batch's own gradients; checkpoint recomputations start none. forward_seq / backward_seq
+number the step's events in the order they ran, and `scan`'s first bad case follows that order
+and names the micro-batch."""
 import os
 import tempfile
 import unittest
 import warnings
 
 import torch
+import torch.nn.functional as F
 
 from attention_nets import Net
 from attnscope_record import Recorder
-from attnscope_test_util import read_case
+from attnscope_test_util import cli_json, read_case
+
+
+class GradBoost(torch.autograd.Function):
+    """Identity forward; the gradient times 1e4 on the way back (a loss scale gone wrong in one
+    layer): fp16 overflows there, outside attention, in the backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 1e4
+
+
+class BoostedBlock(torch.nn.Module):
+    """x [B, S, 16] -> x + W_o SDPA(q, k, v), 2 heads of 8; `boosted`: in fp16, its dO x 1e4."""
+
+    def __init__(self, boosted):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+        self.boosted = boosted
+
+    def forward(self, x):
+        B, S, _ = x.shape
+        q, k, v = self.qkv(x).view(B, S, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        if self.boosted:
+            o = GradBoost.apply(F.scaled_dot_product_attention(q.half(), k.half(),
+                                                               (10 * v).half())).float()
+        else:
+            o = F.scaled_dot_product_attention(q, k, v)
+        return x + self.out(o.transpose(1, 2).reshape(B, S, 16))
 
 
 def micro_paths(micro_batches, layers=range(3)):
@@ -95,6 +130,45 @@ class MicroBatchTest(unittest.TestCase):
         with rec.step(2):
             (net(self.inputs[0]).sum() + net(self.inputs[1]).sum()).backward()
         self.assertEqual(rec.written, [f"/step_000002/layer_{i:02d}" for i in range(6)])
+
+    def test_events_are_numbered_in_the_order_they_ran(self):
+        rec, path = self.accumulate("events", self.inputs)
+        attrs = [read_case(path, g)[1] for g in rec.written]
+        forward = [a["forward_seq"] for a in attrs]
+        backward = {g: a["backward_seq"] for g, a in zip(rec.written, attrs)}
+        self.assertEqual(forward, sorted(forward))  # forward calls in call order
+        for m in range(2):
+            mine = micro_paths([m])
+            # The backward reaches layer 2 first, then 1, then 0, after the micro-batch's forward
+            # and before the next micro-batch's.
+            self.assertLess(backward[mine[2]], backward[mine[1]])
+            self.assertLess(backward[mine[1]], backward[mine[0]])
+            self.assertLess(max(forward[3 * m:3 * m + 3]), backward[mine[2]])
+        self.assertLess(backward[micro_paths([0])[0]], forward[3])
+
+    def test_first_bad_is_an_earlier_micro_batch_backward(self):
+        # Micro-batch 0: layer 1's dO overflows fp16 in the backward (GradBoost), layer 0 gets
+        # NaN gradients through it. Micro-batch 1 then brings an inf input, bad in every layer's
+        # forward. Micro-batch 0's backward ran first: it is the first bad case, named with its
+        # micro-batch, and the first NaN / Inf too.
+        torch.manual_seed(0)
+        blocks = torch.nn.Sequential(*(BoostedBlock(i == 1) for i in range(3)))
+        path = os.path.join(self.dir.name, "boosted.h5")
+        rec = Recorder(path)
+        inputs = [torch.randn(2, 5, 16), torch.randn(2, 5, 16)]
+        inputs[1][0, 0, 0] = float("inf")
+        with rec.step(0):
+            for x in inputs:
+                blocks(x).square().sum().backward()
+        doc = cli_json("scan", path, expect=1)
+        first = doc["first_bad"]
+        self.assertEqual(first["path"], "/step_000000/micro_00/layer_01")
+        self.assertTrue(first["from_backward"])
+        self.assertEqual(first["backward_into"], ["/step_000000/micro_00/layer_00"])
+        self.assertTrue(first["text"].startswith("step 0, micro-batch 0, layer 1"), first["text"])
+        origin = first["nonfinite_origin"]
+        self.assertEqual((origin["path"], origin["side"]),
+                         ("/step_000000/micro_00/layer_01", "backward"))
 
 
 if __name__ == "__main__":

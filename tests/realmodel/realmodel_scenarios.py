@@ -201,6 +201,40 @@ def gqa_forced(force):
             os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = old
 
 
+# --- Llama, gradient accumulation with tied embeddings ----------------------------------------
+
+def llama_accumulate(path):
+    """Two micro-batches of 2 through a fp16 Llama with tied embeddings. In micro-batch 0's
+    backward the gradient reaching layer 1's attention output is scaled x1e6 (a loss scale gone
+    wrong in one layer) and overflows fp16: its dO arrives inf, layer 0's gradients turn NaN.
+    Micro-batch 1 then brings an inf in its input embeddings, bad in every layer's forward."""
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(llama_config(tie_word_embeddings=True))
+    model = model.to(torch.float16)
+    model.train()
+    ids, mask = llama_batch(pad_left=True)
+    labels = ids.masked_fill(mask == 0, -100)
+    boost = {"on": False}
+
+    def scale_grad(_module, grad_input, _grad_output):
+        return (grad_input[0] * 1e6,) if boost["on"] else None
+
+    model.model.layers[1].self_attn.o_proj.register_full_backward_hook(scale_grad)
+
+    def step():
+        for micro in range(2):
+            rows = slice(2 * micro, 2 * micro + 2)
+            embeds = model.get_input_embeddings()(ids[rows])
+            if micro == 1:
+                embeds = embeds.clone()
+                embeds[0, 3, 5] = float("inf")
+            boost["on"] = micro == 0
+            model(inputs_embeds=embeds, attention_mask=mask[rows],
+                  labels=labels[rows]).loss.backward()
+
+    return timed_step(path, model, step)
+
+
 # --- GPT-2 in train mode (attention dropout) --------------------------------------------------
 
 def gpt2(path, dtype="fp32"):
@@ -284,6 +318,12 @@ SCENARIOS = [
              lambda p: llama(p, custom_mask="neg_inf", close_row=True),
              Expected("/step_000000/layer_00", "fully_masked_row", "O", 0, (7, 7),
                       severity="info")),
+    Scenario("llama_accumulate_tied_fp16",
+             "Llama fp16, tied embeddings, 2 micro-batches: micro-batch 0's backward overflows "
+             "in layer 1, micro-batch 1 brings an inf input",
+             lambda p: llama_accumulate(p),
+             Expected("/step_000000/micro_00/layer_01", "nonfinite_input", "dO",
+                      remedy="upstream")),
     Scenario("llama_q_inf", "Llama fp32, layer 1 head 2's q projection x1e5 in fp16",
              lambda p: llama(p, "fp16", q_inf=True),
              Expected("/step_000000/layer_01", "nonfinite_input", "q", 2,
