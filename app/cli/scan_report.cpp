@@ -42,6 +42,14 @@ std::string location(const Finding& f) {
   return out.empty() ? "-" : out;
 }
 
+// Why the first bad case may not be the first: "2 cases could not be read (see the skipped
+// messages); any of them may have gone wrong before it".
+std::string unread_note(size_t unread) {
+  return std::to_string(unread) + (unread == 1 ? " case" : " cases") +
+         " could not be read (see the skipped messages); any of them may have gone wrong "
+         "before it";
+}
+
 // "score_overflow x2 nonfinite_output" over the error and warning findings.
 std::string kinds_text(const std::vector<Finding>& findings) {
   std::map<std::string, int> counts;
@@ -110,6 +118,7 @@ class TableReport : public ScanReport {
     if (const std::optional<FirstBadCase> first = first_bad_case(verdicts_, t.world_size)) {
       out_ << "\nfirst bad case: " << first->text << "\n  " << first->lead << "\n";
       if (first->nonfinite) out_ << "first NaN/Inf: " << first->nonfinite->text << "\n";
+      if (!t.skipped.empty()) out_ << "note: " << unread_note(t.skipped.size()) << "\n";
     }
     for (const Detail& d : details_) {
       out_ << "\n" << d.path << "\n";
@@ -166,9 +175,10 @@ class TableReport : public ScanReport {
 };
 
 // "first_bad": the origin case, whether it started in the backward, the cases it propagates
-// into (paths), the later steps with errors and the one-line text; null without errors.
-void write_first_bad(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
-                     int64_t world_size) {
+// into (paths), the later steps with errors, the one-line text, and how many cases could not be
+// read (`unread`: any of them may have come first); null without errors.
+void write_first_bad(JsonWriter& json, const std::vector<CaseOutcome>& verdicts, int64_t world_size,
+                     size_t unread) {
   json.key("first_bad");
   const std::optional<FirstBadCase> first = first_bad_case(verdicts, world_size);
   if (!first) {
@@ -220,6 +230,8 @@ void write_first_bad(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
     json.null();
   }
   json.field("lead", first->lead);
+  json.field("unread", static_cast<int64_t>(unread));
+  if (unread > 0) json.field("unread_note", unread_note(unread));
   json.end_object();
 }
 
@@ -328,7 +340,7 @@ void write_report_head(JsonWriter& json, const ReportHead& head) {
 
 void write_report_tail(JsonWriter& json, const std::vector<CaseOutcome>& verdicts,
                        const ScanTotals& totals) {
-  write_first_bad(json, verdicts, totals.world_size);
+  write_first_bad(json, verdicts, totals.world_size, totals.skipped.size());
   json.field("cases_total", static_cast<int64_t>(totals.total));
   json.field("interrupted", totals.interrupted);
   json.key("broken").begin_array();

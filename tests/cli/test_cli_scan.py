@@ -125,7 +125,8 @@ class CliScanTest(CliTestCase):
     def test_cli_scan_lists_a_call_it_cannot_read_and_exits_2(self):
         """A learned-query pooling call (q batch 1 against k / v batch 4), as attnscope_record
         writes it, is not a case attnscope reads; scan names it in the table's stderr and in
-        JSON broken and exits 2 instead of scanning the other layer alone with exit 0."""
+        JSON broken and exits 2 instead of scanning the other layer alone with exit 0; a first
+        bad case notes that the unread call may have gone wrong before it."""
         with tempfile.TemporaryDirectory() as tmp:
             dump = os.path.join(tmp, "pooling.h5")
             subprocess.run([sys.executable, RECORD_POOLING, dump], check=True, timeout=300,
@@ -143,6 +144,18 @@ class CliScanTest(CliTestCase):
             self.assertIn("skipped /step_000000/layer_01/k", named.stderr)
             other = self.cli("scan", dump, "--case", "/step_000000/layer_00", exit=0)
             self.assertNotIn("skipped", other.stderr)
+            self.assertEqual(doc["first_bad"], None)
+            # With an error in layer 0 the first bad case says the unread call may come first.
+            bad = os.path.join(tmp, "pooling_nan.h5")
+            subprocess.run([sys.executable, RECORD_POOLING, bad, "--nan"], check=True,
+                           timeout=300, env=dict(os.environ, PYTHONPATH=PYTHON_PACKAGE))
+            run = self.cli("scan", bad, exit=2)
+            self.assertInStdout(run, "first bad case: step 0, layer 0")
+            self.assertInStdout(run, "note: 1 case could not be read (see the skipped messages); "
+                                "any of them may have gone wrong before it")
+            first = self.cli_json("scan", "--json", bad, exit=2)["first_bad"]
+            self.assertEqual((first["path"], first["unread"]), ("/step_000000/layer_00", 1))
+            self.assertIn("could not be read", first["unread_note"])
 
     def test_cli_scan_what_if_says_whether_it_reproduces_the_recording(self):
         """A what-if is also a hypothesis test: JSON config.what_if_explains lists the recorded
