@@ -1,7 +1,8 @@
 // attnscope-bench: times our CPU fused attention (instrumentation off and on) against LibTorch
 // math attention with autograd and PyTorch's CPU flash SDPA kernel, in one process and one run,
 // through the kernel-variant registry (DESIGN §7); on a CUDA machine also our CUDA kernel against
-// PyTorch's CUDA SDPA backends (gpu_bench.h). Exit codes: 0 ran, 2 bad usage.
+// PyTorch's CUDA SDPA backends (gpu_bench.h); with --scan-scale the real-size scan benchmark
+// instead (scan_scale_bench.h). Exit codes: 0 ran, 1 the scan-scale layer failed, 2 bad usage.
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "gpu_bench.h"
 #include "heatmap_bench.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "scan_scale_bench.h"
 
 namespace {
 
@@ -29,13 +31,17 @@ constexpr const char* kUsage =
     "usage: attnscope-bench [--json] [--grid default|full] [--reps N] [--warmup N] "
     "[--threads N] [--heads N] [--seqlen N] [--head-dim N] [--causal] [--no-heatmap]\n"
     "       [--no-gpu | --gpu-only] [--gpu-quick]\n"
+    "       attnscope-bench --scan-scale [--seqlen N] [--reps N] [--threads N]\n"
     "  default grid: S=2048, D=64, B*H=8, causal off, fp32 and bf16 (--seqlen / --head-dim\n"
     "                change S / D there, --causal makes it causal)\n"
     "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n"
     "  both add a pooled 1024x1024 heatmap of one head at S=16384 (--no-heatmap skips it)\n"
     "  GPU part (CUDA device only): own CUDA kernel vs SDPA flash / efficient / cuDNN at\n"
     "                S in {2048,8192} x D in {64,128} x causal off/on, bf16 (--gpu-quick: S=256,\n"
-    "                D=64); --gpu-only skips the CPU points and the heatmap\n";
+    "                D=64); --gpu-only skips the CPU points and the heatmap\n"
+    "  --scan-scale: a real-size layer (B=1, H=32, Hkv=8, S (default 4096), D=128, bf16,\n"
+    "                causal) recorded with LibTorch: its fwd+bwd, `scan` of it and the window's\n"
+    "                first heatmap, with peak memory and the targets met or missed\n";
 
 struct Options {
   bool json = false;
@@ -43,8 +49,10 @@ struct Options {
   bool causal = false;  // of the default grid
   bool heatmap = true;
   bool gpu = true, cpu = true, gpu_quick = false;
+  bool scan_scale = false;
+  bool reps_given = false;  // --reps (the scan-scale layer's steps default to 3)
   int heads = 8;
-  int seqlen = 2048, head_dim = 64;  // of the default grid
+  int seqlen = 0, head_dim = 64;  // of the default grid (S 2048) or the scan-scale layer (4096)
   BenchSettings settings;
 };
 
@@ -73,6 +81,8 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
       o.cpu = o.heatmap = false;
     } else if (a == "--gpu-quick") {
       o.gpu_quick = true;
+    } else if (a == "--scan-scale") {
+      o.scan_scale = true;
     } else if (a == "--grid" && has_value) {
       const std::string g = argv[++i];
       if (g != "full" && g != "default") return error = "--grid takes default or full", false;
@@ -82,6 +92,7 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
     } else if ((a == "--reps" || a == "--threads" || a == "--heads" || a == "--seqlen" ||
                 a == "--head-dim") &&
                has_value) {
+      o.reps_given = o.reps_given || a == "--reps";
       int& target = a == "--reps"      ? o.settings.reps
                     : a == "--threads" ? o.settings.threads
                     : a == "--heads"   ? o.heads
@@ -94,6 +105,7 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
       return error = "unknown or incomplete argument '" + a + "'", false;
     }
   }
+  if (o.seqlen == 0) o.seqlen = o.scan_scale ? 4096 : 2048;
   return true;
 }
 
@@ -173,6 +185,10 @@ int main(int argc, char** argv) {
     }
     std::cerr << "attnscope-bench: " << error << "\n" << kUsage;
     return 2;
+  }
+  if (options.scan_scale) {
+    return run_scan_scale(std::cout, options.seqlen, options.settings.threads,
+                          options.reps_given ? options.settings.reps : 3);
   }
   BenchReport report;
   report.settings = options.settings;
