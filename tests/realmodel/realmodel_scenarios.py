@@ -143,8 +143,8 @@ def llama_batch(pad_left=True, batch=4, length=24, seed=1, pads=True):
 
 
 def llama(path, dtype="fp32", pad_left=True, checkpointing=None, custom_mask=None,
-          close_row=False, scale_head=None, q_inf=False, attention_dropout=0.0, train=True,
-          padding=True, force_gqa=False):
+          close_row=False, scale_head=None, head_factor=300.0, q_inf=False, attention_dropout=0.0,
+          train=True, padding=True, force_gqa=False):
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(llama_config(attention_dropout=attention_dropout))
     model = model.to(DTYPES[dtype])
@@ -154,13 +154,13 @@ def llama(path, dtype="fp32", pad_left=True, checkpointing=None, custom_mask=Non
             gradient_checkpointing_kwargs={"use_reentrant": checkpointing == "reentrant"})
     attn = model.model.layers[1].self_attn
     head_dim = model.config.hidden_size // model.config.num_attention_heads
-    if scale_head is not None:  # one head's queries and keys grow: q.k far beyond fp16's range
+    if scale_head is not None:  # one head's queries and keys grow by head_factor each
         with torch.no_grad():
             rows = slice(scale_head * head_dim, (scale_head + 1) * head_dim)
-            attn.q_proj.weight[rows] *= 300.0
+            attn.q_proj.weight[rows] *= head_factor
             kv = scale_head // (model.config.num_attention_heads //
                                 model.config.num_key_value_heads)
-            attn.k_proj.weight[kv * head_dim:(kv + 1) * head_dim] *= 300.0
+            attn.k_proj.weight[kv * head_dim:(kv + 1) * head_dim] *= head_factor
     if q_inf:  # queries of head 2 overflow to inf in the projection itself
         with torch.no_grad():
             attn.q_proj.weight[2 * head_dim:3 * head_dim] *= 1e5
@@ -302,6 +302,10 @@ SCENARIOS = [
              lambda p: gpt2(p)),
     Scenario("encoder_layer", "nn.TransformerEncoder (2 layers), key padding, dropout 0.1",
              lambda p: encoder_layer(p)),
+    Scenario("llama_fp16_saturated_head",
+             "Llama fp16, layer 1 head 3's q/k projections x20: max |S| ~68, its softmax rows "
+             "saturate (one key takes the row) without overflowing",
+             lambda p: llama(p, "fp16", scale_head=3, head_factor=20.0)),
     # Induced failures.
     Scenario("llama_fp16_head_overflow", "Llama fp16, layer 1 head 3's q/k projections x300",
              lambda p: llama(p, "fp16", scale_head=3),
