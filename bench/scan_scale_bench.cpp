@@ -48,8 +48,8 @@ WindowFigures window_figures(int64_t seqlen) {
   char self[4096] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return {};
-  const std::string dir = std::string(self, static_cast<size_t>(n))
-                              .substr(0, std::string(self, static_cast<size_t>(n)).rfind('/'));
+  std::string dir(self, static_cast<size_t>(n));
+  dir.erase(dir.rfind('/'));
   for (const std::string& app : {dir + "/attnscope", dir + "/../app/attnscope"}) {
     if (access(app.c_str(), X_OK) != 0) continue;
     const std::string command = "QT_QPA_PLATFORM=offscreen '" + app + "' --bench-open " +

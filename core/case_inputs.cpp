@@ -9,10 +9,6 @@
 namespace attnscope {
 namespace {
 
-std::vector<float> to_f32(const std::vector<double>& x) {
-  return std::vector<float>(x.begin(), x.end());
-}
-
 // Strides of a rank-4 canonical tensor broadcast to [B, H, Sq, Sk] (0 on size-1 dims).
 std::optional<BroadcastStrides> broadcast_strides(const std::vector<int64_t>& shape,
                                                   const int64_t (&full)[4]) {
@@ -37,17 +33,9 @@ std::optional<Precision> precision_from_dtype(const std::string& dtype) {
   return std::nullopt;
 }
 
-std::vector<float> CaseInputs::q_f32() const {
-  return to_f32(q);
-}
-std::vector<float> CaseInputs::k_f32() const {
-  return to_f32(k);
-}
-std::vector<float> CaseInputs::v_f32() const {
-  return to_f32(v);
-}
-std::vector<float> CaseInputs::dout_f32() const {
-  return to_f32(dout);
+KernelInputs::KernelInputs(const CaseData& data)
+    : q(data.q().to_float()), k(data.k().to_float()), v(data.v().to_float()) {
+  if (const HostTensor* d = data.find("do")) dout = d->to_float();
 }
 
 Result<double> resolve_scale(const CaseData& data, const RunChoice& settings) {

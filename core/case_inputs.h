@@ -11,6 +11,7 @@
 #include "core/run_choice.h"
 #include "kernels/attn_names.h"  // precision_name, mask_fill_name
 #include "kernels/attn_params.h"
+#include "kernels/cpu/fused_attention.h"  // CpuAttnInputs
 
 namespace attnscope {
 
@@ -31,12 +32,18 @@ struct CaseInputs {
   CaseInputs& operator=(CaseInputs&&) = default;
   CaseInputs(const CaseInputs&) = delete;
   CaseInputs& operator=(const CaseInputs&) = delete;
+};
 
-  // fp32 copies for the CPU kernels (exact when the case was stored in f16/bf16/f32).
-  std::vector<float> q_f32() const;
-  std::vector<float> k_f32() const;
-  std::vector<float> v_f32() const;
-  std::vector<float> dout_f32() const;
+// fp32 copies of a case's q, k, v, dO for the CPU kernels (exact for cases stored in fp16 /
+// bf16 / fp32), made from the case itself: the same values whatever the run choice, so the
+// kernels need no fp64 copy (make_case_inputs with InputValues::none gives their params).
+struct KernelInputs {
+  std::vector<float> q, k, v, dout;  // shapes as CaseInputs'; dout empty when the case has none
+
+  explicit KernelInputs(const CaseData& data);
+  CpuAttnInputs view() const {
+    return {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
+  }
 };
 
 // Precision named by a dtype attribute ("float16", "bfloat16", "float32", "float64").

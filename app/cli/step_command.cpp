@@ -74,12 +74,11 @@ int run_step(const CommandArgs& args) {
   const std::optional<int64_t> b = read_index(args, kCommand, "batch", data.info.dims.batch);
   const std::optional<int64_t> h = read_index(args, kCommand, "head", data.info.dims.heads);
   if (!b || !h) return kExitUnreadable;
-  Result<CaseInputs> inputs = make_case_inputs(data, run);
+  Result<CaseInputs> inputs = make_case_inputs(data, run, InputValues::none);
   if (!inputs) return fail(kCommand, inputs.error().message, inputs.error().hint);
 
-  const std::vector<float> q = inputs->q_f32(), k = inputs->k_f32(), v = inputs->v_f32();
-  const std::vector<float> dout = inputs->dout_f32();
-  const CpuAttnInputs cpu{q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
+  const KernelInputs kin(data);
+  const CpuAttnInputs cpu = kin.view();
   const CpuAttnOptions options;
   const AttnParams& params = inputs->params;
   const CpuAttnResult fwd = cpu_attention(params, options, cpu);

@@ -22,20 +22,6 @@ namespace {
 
 constexpr const char* kRecordedNames[] = {"o", "lse", "dq", "dk", "dv"};
 
-// fp32 copies of the inputs the CPU kernels read (exact for cases stored in fp16 / bf16 / fp32),
-// made from the case itself: the same values whatever the run choice.
-struct KernelInputs {
-  std::vector<float> q, k, v, dout;
-
-  explicit KernelInputs(const CaseData& data)
-      : q(data.q().to_float()), k(data.k().to_float()), v(data.v().to_float()) {
-    if (const HostTensor* d = data.find("do")) dout = d->to_float();
-  }
-  CpuAttnInputs view() const {
-    return {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
-  }
-};
-
 void round_in_place(Precision p, std::vector<float>& x) {
   for (float& v : x) v = round_to(p, v);
 }

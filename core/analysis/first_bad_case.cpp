@@ -102,9 +102,13 @@ std::optional<FirstBadCase> origin_among(const std::vector<CaseOutcome>& verdict
   return out;
 }
 
-// Orders origins of different ranks: (step, micro-batch, layer), absent ones first.
-std::tuple<int64_t, int64_t, int64_t> position(const CaseOutcome& v) {
-  return {v.step.value_or(-1), v.micro_batch.value_or(-1), v.layer.value_or(-1)};
+// Orders origins of different ranks: the step (absent first), then when the origin's side ran
+// in it (step_order).
+std::tuple<int64_t, StepOrder> position(const std::vector<CaseOutcome>& verdicts,
+                                        const FirstBadCase& origin) {
+  const CaseOutcome& v = verdicts[origin.index];
+  return {v.step.value_or(-1),
+          step_order(v, origin.from_backward, static_cast<int64_t>(origin.index))};
 }
 
 // The ranks with an error in `step`, and "one_rank" / "some_ranks" / "all_ranks" of `world`.
@@ -185,8 +189,7 @@ std::optional<FirstBadCase> first_bad_case(const std::vector<CaseOutcome>& verdi
   const std::optional<FirstNonfinite> nonfinite = first_nonfinite(verdicts);
   for (const std::vector<size_t>& group : groups) {
     std::optional<FirstBadCase> origin = origin_among(verdicts, group);
-    if (origin &&
-        (!found || position(verdicts[origin->index]) < position(verdicts[found->index]))) {
+    if (origin && (!found || position(verdicts, *origin) < position(verdicts, *found))) {
       found = std::move(origin);
     }
   }

@@ -14,7 +14,7 @@ int64_t nonfinite(const std::vector<float>& x) {
 
 struct Runner {
   AttnParams params;
-  std::vector<float> q, k, v, dout;
+  KernelInputs kin;
   const SweepSettings& settings;
 
   bool stopped() const {
@@ -32,7 +32,7 @@ struct Runner {
     options.threads = settings.threads;
     options.trace = &trace;
     options.cancelled = [this] { return stopped(); };  // the kernels throw KernelCancelled
-    const CpuAttnInputs in{q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
+    const CpuAttnInputs in = kin.view();
     SweepPoint pt{scale, p, mode, 0, 0, 0, 0};
     CpuAttnResult r;
     if (settings.backward) {
@@ -92,7 +92,7 @@ SafeRange safe_range(const std::vector<SweepPoint>& series, double case_scale, R
 }  // namespace
 
 Result<ScaleSweep> scale_sweep(const CaseData& data, const SweepSettings& settings) {
-  Result<CaseInputs> made = make_case_inputs(data, settings.run);
+  Result<CaseInputs> made = make_case_inputs(data, settings.run, InputValues::none);
   if (!made) return made.error();
   const CaseInputs& in = *made;
   ScaleSweep sweep;
@@ -109,12 +109,7 @@ Result<ScaleSweep> scale_sweep(const CaseData& data, const SweepSettings& settin
     const double t = settings.points == 1 ? 0.0 : static_cast<double>(n) / (settings.points - 1);
     sweep.scales.push_back(lo * std::pow(hi / lo, t));
   }
-  Runner runner{in.params,
-                in.q_f32(),
-                in.k_f32(),
-                in.v_f32(),
-                in.has_dout ? in.dout_f32() : std::vector<float>{},
-                settings};
+  Runner runner{in.params, KernelInputs(data), settings};
   try {
     for (double s : sweep.scales) {
       for (Precision p : settings.precisions) {

@@ -14,8 +14,8 @@ std::vector<float> to_floats(const std::vector<double>& x) {
 
 }  // namespace
 
-Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mode mode,
-                                     const std::string& backend, int threads,
+Result<CaseGradients> case_gradients(const CaseData& data, const CaseInputs& inputs, double scale,
+                                     Mode mode, const std::string& backend, int threads,
                                      const std::function<bool()>& cancelled) {
   AttnParams params = inputs.params;
   params.scale = scale;
@@ -25,10 +25,7 @@ Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mod
     opt.mode = mode;
     opt.threads = threads;
     opt.cancelled = cancelled;
-    const std::vector<float> q = inputs.q_f32(), k = inputs.k_f32(), v = inputs.v_f32();
-    const std::vector<float> dout = inputs.has_dout ? inputs.dout_f32() : std::vector<float>();
-    CpuAttnResult r = cpu_attention(
-        params, opt, {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()});
+    CpuAttnResult r = cpu_attention(params, opt, KernelInputs(data).view());
     g.dq = std::move(r.dq);
     g.dk = std::move(r.dk);
     g.dv = std::move(r.dv);

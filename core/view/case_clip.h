@@ -17,11 +17,12 @@
 
 namespace attnscope {
 
-// dQ, dK, dV of the whole case at `scale`: the own CPU kernel in `mode` when `backend` is empty,
-// else registry variant `backend` (in its own mode and precision when it fixes them). Fails like
-// run_backend; throws KernelCancelled once `cancelled` returns true (CPU kernels only).
-Result<CaseGradients> case_gradients(const CaseInputs& inputs, double scale, Mode mode,
-                                     const std::string& backend, int threads,
+// dQ, dK, dV of the whole case `data` at `scale`: the own CPU kernel in `mode` when `backend` is
+// empty, else registry variant `backend` (in its own mode and precision when it fixes them), with
+// the params of `inputs` (made from `data`; its fp64 values are read only by a backend). Fails
+// like run_backend; throws KernelCancelled once `cancelled` returns true (CPU kernels only).
+Result<CaseGradients> case_gradients(const CaseData& data, const CaseInputs& inputs, double scale,
+                                     Mode mode, const std::string& backend, int threads,
                                      const std::function<bool()>& cancelled);
 
 // Every clip call of clip_case_gradients(grads, scope, max_norm, precision), computed on a copy

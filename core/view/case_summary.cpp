@@ -187,16 +187,13 @@ Result<HeadMetrics> case_metrics(const CaseData& data, const SummarySettings& se
   if (settings.cancelled && settings.cancelled()) return cancelled_error(data);
   const auto [mode, upcast] = summary_mode(data, settings);
   if (upcast) in->params.precision = Precision::f32;  // SDPA MATH computes in fp32
-  const std::vector<float> q = data.q().to_float(), k = data.k().to_float(),
-                           v = data.v().to_float();
-  const std::vector<float> dout = in->has_dout ? data.find("do")->to_float() : std::vector<float>();
+  const KernelInputs kin(data);
   CpuTrace trace;
   CpuAttnOptions options;
   options.mode = mode;
   options.threads = settings.threads;
   options.trace = &trace;
-  const CpuAttnResult out = cpu_attention(
-      in->params, options, {q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()});
+  const CpuAttnResult out = cpu_attention(in->params, options, kin.view());
   return head_metrics(in->params, out, trace);
 }
 

@@ -272,17 +272,20 @@ class HeadComputation {
     clock_.lap("reference");
   }
 
-  // The whole case's gradients (every head, in fp64 inputs) and their clip calls.
+  // The whole case's gradients (every head) and their clip calls.
   Status case_clip() {
     if (!request_.run.clip_norm) return Ok{};
     const CaseGradsKey grads_key{in_key_, scale_, request_.mode(), request_.run.backend};
     if (c_.case_grads_key_ != grads_key) {
       clock_.skip();
-      Result<CaseInputs> whole = make_case_inputs(data_, request_.run);
+      // fp64 values only for a backend: the CPU kernel reads fp32 from the case.
+      Result<CaseInputs> whole =
+          make_case_inputs(data_, request_.run,
+                           request_.run.backend.empty() ? InputValues::none : InputValues::fp64);
       if (!whole) return whole.error();
       Result<CaseGradients> grads =
-          case_gradients(*whole, scale_, request_.mode(), request_.run.backend, request_.threads,
-                         request_.cancelled);
+          case_gradients(data_, *whole, scale_, request_.mode(), request_.run.backend,
+                         request_.threads, request_.cancelled);
       if (!grads) return grads.error();
       c_.case_grads_ = std::move(grads).value();
       c_.case_grads_key_ = grads_key;

@@ -154,6 +154,19 @@ TEST(FirstBadCase, run_earliest_step_wins_over_lower_rank) {
       << local->text;
 }
 
+// Two ranks whose gradients went bad in the same step: the backward runs the last layer first,
+// so rank 1's layer 3 comes before rank 0's layer 1 (both dO finite).
+TEST(FirstBadCase, run_backward_origins_compare_in_backward_order) {
+  const std::vector<CaseOutcome> v = {on_rank(verdict(1, 1, false, true, false), 0),
+                                      on_rank(verdict(1, 3, false, false, false), 0),
+                                      on_rank(verdict(1, 1, false, false, false), 1),
+                                      on_rank(verdict(1, 3, false, true, false), 1)};
+  const auto first = first_bad_case(v, 2);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 3u);
+  EXPECT_TRUE(first->from_backward);
+}
+
 TEST(FirstBadCase, run_scope_counts_ranks_with_errors_in_the_step) {
   std::vector<CaseOutcome> v;
   for (int64_t rank = 0; rank < 4; ++rank) {

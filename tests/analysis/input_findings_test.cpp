@@ -17,12 +17,16 @@ size_t at4(int64_t H, int64_t S, int64_t D, int64_t b, int64_t h, int64_t s, int
   return static_cast<size_t>(((b * H + h) * S + s) * D + d);
 }
 
-TEST(InputFindings, nan_in_v_is_error_located_at_kv_head_and_key) {
-  CaseData c = make_case({});
+// `c` (two kv heads of 16 keys, D = 8) with a NaN in v of batch 0, kv head 1, key 5.
+CaseData with_nan_in_v(CaseData c) {
   std::vector<double> v = values(c, "v");
   v[at4(2, 16, 8, 0, 1, 5, 2)] = std::nan("");
   put(c, "v", DType::f16, {1, 2, 16, 8}, v);
-  const CaseAnalysis a = analyze(c);
+  return c;
+}
+
+TEST(InputFindings, nan_in_v_is_error_located_at_kv_head_and_key) {
+  const CaseAnalysis a = analyze(with_nan_in_v(make_case({})));
   const auto found = of_kind(a, FindingKind::nonfinite_input);
   ASSERT_EQ(found.size(), 1u) << summary(a);
   EXPECT_EQ(found[0]->severity, Severity::error);
@@ -56,11 +60,7 @@ TEST(InputFindings, nan_counts_grouped_over_heads_say_per_head_and_total) {
 
 // GQA, 4 query heads on 2 kv heads: a NaN in v of kv head 1 names the query heads it feeds.
 TEST(InputFindings, kv_head_finding_names_its_query_heads) {
-  CaseData c = make_case(spec(4, 2));
-  std::vector<double> v = values(c, "v");
-  v[at4(2, 16, 8, 0, 1, 5, 2)] = std::nan("");
-  put(c, "v", DType::f16, {1, 2, 16, 8}, v);
-  const CaseAnalysis a = analyze(c);
+  const CaseAnalysis a = analyze(with_nan_in_v(make_case(spec(4, 2))));
   const auto found = of_kind(a, FindingKind::nonfinite_input);
   ASSERT_EQ(found.size(), 1u) << summary(a);
   EXPECT_NE(found[0]->message.find("kv head 1 (query heads 2-3)"), std::string::npos)

@@ -9,6 +9,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <optional>
 
 #include "app/gui/AnalysisController.h"
 #include "app/gui/ComputeWorker.h"
@@ -28,19 +29,16 @@ namespace {
 // The reference walk: a BackwardStepper over the whole case at (b, h), as the CLI drives it.
 struct ReferenceWalk {
   CaseInputs inputs;
-  std::vector<float> q, k, v, dout;
+  std::optional<KernelInputs> kin;
   CpuAttnResult fwd;
   std::unique_ptr<BackwardStepper> stepper;
 
   ReferenceWalk(const QString& casePath, int64_t b, int64_t h) {
     Result<DumpReader> reader = DumpReader::open(samplePath().toStdString());
     Result<CaseData> data = reader->load(casePath.toStdString());
-    inputs = std::move(make_case_inputs(*data, RunChoice{})).value();
-    q = inputs.q_f32();
-    k = inputs.k_f32();
-    v = inputs.v_f32();
-    dout = inputs.dout_f32();
-    const CpuAttnInputs in{q.data(), k.data(), v.data(), dout.empty() ? nullptr : dout.data()};
+    inputs = std::move(make_case_inputs(*data, RunChoice{}, InputValues::none)).value();
+    kin.emplace(*data);
+    const CpuAttnInputs in = kin->view();
     fwd = cpu_attention(inputs.params, CpuAttnOptions{}, in);
     stepper = std::make_unique<BackwardStepper>(
         inputs.params, CpuAttnOptions{}, in,

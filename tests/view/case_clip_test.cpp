@@ -19,9 +19,7 @@ namespace {
 std::vector<ClipResult> caseClips(const CaseData& c, ClipScope scope, double max_norm) {
   Result<CaseInputs> in = make_case_inputs(c, {});
   EXPECT_TRUE(in.ok());
-  const std::vector<float> q = in->q_f32(), k = in->k_f32(), v = in->v_f32(), d = in->dout_f32();
-  const CpuAttnResult r =
-      cpu_attention(in->params, CpuAttnOptions{}, {q.data(), k.data(), v.data(), d.data()});
+  const CpuAttnResult r = cpu_attention(in->params, CpuAttnOptions{}, KernelInputs(c).view());
   const AttnParams& p = in->params;
   CaseGradients g{p.batch,    p.heads,      p.kv_heads, p.seqlen_q, p.seqlen_k,
                   p.head_dim, p.head_dim_v, r.dq,       r.dk,       r.dv};
