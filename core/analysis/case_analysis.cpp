@@ -334,7 +334,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
       std::vector<Finding> unused;
       a.what_if_explains.emplace();
       for (const RecordedComparison& c : compare_recordings(data, wr, hypothesis, unused)) {
-        if (c.within_rule) a.what_if_explains->push_back(c.tensor);
+        // Reproduced: within the rule on some finite value (both all NaN proves nothing).
+        if (c.within_rule && c.finite_pairs > 0) a.what_if_explains->push_back(c.tensor);
       }
     }
     // A bool mask of the opposite polarity: analysed again with the mask inverted.

@@ -117,7 +117,8 @@ struct CaseAnalysis {
   // the gradients are left out when the run's dropout cannot be replayed.
   std::vector<RecordedComparison> recorded;
   // Under a what-if that changes the runs, with recorded outputs: those the what-if reproduces
-  // (within the accuracy rule against the what-if's own fp64 reference), a hypothesis test
+  // (within the accuracy rule against the what-if's own fp64 reference, on some value finite in
+  // both: a recording and a replay that are NaN everywhere reproduce nothing), a hypothesis test
   // ("the recording matches scale 1"); nullopt when no what-if was tested.
   std::optional<std::vector<std::string>> what_if_explains;
   std::optional<Reference64> reference;

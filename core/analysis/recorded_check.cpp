@@ -72,6 +72,7 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
     for (int64_t e = 0; e < per_outer; ++e) {
       const double x = rec[static_cast<size_t>(e)];
       const bool finite = std::isfinite(x) && std::isfinite(r[e]);
+      out.finite_pairs += finite;
       const double err = finite ? std::fabs(x - r[e]) : 0.0;
       const double allowed =
           in.stored ? std::fmax(out.threshold, storage_ulp(*in.stored, r[e])) : out.threshold;

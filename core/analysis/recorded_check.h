@@ -119,6 +119,7 @@ struct RecordedComparison {
   std::vector<HeadComparison> heads;
   std::vector<double> column_max_error;  // [cols]: max over (outer, rows)
   bool within_rule = true;               // every head within the rule, same non-finite pattern
+  int64_t finite_pairs = 0;  // elements finite in both: 0 means no value was compared at all
 };
 
 // Floor added to the accuracy-rule threshold: fp32 rounding of the largest reference value.

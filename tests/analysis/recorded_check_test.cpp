@@ -118,6 +118,15 @@ TEST(RecordedCheck, allowance_is_never_below_one_stored_ulp) {
   EXPECT_EQ(found.heads[1].bad_row_first, 1);  // element 17 = head 1, row 1, column 2
 }
 
+TEST(RecordedCheck, finite_pairs_count_the_values_actually_compared) {
+  const std::vector<double> ref = pattern();
+  EXPECT_EQ(compare_recorded(inputs(ref, ref, ref)).finite_pairs, 24);
+  const std::vector<double> nan(24, std::nan(""));
+  const RecordedComparison none = compare_recorded(inputs(nan, nan, nan));
+  EXPECT_TRUE(none.within_rule);  // the same non-finite pattern
+  EXPECT_EQ(none.finite_pairs, 0);
+}
+
 TEST(RecordedCheck, storage_ulp_is_the_spacing_at_the_magnitude) {
   EXPECT_EQ(storage_ulp(Precision::f16, 1.0), std::ldexp(1.0, -10));
   EXPECT_EQ(storage_ulp(Precision::f16, -1000.0), 0.5);               // 2^9 * 2^-10

@@ -221,6 +221,25 @@ TEST(ReplayAnalysis, what_if_says_which_recorded_outputs_it_reproduces) {
   EXPECT_EQ(what_if_explains_text(wrong), "the what-if reproduces none of the recorded outputs");
 }
 
+// A dO that is NaN everywhere makes every recorded and replayed gradient NaN: the same pattern,
+// within the rule, yet no value was compared, so the what-if reproduces only o.
+TEST(ReplayAnalysis, gradients_nan_on_both_sides_are_not_reproduced_by_a_what_if) {
+  CaseData c = make_case(spec(2, 1, "float32"));
+  c.info.config.run = sdpa("sdpa_math");
+  std::vector<double> dout = values(c, "do");
+  for (double& x : dout) x = std::nan("");
+  put(c, "do", c.tensors.at("do").dtype, c.tensors.at("do").shape, dout);
+  record_outputs(c);
+  AnalysisSettings s;
+  s.run.precision = Precision::bf16;
+  const CaseAnalysis a = analyze(c, s);
+  ASSERT_TRUE(a.what_if_explains.has_value());
+  EXPECT_EQ(*a.what_if_explains, std::vector<std::string>{"o"});
+  for (const RecordedComparison& r : a.recorded) {
+    EXPECT_EQ(r.finite_pairs == 0, r.tensor[0] == 'd') << r.tensor;
+  }
+}
+
 TEST(ReplayAnalysis, score_mod_that_cannot_be_replayed_is_named_not_blamed) {
   CaseData c = make_case(spec(2, 1, "float32"));
   c.info.config.run = sdpa("flex");
