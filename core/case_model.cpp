@@ -255,8 +255,14 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
                            shape_text(t.shape) + " does not match " + std::to_string(want) +
                            " in q " + shape_text(q->shape));
   };
-  if (kd.b != qd.b) return mismatch(*k, "batch B", kd.b, qd.b);
-  if (vd.b != qd.b) return mismatch(*v, "batch B", vd.b, qd.b);
+  const bool q_broadcast = qd.b == 1 && kd.b > 1, kv_broadcast = kd.b == 1 && qd.b > 1;
+  if (kd.b != qd.b && !q_broadcast && !kv_broadcast) return mismatch(*k, "batch B", kd.b, qd.b);
+  if (vd.b != kd.b) {
+    return shape_error(where, *v,
+                       "batch B " + std::to_string(vd.b) + " in " + shape_text(v->shape) +
+                           " does not match " + std::to_string(kd.b) + " in k " +
+                           shape_text(k->shape));
+  }
   if (kd.d != qd.d) return mismatch(*k, "head_dim D", kd.d, qd.d);
   if (qd.h % kd.h != 0) {
     return shape_error(where, *k,
@@ -269,11 +275,12 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
         where, *v,
         "heads/seqlen of " + shape_text(v->shape) + " do not match k " + shape_text(k->shape));
   }
-  CaseDims dims{qd.b, qd.h, kd.h, qd.s, kd.s, qd.d, vd.d};
-  const std::vector<int64_t> out_shape = stored_shape({qd.b, qd.h, qd.s, vd.d}, layout);
-  std::vector<int64_t> lse_shape = {qd.b, qd.h, qd.s};
+  const int64_t batch = std::max(qd.b, kd.b);
+  CaseDims dims{batch, qd.h, kd.h, qd.s, kd.s, qd.d, vd.d, q_broadcast, kv_broadcast};
+  const std::vector<int64_t> out_shape = stored_shape({batch, qd.h, qd.s, vd.d}, layout);
+  std::vector<int64_t> lse_shape = {batch, qd.h, qd.s};
   lse_shape.erase(lse_shape.begin(), lse_shape.begin() + static_cast<long>(4 - rank));
-  const std::vector<int64_t> scores = {qd.b, qd.h, qd.s, kd.s};
+  const std::vector<int64_t> scores = {batch, qd.h, qd.s, kd.s};
   for (const TensorInfo& t : tensors) {
     std::optional<Error> e;
     if (t.name == "do" || t.name == "o") e = expect_shape(t, out_shape, "[B,H,Sq,Dv]", where);
@@ -288,7 +295,7 @@ Result<CaseDims> infer_case_dims(const std::vector<TensorInfo>& tensors, Layout 
       e = shape_error(where, t,
                       "shape " + shape_text(t.shape) + " is not [N+1] sequence starts (N >= 1)");
     }
-    if (is_index_tensor(t.name) && layout != Layout::thd && (rank != 4 || qd.b != 1)) {
+    if (is_index_tensor(t.name) && layout != Layout::thd && (rank != 4 || batch != 1)) {
       e = shape_error(where, t,
                       "sequence starts need packed tensors: q [T,H,D] (layout THD) or one "
                       "batch row [1,H,T,D] / [1,T,H,D], not " +
@@ -371,6 +378,24 @@ HostTensor from_canonical(const std::string& name, const HostTensor& canonical, 
     return drop_leading(swap_dims_12(canonical), rank);
   }
   return drop_leading(canonical, rank);
+}
+
+void expand_broadcast_batch(CaseData& data) {
+  const CaseDims& d = data.info.dims;
+  std::vector<const char*> names;
+  if (d.q_broadcast) names = {"q"};
+  if (d.kv_broadcast) names = {"k", "v"};
+  for (const char* name : names) {
+    HostTensor& t = data.tensors.at(name);
+    if (t.shape.size() != 4 || t.shape.front() != 1) continue;
+    const size_t one = t.bytes.size();
+    std::vector<uint8_t> bytes(one * static_cast<size_t>(d.batch));
+    for (int64_t b = 0; b < d.batch; ++b) {
+      std::memcpy(bytes.data() + static_cast<size_t>(b) * one, t.bytes.data(), one);
+    }
+    t.bytes = std::move(bytes);
+    t.shape.front() = d.batch;
+  }
 }
 
 namespace {

@@ -49,6 +49,14 @@ bool is_index_tensor(const std::string& name);
 // declared; 4 -> the declared bhsd / bshd (bhsd when the declaration names a 3-D / 2-D layout).
 Layout layout_for_rank(size_t rank, Layout declared);
 
+// Run semantics a dump does not record but its recorded o shows (core/analysis/run_inference.h);
+// set by the analysis on its copy of a case, never read from a file.
+struct InferredRun {
+  std::optional<MaskFill> mask_fill;  // the fully-masked-row convention
+  std::optional<double> scale;        // the softmax scale (CaseConfig::scale is set to it)
+  bool any() const { return mask_fill.has_value() || scale.has_value(); }
+};
+
 // What the recorder knew about the run that produced a case (schema 1.1 run semantics, DESIGN
 // §2; all optional: dumps of schema 1 or of other writers leave them empty).
 struct RunRecord {
@@ -71,6 +79,7 @@ struct RunRecord {
   // "softcap", "softcap+bias": materialised into those; "none"; "unavailable": it cannot be
   // replayed, score_mod_note says why, and the recorded outputs are not compared).
   std::string score_mod, score_mod_replay, score_mod_note;
+  InferredRun inferred;
 };
 
 // Group attributes of a case; all optional in the file.
@@ -94,6 +103,14 @@ struct CaseConfig {
 struct CaseDims {
   int64_t batch = 0, heads = 0, kv_heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0,
           head_dim_v = 0;
+  // Batch broadcasting (legal in torch's SDPA, e.g. a learned-query pooling head): q, or k and
+  // v, stored with batch 1 against the other's B. The loaded case repeats them to B; their
+  // recorded gradients stay [1, ...], the sum over the batch.
+  bool q_broadcast = false, kv_broadcast = false;
+  // Whether the recorded gradient `name` (dq, dk, dv) is the sum over a broadcast batch.
+  bool batch_summed(const std::string& name) const {
+    return name == "dq" ? q_broadcast : (name == "dk" || name == "dv") && kv_broadcast;
+  }
 };
 
 // One tensor as stored in the file.
@@ -179,6 +196,10 @@ HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layou
                         const CaseDims& dims = {});
 // from_canonical to hsd / sd needs the dropped leading dims to be 1; mask / bias stay rank 4.
 HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout);
+
+// Repeats the canonical q (CaseDims::q_broadcast) or k and v (kv_broadcast) of `data`, stored
+// with batch 1, to the case's batch, as torch broadcasts them.
+void expand_broadcast_batch(CaseData& data);
 
 // Case order (DESIGN §2): by step, micro_batch, then layer attribute (cases carrying them
 // first), then by the group path compared segment by segment with numbers compared numerically

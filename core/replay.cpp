@@ -22,7 +22,14 @@ bool on_cpu(const RunRecord& run) {
 }
 
 std::string fill_text(MaskFill fill) {
-  return fill == MaskFill::safe ? "fully masked rows give O = 0" : "fully masked rows give NaN";
+  switch (fill) {
+    case MaskFill::safe:
+      return "fully masked rows give O = 0";
+    case MaskFill::neg_inf:
+      return "fully masked rows give NaN";
+    default:
+      return "fully masked rows attend uniformly";
+  }
 }
 
 }  // namespace
@@ -61,6 +68,9 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
     const bool cpu = on_cpu(run);
     r.modes = {cpu ? Mode::fused : Mode::unfused};
     r.upcast = cpu && r.precision != Precision::f32;
+  } else if (run.backend == "eager") {  // transformers' eager_attention_forward
+    r.backend_known = true;
+    r.modes = {Mode::unfused};
   } else {
     r.modes = {Mode::fused, Mode::unfused};
   }
@@ -69,12 +79,20 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
                                  : DropoutReplay::unavailable;
   r.invert_mask = run.mask_convention == "masked_out";
   r.score_mod_unavailable = run.score_mod_replay == "unavailable";
+  r.inferred = run.inferred;
+  if (run.inferred.mask_fill) r.mask_fill = *run.inferred.mask_fill;
 
   const std::string backend = run.backend.empty() ? "backend not recorded" : run.backend;
   const std::string framework =
       run.torch_version.empty() ? "framework not recorded" : "torch " + run.torch_version;
   r.text = backend + ", " + framework + ", " + precision_name(r.precision) +
-           (r.upcast ? " computed in fp32" : "") + ": " + fill_text(r.mask_fill);
+           (r.upcast ? " computed in fp32" : "") + ": " + fill_text(r.mask_fill) +
+           (run.inferred.mask_fill ? " (inferred)" : "");
+  if (run.inferred.scale) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", *run.inferred.scale);
+    r.text += std::string(", scale ") + scale + " (inferred)";
+  }
   if (r.dropout != DropoutReplay::none) {
     char p[32];
     std::snprintf(p, sizeof p, "%g", run.dropout_p);

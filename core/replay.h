@@ -40,6 +40,8 @@ struct Replay {
   // A FlexAttention score_mod the kernels cannot replay (score_mod_replay = "unavailable"):
   // no recorded output can be compared.
   bool score_mod_unavailable = false;
+  // What replay_of took from the analysis' inference instead of the dump (RunRecord::inferred).
+  InferredRun inferred;
   // Every recorded output can be compared element-wise.
   bool exact() const { return dropout != DropoutReplay::unavailable && !score_mod_unavailable; }
   // One line for reports: "sdpa_flash, torch 2.11.0+cu130, fp16: fully masked rows give 0".

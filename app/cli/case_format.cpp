@@ -30,6 +30,7 @@ void write_case_shape(JsonWriter& json, const CaseDims& d) {
   json.field("batch", d.batch).field("heads", d.heads).field("kv_heads", d.kv_heads);
   json.field("seqlen_q", d.seqlen_q).field("seqlen_k", d.seqlen_k);
   json.field("head_dim", d.head_dim).field("head_dim_v", d.head_dim_v);
+  json.field("q_broadcast", d.q_broadcast).field("kv_broadcast", d.kv_broadcast);
   json.end_object();
 }
 

@@ -70,6 +70,18 @@ void write_replay(JsonWriter& json, const CaseInfo& info, const Replay& r) {
                         : r.dropout == DropoutReplay::mask ? "mask"
                                                            : "unavailable");
   json.field("exact", r.exact());
+  json.key("inferred").begin_object();  // what the recorded o showed where the dump is silent
+  json.key("mask_fill");
+  if (r.inferred.mask_fill)
+    json.value(mask_fill_name(*r.inferred.mask_fill));
+  else
+    json.null();
+  json.key("scale");
+  if (r.inferred.scale)
+    json.value(*r.inferred.scale);
+  else
+    json.null();
+  json.end_object();
   json.field("text", r.text);
   json.end_object();
 }

@@ -12,6 +12,7 @@
 #include "core/analysis/packed_findings.h"
 #include "core/analysis/recorded_conventions.h"
 #include "core/analysis/reference64.h"
+#include "core/analysis/run_inference.h"
 #include "core/memory_budget.h"
 #include "kernels/cpu/buffer.h"
 #include "kernels/cpu/parallel_for.h"
@@ -167,6 +168,15 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
     c.reference = reference;
     c.baseline = values_of(run_output(*r.baseline, name));
     c.same_precision = values_of(run_output(*r.run, name));
+    std::vector<double> summed;  // the gradient of a broadcast input: the batch's sum
+    if (const int64_t batch = data.info.dims.batch; data.info.dims.batch_summed(name)) {
+      summed.resize(reference->size() / static_cast<size_t>(batch));
+      batch_sum_of(*reference, batch)(0, static_cast<int64_t>(summed.size()), summed.data());
+      c.reference = &summed;
+      c.baseline = batch_sum_of(run_output(*r.baseline, name), batch);
+      c.same_precision = batch_sum_of(run_output(*r.run, name), batch);
+      c.geometry.outer /= batch;
+    }
     c.gradient = name[0] == 'd';
     if (t->dtype == DType::f16) c.stored = Precision::f16;
     if (t->dtype == DType::bf16) c.stored = Precision::bf16;
@@ -350,6 +360,28 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
         group_findings(again->findings);
       }
       return again;
+    }
+    // Semantics the dump does not record, shown by the recorded o: judged again under them.
+    if (o != nullptr && !data.info.config.run.inferred.any()) {
+      const RunInference inferred =
+          infer_run(data, *o, masks.fully_masked_rows > 0, settings.threads);
+      if (inferred.judged_differently()) {
+        Result<CaseAnalysis> again = analyze_case(with_inference(data, inferred), settings);
+        if (!again) return again;
+        // With a scale hint the recorded scale stays and o still breaks the rule under it.
+        const RecordedComparison* judged = comparison_of(again->recorded, "o");
+        if (judged != nullptr && (judged->within_rule || inferred.scale_hint)) {
+          again->findings.push_back(inferred_run_finding(data, inferred));
+          if (inferred.scale_hint) {
+            again->findings.push_back(scale_hint_finding(data, *inferred.scale_hint));
+          }
+          group_findings(again->findings);
+          return again;
+        }
+      }
+      if (inferred.scale_hint) {
+        conventions.push_back(scale_hint_finding(data, *inferred.scale_hint));
+      }
     }
   }
   if (stop()) return a;

@@ -79,6 +79,22 @@ ValueReader values_of(const std::vector<T>& x) {
   };
 }
 
+// The reader of a vector [batch, rest...] summed over its batch, as [1, rest...]: the gradient
+// of an input torch broadcast over the batch (CaseDims::batch_summed).
+template <typename T>
+ValueReader batch_sum_of(const std::vector<T>& x, int64_t batch) {
+  const int64_t per_batch = static_cast<int64_t>(x.size()) / batch;
+  return [&x, batch, per_batch](int64_t first, int64_t n, double* out) {
+    for (int64_t e = 0; e < n; ++e) {
+      double sum = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        sum += static_cast<double>(x[static_cast<size_t>(b * per_batch + first + e)]);
+      }
+      out[e] = sum;
+    }
+  };
+}
+
 // The computations a recorded tensor is judged against, flat in canonical layout.
 struct RecordedComparisonInputs {
   std::string tensor;  // "o", "lse", "dq", "dk", "dv"
@@ -86,7 +102,8 @@ struct RecordedComparisonInputs {
   ValueReader recorded;                            // from the dump
   const std::vector<double>* reference = nullptr;  // fp64 recomputation
   ValueReader baseline;                            // unfused at the recorded precision
-  // Optional: the fused recomputation at the recorded precision, compared per head too.
+  // Optional: the replay's own kernel at the recorded precision, compared per head too; a
+  // recorded NaN / Inf it reproduces is no mismatch.
   ValueReader same_precision;
   bool gradient = false;  // 3x rule instead of 2x
   // The precision the recording is stored in (nullopt: fp64 or wider): no element is judged
@@ -101,8 +118,11 @@ struct HeadComparison {
   double norm_ratio = 1;           // ||recorded|| / ||fp64||
   double max_error = 0;            // max |recorded - fp64| over finite pairs
   int64_t nonfinite_mismatch = 0;  // elements finite in one and not the other
-  int64_t recorded_only = 0;       // non-finite in the recording, finite in fp64
+  int64_t recorded_only = 0;       // non-finite in the recording, finite in fp64 (not below)
   int64_t reference_only = 0;      // finite in the recording, non-finite in fp64
+  // Non-finite in the recording and, of the same class, in the replay's own kernel where fp64
+  // is finite: the recorded precision's overflow, reproduced; not a mismatch.
+  int64_t replay_nonfinite = 0;
   bool within_rule = true;
   std::vector<double> column_max_error;  // [cols]: this head's max error per column
   double same_precision_cosine = 1;      // recorded vs same_precision (when given)

@@ -166,6 +166,8 @@ void put_case(Writer& w, const CaseInfo& c) {
        {d.batch, d.heads, d.kv_heads, d.seqlen_q, d.seqlen_k, d.head_dim, d.head_dim_v}) {
     w.number(v);
   }
+  w.number(d.q_broadcast ? 1 : 0);
+  w.number(d.kv_broadcast ? 1 : 0);
   w.number(static_cast<int64_t>(c.tensors.size()));
   for (const TensorInfo& t : c.tensors) {
     w.text(t.name);
@@ -215,6 +217,8 @@ CaseInfo get_case(Reader& r) {
        {&d.batch, &d.heads, &d.kv_heads, &d.seqlen_q, &d.seqlen_k, &d.head_dim, &d.head_dim_v}) {
     *v = r.number();
   }
+  d.q_broadcast = r.choice(2) == 1;
+  d.kv_broadcast = r.choice(2) == 1;
   const size_t tensors = r.count(8);
   for (size_t i = 0; i < tensors && !r.failed(); ++i) {
     TensorInfo t;

@@ -46,7 +46,7 @@ struct DumpListing {
 std::string location_key(const std::string& case_path, const std::string& dataset);
 
 // Encoding version; a reply of another version is refused.
-inline constexpr int kListingVersion = 5;
+inline constexpr int kListingVersion = 6;
 
 // "listing VERSION BYTES CHECKSUM\n" followed by BYTES bytes of payload. The payload is a
 // sequence of tokens: integers as decimal digits and ' ', strings as "LENGTH:" and the bytes,

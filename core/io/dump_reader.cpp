@@ -26,13 +26,18 @@ const char* const kSchemaHint =
     "dq, dk, dv) with attributes scale, causal, layout, ...; see DESIGN §2 (a .pt / .npz / "
     ".safetensors file: a dict of tensors q, k, v, ... or of such dicts)";
 
-// Bytes load() holds at its peak: every tensor in canonical layout plus the largest one's raw
-// read buffer (saturating; shapes were bounded by discovery).
+// Bytes load() holds at its peak: every tensor in canonical layout (a broadcast q or k, v
+// repeated to the batch) plus the largest one's raw read buffer (saturating; shapes were
+// bounded by discovery).
 int64_t load_bytes(const CaseInfo& info) {
   int64_t total = 0, largest = 0;
   for (const TensorInfo& t : info.tensors) {
     int64_t bytes = static_cast<int64_t>(dtype_size(t.dtype));
     for (int64_t d : t.shape) bytes = saturating_product({bytes, d});
+    const bool repeated = t.name == "q"
+                              ? info.dims.q_broadcast
+                              : (t.name == "k" || t.name == "v") && info.dims.kv_broadcast;
+    if (repeated) bytes = saturating_product({bytes, info.dims.batch});
     largest = std::max(largest, bytes);
     if (__builtin_add_overflow(total, bytes, &total)) return INT64_MAX;
   }
@@ -200,6 +205,7 @@ Result<CaseData> DumpReader::load(const std::string& case_path) const {
     (*stored)[i] = HostTensor{};  // within load_bytes: the stored bytes plus the largest copy
   }
   if (info->packed) cut_packed_sequence(data);
+  expand_broadcast_batch(data);
   return data;
 }
 

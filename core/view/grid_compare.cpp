@@ -62,6 +62,13 @@ Result<MatrixGrid> recorded_grid(const CaseData& data, HeadView view, int64_t b,
                           " query heads share it); the view shows one query head's share",
                       "compare O or dQ with the recording");
   }
+  if (d.batch_summed(name)) {
+    return make_error(ErrorCode::unsupported,
+                      std::string("the recorded ") + name + " is the sum over the batch (" +
+                          (view == HeadView::dq ? "q" : "k and v") + " broadcast to B = " +
+                          std::to_string(d.batch) + "); the view shows one batch's",
+                      "compare O with the recording; scan compares the summed gradient");
+  }
   const auto [rows, cols] = head_view_shape(view, d);
   const int64_t heads = kv ? d.kv_heads : d.heads;
   const int64_t head = kv ? h / (d.heads / d.kv_heads) : h;

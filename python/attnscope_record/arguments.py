@@ -21,7 +21,7 @@ SDPA_SIGNATURE = inspect.Signature([
 ALIASES = {
     "q": ("query", "q"), "k": ("key", "k"), "v": ("value", "v"),
     "attn_mask": ("attn_mask", "mask", "attention_mask"), "dropout_p": ("dropout_p", "dropout"),
-    "is_causal": ("is_causal", "causal"), "scale": ("scale", "softmax_scale"),
+    "is_causal": ("is_causal", "causal"), "scale": ("scale", "softmax_scale", "scaling"),
     "enable_gqa": ("enable_gqa",),
 }
 

@@ -42,6 +42,7 @@ class PendingCall:
         self.backend = spec.attrs["backend"]
         self._outputs = spec.outputs
         self._squeeze_batch = spec.squeeze_batch
+        self._bshd_outputs = spec.bshd_outputs
         self.compiled = compiled
         self.rng_state = None
         self._on_gradient = on_gradient
@@ -70,8 +71,11 @@ class PendingCall:
         self._versions[name] = version_of(tensor)
 
     def stored(self, name):
-        """The tensor as written: packed calls passed as [1, T, ...] lose the batch dim."""
+        """The tensor as written: packed calls passed as [1, T, ...] lose the batch dim; o and
+        dO returned [B, Sq, H, D] beside BHSD inputs (eager attention) become [B, H, Sq, D]."""
         t = self.tensors[name]
+        if self._bshd_outputs and name in ("o", "do"):
+            t = t.transpose(1, 2)
         return t[0] if self._squeeze_batch and name in TOKEN_TENSORS else t
 
     def hooked_inputs(self, q, k, v):
@@ -88,13 +92,16 @@ class PendingCall:
 
     def watch_output(self, out):
         """Keeps the outputs of return value `out` and catches dO."""
-        for name, t in self._outputs(out).items():
+        outputs = self._outputs(out)
+        for name, t in outputs.items():
             self.keep(name, t)
-        self.watch_recomputed_output(out)
+        self._catch_do(outputs["o"])
 
     def watch_recomputed_output(self, out):
-        """Catch dO from `out`, the return value of this call or of its recomputation."""
-        o = self._outputs(out)["o"]
+        """Catch dO from `out`, the return value of a recomputation of this call."""
+        self._catch_do(self._outputs(out)["o"])
+
+    def _catch_do(self, o):
         if o.requires_grad:
             self.expects_backward = True
             o.register_hook(self._grad_hook("do"))

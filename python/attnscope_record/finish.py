@@ -1,6 +1,6 @@
 """A finished call as the datasets and attributes of its case: host copies of its tensors and,
-for a call with dropout, the regenerated keep-mask `dropout_mask` when it verifies (replay
-attributes dropout_replay, dropout_note). The mask counts against the writer's budget.
+for a call with dropout, the keep-mask `dropout_mask` its hook read, else the regenerated one
+when it verifies (replay attributes dropout_replay, dropout_note). The mask counts against the writer's budget.
 """
 import math
 
@@ -14,6 +14,9 @@ def case_contents(call, where, writer):
     arrays = {n: host_array(call.stored(n), n) for n in call.tensors}
     attrs = dict(call.attrs)
     if call.sdpa_args[0] <= 0:
+        return arrays, attrs
+    if "dropout_mask" in arrays:  # read off the call's own outputs (hooks_eager.py)
+        attrs["dropout_replay"] = "mask"
         return arrays, attrs
     reason = dropout.unavailable_reason(call.backend, call.rng_state, call.tensors, call.compiled)
     keep = None

@@ -2,7 +2,8 @@
 their wrappers, and the active Recorder the wrappers hand calls to.
 
 A hook's function is patched where its library exports it (`homes`, modules found in
-sys.modules: a library the user did not import is never imported) and wherever an already
+sys.modules, or a function listing them when the homes are many: a library the user did not
+import is never imported) and wherever an already
 loaded module bound it at import time (`from flash_attn import flash_attn_func` makes a global
 of the user's module); both are put back when the Recorder deactivates. Modules of torch, of the
 hooked libraries and of attnscope_record are left alone. A reference kept elsewhere (an object
@@ -17,7 +18,7 @@ import functools
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 
@@ -31,12 +32,13 @@ _UNTOUCHED_PACKAGES = {"torch", "xformers", "flash_attn", "attnscope_record"}
 
 @dataclass(frozen=True, eq=False)
 class Hook:
-    """name: recorded as `function`; homes: (module, attribute) pairs exporting the function;
+    """name: recorded as `function`; homes: (module, attribute) pairs exporting the function,
+    or a function returning them (asked at each install);
     read: (bind's value, bound arguments) -> spec.CallSpec; compiled: (Function, args, kwargs)
     -> return value, the route while Dynamo traces; signature: None for the function's own."""
 
     name: str
-    homes: tuple
+    homes: Union[tuple, Callable[[], tuple]]
     read: Callable
     compiled: Callable
     signature: Optional[inspect.Signature] = None
@@ -93,7 +95,7 @@ def install(recorder, hooks):
     active = recorder
     homes, targets = [], {}  # targets: id(function) -> (hook, function)
     for hook in hooks:
-        for module_name, attribute in hook.homes:
+        for module_name, attribute in (hook.homes() if callable(hook.homes) else hook.homes):
             module = sys.modules.get(module_name)
             function = vars(module).get(attribute) if module is not None else None
             if function is not None:

@@ -29,6 +29,7 @@ from . import compiled, distributed, dropout, hooks
 from .arguments import SDPA_SIGNATURE, bind_recorded
 from .capture import PendingCall, warn
 from .finish import case_contents
+from .hooks_eager import EAGER_HOOK
 from .hooks_flash_attn import FLASH_ATTN_HOOKS
 from .hooks_flex import FLEX_HOOK
 from .hooks_xformers import XFORMERS_HOOK
@@ -39,7 +40,7 @@ from .writer import DumpWriter, RecordingError, group_path
 SDPA_HOOK = hooks.Hook("scaled_dot_product_attention",
                        (("torch.nn.functional", "scaled_dot_product_attention"),), read_sdpa,
                        compiled.taps, SDPA_SIGNATURE)
-HOOKS = (SDPA_HOOK, FLEX_HOOK, XFORMERS_HOOK, *FLASH_ATTN_HOOKS)
+HOOKS = (SDPA_HOOK, FLEX_HOOK, XFORMERS_HOOK, *FLASH_ATTN_HOOKS, EAGER_HOOK)
 
 
 def _in_backward() -> bool:
@@ -383,9 +384,10 @@ class Recorder:
         uncaptured = any(kind == "uncaptured" for kind, *_ in self._warned)
         if self._begun and self._live and self._calls == 0 and not uncaptured:
             self._warn_once(("no_call",), f"step {self._step} made no attention call the "
-                            "recorder sees: the model probably uses eager attention (matmul + "
-                            "softmax); hint: load it with attn_implementation=\"sdpa\" or "
-                            "decorate its attention function with @attnscope_record.attention")
+                            "recorder sees: the model probably computes attention with its own "
+                            "matmul + softmax; hint: load it with attn_implementation=\"sdpa\" "
+                            "or decorate its attention function with "
+                            "@attnscope_record.attention")
         self._begun = False
         if any(call.missed_backward() for call in pending):
             self._warn_once(("backward",), f"step {pending[0].info.step} ended before backward "

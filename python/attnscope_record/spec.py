@@ -31,7 +31,8 @@ class CallSpec:
     then mask / bias / cu_seqlens_q, ...; attrs: group attributes; sdpa_args: (dropout_p,
     is_causal, scale as passed, enable_gqa) for dropout replay; attn_mask: SDPA's mask as
     passed (dropout replay); outputs: return value -> {"o": o, "lse": ...}; squeeze_batch: q, k,
-    v, o and their gradients are [1, T, H, D] stored as THD [T, H, D]; warning: (key, message)
+    v, o and their gradients are [1, T, H, D] stored as THD [T, H, D]; bshd_outputs: o and dO
+    are [B, Sq, H, D] (q, k, v BHSD) and stored transposed to [B, H, Sq, D]; warning: (key, message)
     the recorder gives once per key, a tuple (kind, ...)."""
 
     tensors: dict
@@ -40,6 +41,7 @@ class CallSpec:
     attn_mask: Optional[torch.Tensor] = None
     outputs: Callable = first_output
     squeeze_batch: bool = False
+    bshd_outputs: bool = False
     warning: Optional[tuple] = None
 
 

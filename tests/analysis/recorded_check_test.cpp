@@ -94,6 +94,34 @@ TEST(RecordedCheck, nan_where_recomputation_is_finite_counts_as_mismatch) {
 // A saturated fp16 head: the unfused fp16 replay is nearly exact, so the 3x rule (3 x 1e-7 +
 // the floor) falls below one fp16 ulp of the values (|x| ~ 2: ulp 2^-9). The recording rounded
 // to fp16 is as close as fp16 can be: within the rule. An element 4 ulps off is still found.
+TEST(RecordedCheck, nonfinite_the_replay_reproduces_is_no_mismatch) {
+  // An eager fp16 kernel's Q K^T overflows: the recording and the replay of that kernel are
+  // NaN / inf at the same elements where fp64 stays finite. A NaN the replay does not have,
+  // or an inf of the other sign, still breaks the rule.
+  const std::vector<double> ref = pattern();
+  std::vector<double> rec = ref, replay = ref;
+  rec[2] = replay[2] = NAN;
+  rec[14] = replay[14] = INFINITY;
+  RecordedComparisonInputs in = inputs(rec, ref, ref);
+  in.same_precision = values_of(replay);
+  RecordedComparison c = compare_recorded(in);
+  EXPECT_TRUE(c.within_rule);
+  EXPECT_EQ(c.heads[0].replay_nonfinite, 1);
+  EXPECT_EQ(c.heads[1].replay_nonfinite, 1);
+  EXPECT_EQ(c.heads[0].recorded_only, 0);
+
+  replay[14] = -INFINITY;
+  rec[20] = NAN;
+  c = compare_recorded(in);
+  EXPECT_TRUE(c.heads[0].within_rule);
+  EXPECT_FALSE(c.heads[1].within_rule);
+  EXPECT_EQ(c.heads[1].replay_nonfinite, 0);
+  EXPECT_EQ(c.heads[1].recorded_only, 2);
+  EXPECT_EQ(c.heads[1].nonfinite_mismatch, 2);
+  EXPECT_EQ(c.heads[1].bad_row_first, 0);  // element 14 of the head's 12: row 0 ... 20: row 2
+  EXPECT_EQ(c.heads[1].bad_row_last, 2);
+}
+
 TEST(RecordedCheck, allowance_is_never_below_one_stored_ulp) {
   std::vector<double> ref = pattern();
   for (double& x : ref) x = 1.5 + 0.4 * x;  // |x| in [1.1, 1.9]: fp16 ulp 2^-10

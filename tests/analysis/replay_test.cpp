@@ -54,6 +54,21 @@ TEST(Replay, sdpa_math_upcasts_low_precision_on_cpu_and_runs_eager_on_a_gpu) {
   EXPECT_FALSE(r.upcast);
 }
 
+TEST(Replay, transformers_eager_is_the_unfused_kernel_in_the_recorded_dtype_on_any_device) {
+  CaseConfig c;
+  c.dtype = "float16";
+  c.run = sdpa("eager");
+  for (const char* device : {"cpu", "cuda:0"}) {
+    c.run.device = device;
+    const Replay r = replay_of(c, false);
+    EXPECT_TRUE(r.backend_known);
+    EXPECT_EQ(r.modes, std::vector<Mode>{Mode::unfused}) << device;
+    EXPECT_FALSE(r.upcast);
+    EXPECT_EQ(r.precision, Precision::f16);
+    EXPECT_EQ(r.mask_fill, MaskFill::neg_inf);  // eager softmax of an all -inf row is NaN
+  }
+}
+
 TEST(Replay, unknown_backend_keeps_both_modes_neg_inf_rows_and_autocast_sets_precision) {
   CaseConfig c;
   c.dtype = "float32";
@@ -194,16 +209,29 @@ TEST(ReplayAnalysis, dropout_is_replayed_from_the_keep_mask) {
   EXPECT_EQ(compiled.find("with attnscope_record"), std::string::npos) << compiled;
 }
 
-// The missing 1/sqrt(d) bug: o and the gradients were computed at scale 1. As recorded they
-// mismatch; the what-if scale 1 reproduces them (a hypothesis test), scale 0.5 does not.
+// The missing 1/sqrt(d) bug: o and the gradients were computed at scale 1 while the dump says
+// 1/sqrt(8). As recorded they mismatch (a warning names scale 1); the what-if scale 1
+// reproduces them (a hypothesis test), scale 0.5 does not. Without a scale attribute, scale 1
+// is inferred and the case judged under it.
 TEST(ReplayAnalysis, what_if_says_which_recorded_outputs_it_reproduces) {
   CaseData c = make_case(spec(2, 1, "float32"));
   c.info.config.run = sdpa("sdpa_math");
   c.info.config.scale = 1.0;
   record_outputs(c);
-  c.info.config.scale.reset();  // the dump says nothing: the default 1/sqrt(8) is assumed
+  c.info.config.scale.reset();
+  const CaseAnalysis inferred = analyze(c);
+  EXPECT_FALSE(has_kind(inferred, FindingKind::recorded_mismatch)) << summary(inferred);
+  EXPECT_EQ(inferred.replay.inferred.scale, std::optional<double>(1.0));
+  EXPECT_EQ(inferred.params.scale, 1.0);
+  c.info.config.scale = 1 / std::sqrt(8.0);  // the dump says the default
   const CaseAnalysis recorded = analyze(c);
   EXPECT_TRUE(has_kind(recorded, FindingKind::recorded_mismatch)) << summary(recorded);
+  EXPECT_FALSE(recorded.replay.inferred.any());
+  ASSERT_EQ(of_kind(recorded, FindingKind::recorded_convention).size(), 1u) << summary(recorded);
+  EXPECT_NE(of_kind(recorded, FindingKind::recorded_convention)[0]->message.find(
+                "matches the fp64 replay at softmax scale 1, not at the recorded scale 0.354"),
+            std::string::npos)
+      << summary(recorded);
   EXPECT_FALSE(recorded.what_if_explains.has_value());
   EXPECT_EQ(what_if_explains_text(recorded), "");
   AnalysisSettings s;

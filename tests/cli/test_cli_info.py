@@ -24,7 +24,8 @@ class CliInfoTest(CliTestCase):
                           "/healthy_b2_h8_s1024", "/padding_mask_fp16", "/recorded_mismatch"])
         healthy = cases["/healthy_b2_h8_s1024"]
         self.assertEqual(healthy["shape"], {"batch": 2, "heads": 8, "kv_heads": 8, "seqlen_q": 1024,
-                                            "seqlen_k": 1024, "head_dim": 64, "head_dim_v": 64})
+                                            "seqlen_k": 1024, "head_dim": 64, "head_dim_v": 64,
+                                            "q_broadcast": False, "kv_broadcast": False})
         self.assertEqual(healthy["recorded"], ["o", "lse"])
         self.assertEqual(cases["/recorded_mismatch"]["recorded"], ["o", "lse", "dq", "dk", "dv"])
         self.assertIs(healthy["config"]["causal"], True)

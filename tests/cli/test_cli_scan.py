@@ -8,6 +8,8 @@ import sys
 import tempfile
 import unittest
 
+import h5py
+
 from cli_support import BAD_DATA, REFUSING_PROBE, SAMPLE, CliTestCase, by_path, kinds_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -122,18 +124,82 @@ class CliScanTest(CliTestCase):
                             "error  score_overflow  S  batch 0, head 3, rows 12-40  [unfused fp16]",
                             "remedy: lower the scale or normalise q and k")
 
-    def test_cli_scan_lists_a_call_it_cannot_read_and_exits_2(self):
+    def test_cli_scan_reads_a_batch_broadcast_call(self):
         """A learned-query pooling call (q batch 1 against k / v batch 4), as attnscope_record
-        writes it, is not a case attnscope reads; scan names it in the table's stderr and in
-        JSON broken and exits 2 instead of scanning the other layer alone with exit 0; a first
-        bad case notes that the unread call may have gone wrong before it."""
+        writes it, is read with q repeated over the batch and its recorded dq (the sum over the
+        batch) compared with the replay's summed dq; a NaN in layer 0 reaches it forward."""
         with tempfile.TemporaryDirectory() as tmp:
             dump = os.path.join(tmp, "pooling.h5")
             subprocess.run([sys.executable, RECORD_POOLING, dump], check=True, timeout=300,
                            env=dict(os.environ, PYTHONPATH=PYTHON_PACKAGE))
+            run = self.cli("scan", dump, exit=0)
+            self.assertNotIn("skipped", run.stderr)
+            self.assertInStdout(run, "2 cases scanned", "/step_000000/layer_01  B=4 H=2 Sq=4")
+            doc = self.cli_json("scan", "--json", dump, exit=0)
+            pooling = by_path(doc)["/step_000000/layer_01"]
+            compared = {r["tensor"]: r["within_rule"] for r in pooling["stats"]["recorded"]}
+            self.assertEqual(compared, {"o": True, "dq": True, "dk": True, "dv": True})
+            bad = os.path.join(tmp, "pooling_nan.h5")
+            subprocess.run([sys.executable, RECORD_POOLING, bad, "--nan"], check=True,
+                           timeout=300, env=dict(os.environ, PYTHONPATH=PYTHON_PACKAGE))
+            first = self.cli_json("scan", "--json", bad, exit=1)["first_bad"]
+            self.assertEqual((first["path"], first["forward_into"], first["unread"]),
+                             ("/step_000000/layer_00", ["/step_000000/layer_01"], 0))
+
+    def test_cli_scan_reads_shared_keys_broadcast_over_the_batch(self):
+        """k / v with batch 1 against q of batch 3 (one memory shared by every row): the
+        recorded dk / dv, summed over the batch, match the replay's sum; 10x on one kv head of
+        the recorded dk is found there."""
+        import torch  # the real SDPA writes the recording
+
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(3, 2, 5, 8, generator=g, requires_grad=True)
+        k, v = (torch.randn(1, 2, 7, 8, generator=g, requires_grad=True) for _ in range(2))
+        do = torch.randn(3, 2, 5, 8, generator=g)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        o.backward(do)
+        with tempfile.TemporaryDirectory() as tmp:
+            dump = os.path.join(tmp, "shared_kv.h5")
+            for name, factor in (("clean", 1.0), ("bad", 10.0)):
+                dk = k.grad.clone()
+                dk[0, 1] *= factor
+                with h5py.File(dump, "w") as f:
+                    case = f.create_group(name)
+                    for n, t in dict(q=q, k=k, v=v, do=do, o=o, dq=q.grad, dk=dk,
+                                     dv=v.grad).items():
+                        case.create_dataset(n, data=t.detach().numpy())
+                doc = self.cli_json("scan", "--json", dump, exit=0 if factor == 1 else 1)
+                case = doc["cases"][0]
+                self.assertEqual((case["shape"]["batch"], case["shape"]["kv_broadcast"]),
+                                 (3, True))
+                compared = {r["tensor"]: r["within_rule"] for r in case["stats"]["recorded"]}
+                self.assertEqual(compared, {"o": True, "dq": True, "dk": factor == 1,
+                                            "dv": True}, name)
+                if factor != 1:
+                    bad = [f for f in case["findings"] if f["kind"] == "recorded_mismatch"]
+                    self.assertEqual([(f["tensor"], f["batch"], f["head"]) for f in bad],
+                                     [("dk", 0, 1)])
+
+    def test_cli_scan_lists_a_call_it_cannot_read_and_exits_2(self):
+        """A recorded call whose k does not fit its q (head_dim 8 against 16) is not a case
+        attnscope reads; scan names it in the table's stderr and in JSON broken and exits 2
+        instead of scanning the other layer alone with exit 0; a first bad case notes that the
+        unread call may have gone wrong before it."""
+        with tempfile.TemporaryDirectory() as tmp:
+            def record(path, *args):
+                subprocess.run([sys.executable, RECORD_POOLING, path, *args], check=True,
+                               timeout=300, env=dict(os.environ, PYTHONPATH=PYTHON_PACKAGE))
+                with h5py.File(path, "r+") as f:
+                    k = f["/step_000000/layer_01/k"]
+                    cut = k[..., :8]
+                    del f["/step_000000/layer_01/k"]
+                    f["/step_000000/layer_01"].create_dataset("k", data=cut)
+
+            dump = os.path.join(tmp, "pooling.h5")
+            record(dump)
             run = self.cli("scan", dump, exit=2)
             self.assertIn("skipped /step_000000/layer_01/k, it cannot be read as a case", run.stderr)
-            self.assertIn("batch B 4 in [4, 2, 32, 16] does not match 1 in q [1, 2, 4, 16]",
+            self.assertIn("head_dim D 8 in [4, 2, 32, 8] does not match 16 in q [1, 2, 4, 16]",
                           run.stderr)
             self.assertIn("1 case scanned", run.stdout)
             doc = self.cli_json("scan", "--json", dump, exit=2)
@@ -147,8 +213,7 @@ class CliScanTest(CliTestCase):
             self.assertEqual(doc["first_bad"], None)
             # With an error in layer 0 the first bad case says the unread call may come first.
             bad = os.path.join(tmp, "pooling_nan.h5")
-            subprocess.run([sys.executable, RECORD_POOLING, bad, "--nan"], check=True,
-                           timeout=300, env=dict(os.environ, PYTHONPATH=PYTHON_PACKAGE))
+            record(bad, "--nan")
             run = self.cli("scan", bad, exit=2)
             self.assertInStdout(run, "first bad case: step 0, layer 0")
             self.assertInStdout(run, "note: 1 case could not be read (see the skipped messages); "

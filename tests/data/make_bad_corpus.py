@@ -97,7 +97,7 @@ def ranks_and_shapes(out):
     expect("q_zero_seqlen.h5", "/case/q", "empty dimension")
     case(out, "k_zero_head_dim.h5", k=(1, 2, 4, 0))
     expect("k_zero_head_dim.h5", "/case/k", "empty dimension")
-    case(out, "qkv_batch_mismatch.h5", k=(2, 2, 4, 8), v=(2, 2, 4, 8))
+    case(out, "qkv_batch_mismatch.h5", q=(3, 2, 4, 8), k=(2, 2, 4, 8), v=(2, 2, 4, 8))
     expect("qkv_batch_mismatch.h5", "/case/k", "batch B 2")
     case(out, "qk_head_dim_mismatch.h5", k=(1, 2, 4, 16))
     expect("qk_head_dim_mismatch.h5", "/case/k", "head_dim D 16")

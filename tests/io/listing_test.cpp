@@ -26,7 +26,7 @@ CaseInfo sample_case(const std::string& path) {
   c.config.step = -7;
   c.config.name = std::string("a\nb c:12 \0x", 11);
   c.config.description = "";
-  c.dims = {2, 8, 2, 97, 1025, 59, 111};
+  c.dims = {2, 8, 2, 97, 1025, 59, 111, true, false};
   c.tensors.push_back({"q", "q", DType::bf16, {2, 97, 8, 59}});
   c.tensors.push_back({"do", "grad_out", DType::f16, {2, 97, 8, 111}});
   c.tensors.push_back({"mask", "mask", DType::boolean, {}});
@@ -101,6 +101,8 @@ TEST(Listing, round_trip_keeps_every_field) {
   EXPECT_EQ(c.config.name, std::string("a\nb c:12 \0x", 11));
   EXPECT_EQ(c.dims.seqlen_k, 1025);
   EXPECT_EQ(c.dims.head_dim_v, 111);
+  EXPECT_TRUE(c.dims.q_broadcast);
+  EXPECT_FALSE(c.dims.kv_broadcast);
   ASSERT_EQ(c.tensors.size(), 3u);
   EXPECT_EQ(c.tensors[1].dataset, "grad_out");
   EXPECT_EQ(c.tensors[1].dtype, DType::f16);

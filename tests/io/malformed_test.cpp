@@ -62,10 +62,10 @@ TEST(Malformed, batch_mismatch) {
   {
     Craft f(path);
     f.f32("/case/q", {2, 2, 3, 4});
-    f.f32("/case/k", {1, 2, 3, 4});
-    f.f32("/case/v", {1, 2, 3, 4});
+    f.f32("/case/k", {3, 2, 3, 4});  // batch 1 would be broadcast; 3 against 2 is no batch
+    f.f32("/case/v", {3, 2, 3, 4});
   }
-  expect_open_error(path, ErrorCode::format, {"/case/k", "batch", "[1, 2, 3, 4]", "[2, 2, 3, 4]"});
+  expect_open_error(path, ErrorCode::format, {"/case/k", "batch", "[3, 2, 3, 4]", "[2, 2, 3, 4]"});
 }
 
 TEST(Malformed, head_dim_mismatch) {

@@ -72,7 +72,8 @@ class MiniLMEndToEndTest(unittest.TestCase):
             for i, case in enumerate(doc["cases"]):
                 self.assertEqual(case["shape"], {"batch": 8, "heads": 12, "kv_heads": 12,
                                                  "seqlen_q": 14, "seqlen_k": 14,
-                                                 "head_dim": 32, "head_dim_v": 32})
+                                                 "head_dim": 32, "head_dim_v": 32,
+                                                 "q_broadcast": False, "kv_broadcast": False})
                 self.assertEqual(sorted(case["recorded"]), ["dk", "dq", "dv", "o"])
                 self.assertEqual(case["tensors"]["q"]["dtype"], dtype)
                 self.assertEqual((case["config"]["step"], case["config"]["layer"]), (0, i))

@@ -147,7 +147,7 @@ class SemanticsTest(unittest.TestCase):
         self.assertEqual(len(messages), 1, messages)
         self.assertEqual(caught[0].category, RuntimeWarning)
         self.assertRegex(messages[0], r"^attnscope_record: step 0 made no attention call .*"
-                         r"eager attention.*attn_implementation=\"sdpa\".*"
+                         r"its own matmul \+ softmax.*attn_implementation=\"sdpa\".*"
                          r"@attnscope_record\.attention")
         self.assertEqual(rec.written, ["/step_000003/layer_00"])
 

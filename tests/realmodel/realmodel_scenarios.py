@@ -144,9 +144,10 @@ def llama_batch(pad_left=True, batch=4, length=24, seed=1, pads=True):
 
 def llama(path, dtype="fp32", pad_left=True, checkpointing=None, custom_mask=None,
           close_row=False, scale_head=None, head_factor=300.0, q_inf=False, attention_dropout=0.0,
-          train=True, padding=True, force_gqa=False):
+          train=True, padding=True, force_gqa=False, attn="sdpa"):
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(llama_config(attention_dropout=attention_dropout))
+    model = transformers.LlamaForCausalLM(llama_config(attention_dropout=attention_dropout,
+                                                       attn_implementation=attn))
     model = model.to(DTYPES[dtype])
     model.train(train)
     if checkpointing is not None:
@@ -237,11 +238,11 @@ def llama_accumulate(path):
 
 # --- GPT-2 in train mode (attention dropout) --------------------------------------------------
 
-def gpt2(path, dtype="fp32"):
+def gpt2(path, dtype="fp32", attn="sdpa"):
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=128, n_layer=3,
                                      n_head=4, attn_pdrop=0.1, resid_pdrop=0.1, embd_pdrop=0.1,
-                                     attn_implementation="sdpa")
+                                     attn_implementation=attn)
     model = transformers.GPT2LMHeadModel(config).to(DTYPES[dtype])
     model.train()
     ids, mask = llama_batch(pad_left=False, length=32)
@@ -249,6 +250,26 @@ def gpt2(path, dtype="fp32"):
     def step():
         model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)
               ).loss.backward()
+
+    return timed_step(path, model, step)
+
+
+# --- Gemma-2: eager attention with logit soft-capping -----------------------------------------
+
+def gemma2(path, dtype="bf16"):
+    torch.manual_seed(0)
+    config = transformers.Gemma2Config(
+        vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=64,
+        attn_logit_softcapping=50.0, query_pre_attn_scalar=32, sliding_window=16, pad_token_id=0,
+        attn_implementation="eager")
+    model = transformers.Gemma2ForCausalLM(config).to(DTYPES[dtype])
+    model.train()
+    ids, mask = llama_batch(pad_left=False)
+    labels = ids.masked_fill(mask == 0, -100)
+
+    def step():
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
 
     return timed_step(path, model, step)
 
@@ -306,7 +327,18 @@ SCENARIOS = [
              "Llama fp16, layer 1 head 3's q/k projections x20: max |S| ~68, its softmax rows "
              "saturate (one key takes the row) without overflowing",
              lambda p: llama(p, "fp16", scale_head=3, head_factor=20.0)),
+    Scenario("llama_eager_fp16", "Llama fp16 with attn_implementation=\"eager\", left padding",
+             lambda p: llama(p, "fp16", attn="eager")),
+    Scenario("llama_eager_bf16_dropout", "Llama bf16 eager, attention_dropout 0.1, train mode",
+             lambda p: llama(p, "bf16", attention_dropout=0.1, attn="eager")),
+    Scenario("gpt2_eager_train", "GPT-2 eager (softmax in the input dtype), dropout 0.1",
+             lambda p: gpt2(p, attn="eager")),
+    Scenario("gemma2_eager_softcap", "Gemma-2 bf16 eager: logit softcap 50, sliding window 16",
+             lambda p: gemma2(p)),
     # Induced failures.
+    Scenario("llama_eager_fp16_head_overflow", "Llama fp16 eager, layer 1 head 3's q/k x300",
+             lambda p: llama(p, "fp16", scale_head=3, attn="eager"),
+             Expected("/step_000000/layer_01", "score_overflow", "S", 3, remedy="scale")),
     Scenario("llama_fp16_head_overflow", "Llama fp16, layer 1 head 3's q/k projections x300",
              lambda p: llama(p, "fp16", scale_head=3),
              Expected("/step_000000/layer_01", "score_overflow", "S", 3, remedy="scale",
