@@ -380,6 +380,14 @@ HostTensor from_canonical(const std::string& name, const HostTensor& canonical, 
   return drop_leading(canonical, rank);
 }
 
+void apply_inferred_run(CaseConfig& config, const InferredRun& inferred) {
+  if (inferred.mask_fill) config.run.inferred.mask_fill = inferred.mask_fill;
+  if (inferred.scale) {
+    config.scale = inferred.scale;
+    config.run.inferred.scale = inferred.scale;
+  }
+}
+
 void expand_broadcast_batch(CaseData& data) {
   const CaseDims& d = data.info.dims;
   std::vector<const char*> names;

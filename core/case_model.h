@@ -197,6 +197,10 @@ HostTensor to_canonical(const std::string& name, const HostTensor& stored, Layou
 // from_canonical to hsd / sd needs the dropped leading dims to be 1; mask / bias stay rank 4.
 HostTensor from_canonical(const std::string& name, const HostTensor& canonical, Layout layout);
 
+// `config` judged under `inferred` (RunRecord::inferred set, CaseConfig::scale to an inferred
+// scale).
+void apply_inferred_run(CaseConfig& config, const InferredRun& inferred);
+
 // Repeats the canonical q (CaseDims::q_broadcast) or k and v (kv_broadcast) of `data`, stored
 // with batch 1, to the case's batch, as torch broadcasts them.
 void expand_broadcast_batch(CaseData& data);

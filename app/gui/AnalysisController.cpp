@@ -231,6 +231,10 @@ void AnalysisController::startSummary(const std::string& key) {
         summary_ = std::move(r);
         summaryAppliedKey_ = key;
         emit summaryChanged();
+        const std::shared_ptr<CaseCache> cases = context_->cases();
+        if (summary_ && cases && cases->learn(summary_->case_path, summary_->inferred)) {
+          context_->runInferred();
+        }
       });
 }
 

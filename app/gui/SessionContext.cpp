@@ -235,9 +235,22 @@ void SessionContext::setScoresWanted(const ScoreSet& wanted) {
   }
 }
 
+CaseConfig SessionContext::judgedConfig(const CaseInfo& c) const {
+  CaseConfig config = c.config;
+  if (const std::shared_ptr<CaseCache> cache = cases()) {
+    apply_inferred_run(config, cache->inferred(c.path));
+  }
+  return config;
+}
+
+void SessionContext::runInferred() {
+  emit settingsChanged();
+  emit inputsChanged();
+}
+
 double SessionContext::defaultScale() const {
   const CaseInfo* c = caseInfo();
-  return c ? c->config.effective_scale(c->dims.head_dim) : 1.0;
+  return c ? judgedConfig(*c).effective_scale(c->dims.head_dim) : 1.0;
 }
 
 double SessionContext::effectiveScale() const {
@@ -247,7 +260,7 @@ double SessionContext::effectiveScale() const {
 std::optional<Replay> SessionContext::replay() const {
   const CaseInfo* c = caseInfo();
   if (c == nullptr) return std::nullopt;
-  return replay_of(c->config, c->has("dropout_mask"));
+  return replay_of(judgedConfig(*c), c->has("dropout_mask"));
 }
 
 std::optional<ResolvedRun> SessionContext::resolved() const {

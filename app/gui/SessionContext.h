@@ -149,14 +149,21 @@ class SessionContext : public QObject {
   // A newly wanted one that the result lacks is computed.
   void setScoresWanted(const ScoreSet& wanted);
   const ScoreSet& scoresWanted() const { return scoresWanted_; }
-  // The case's own scale (attribute, else 1/sqrt(D)) and the values a compute will use.
+  // The case's own scale (attribute, else the one inferred from its recording, else
+  // 1/sqrt(D)) and the values a compute will use.
   double defaultScale() const;
   double effectiveScale() const;
   Precision effectivePrecision() const;
   Mode effectiveMode() const;
   MaskFill effectiveMaskFill() const;
-  // What the selected case's recorded run did (the defaults above); none without a case.
+  // What the selected case's recorded run did (the defaults above), with what its analysis
+  // inferred where the dump is silent (CaseCache::learn); none without a case.
   std::optional<Replay> replay() const;
+  // The case's config judged under the run its analysis inferred (CaseCache::inferred).
+  CaseConfig judgedConfig(const CaseInfo& c) const;
+  // The shown case's analysis inferred its run (CaseCache::learn returned true): the controls
+  // and the views follow it.
+  void runInferred();
   // The choice resolved against the selected case's recorded run (resolve(): the what-ifs and
   // judged_under that `attnscope-cli scan` prints for the same choice); nullopt without a case.
   std::optional<ResolvedRun> resolved() const;

@@ -304,7 +304,7 @@ void ControlsPanel::onCaseChanged() {
   setEnabled(c != nullptr);
   if (c != nullptr) {
     const CaseDims& d = c->dims;
-    const Replay replay = replay_of(c->config, c->has("dropout_mask"));
+    const Replay replay = *context_->replay();
     caseLabel_->setText(QStringLiteral("B=%1 H=%2 Hk=%3 D=%4\nSq=%5 Sk=%6 · %7")
                             .arg(d.batch)
                             .arg(d.heads)

@@ -339,6 +339,9 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
       rr.reference = &*replay_reference;
     }
     a.recorded = compare_recordings(data, rr, replay, conventions);
+    if (data.info.config.run.inferred.any()) {  // judged under what the recording showed
+      conventions.push_back(inferred_run_finding(data, data.info.config.run.inferred));
+    }
     if (run.runs_differ()) {
       wr.reference = &*a.reference;
       std::vector<Finding> unused;
@@ -365,13 +368,14 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     if (o != nullptr && !data.info.config.run.inferred.any()) {
       const RunInference inferred =
           infer_run(data, *o, masks.fully_masked_rows > 0, settings.threads);
-      if (inferred.judged_differently()) {
-        Result<CaseAnalysis> again = analyze_case(with_inference(data, inferred), settings);
+      if (inferred.run.any()) {
+        CaseData judged_as = data;
+        apply_inferred_run(judged_as.info.config, inferred.run);
+        Result<CaseAnalysis> again = analyze_case(judged_as, settings);
         if (!again) return again;
         // With a scale hint the recorded scale stays and o still breaks the rule under it.
         const RecordedComparison* judged = comparison_of(again->recorded, "o");
         if (judged != nullptr && (judged->within_rule || inferred.scale_hint)) {
-          again->findings.push_back(inferred_run_finding(data, inferred));
           if (inferred.scale_hint) {
             again->findings.push_back(scale_hint_finding(data, *inferred.scale_hint));
           }

@@ -75,11 +75,11 @@ RunInference infer_run(const CaseData& data, const RecordedComparison& o, bool f
         choice.mask_fill = fill;
         choice.scale = scale;
         if (!reproduces(data, choice, rec, o.threshold, stored, threads)) continue;
-        out.mask_fill = fill;
+        out.run.mask_fill = fill;
         if (scale && cfg.scale) {
           out.scale_hint = scale;
         } else {
-          out.scale = scale;
+          out.run.scale = scale;
         }
         return out;
       }
@@ -88,18 +88,7 @@ RunInference infer_run(const CaseData& data, const RecordedComparison& o, bool f
   return out;
 }
 
-CaseData with_inference(const CaseData& data, const RunInference& inferred) {
-  CaseData out = data;
-  RunRecord& run = out.info.config.run;
-  if (inferred.mask_fill) run.inferred.mask_fill = inferred.mask_fill;
-  if (inferred.scale) {
-    out.info.config.scale = inferred.scale;
-    run.inferred.scale = inferred.scale;
-  }
-  return out;
-}
-
-Finding inferred_run_finding(const CaseData& data, const RunInference& inferred) {
+Finding inferred_run_finding(const CaseData& data, const InferredRun& inferred) {
   std::string what;
   if (inferred.mask_fill) what = fill_words(*inferred.mask_fill);
   if (inferred.scale) {

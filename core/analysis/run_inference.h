@@ -16,11 +16,10 @@
 namespace attnscope {
 
 struct RunInference {
-  std::optional<MaskFill> mask_fill;  // the dump names no backend: rows' convention inferred
-  std::optional<double> scale;        // the dump has no scale attribute: scale inferred
+  // The fill when the dump names no backend, the scale when it has no scale attribute.
+  InferredRun run;
   // The dump records a scale, but the recorded o matches this one (the missing 1/sqrt(D) bug).
   std::optional<double> scale_hint;
-  bool judged_differently() const { return mask_fill.has_value() || scale.has_value(); }
 };
 
 // The simplest candidate (the fill alone, then the scale alone, then both) whose fp64 forward
@@ -31,12 +30,9 @@ struct RunInference {
 RunInference infer_run(const CaseData& data, const RecordedComparison& o, bool fully_masked_rows,
                        int threads);
 
-// `data` with the inferred semantics applied (CaseConfig::scale, RunRecord::inferred).
-CaseData with_inference(const CaseData& data, const RunInference& inferred);
-
 // The info finding naming what was inferred and judged under; the warning naming a recorded
 // scale the recording contradicts.
-Finding inferred_run_finding(const CaseData& data, const RunInference& inferred);
+Finding inferred_run_finding(const CaseData& data, const InferredRun& inferred);
 Finding scale_hint_finding(const CaseData& data, double hint);
 
 }  // namespace attnscope

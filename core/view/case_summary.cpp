@@ -168,6 +168,7 @@ Result<CaseSummary> summarize_case(const CaseData& data, const SummarySettings& 
   s.mode = mode;
   s.upcast = upcast;
   s.judged_under = analysis->judged_under;
+  s.inferred = analysis->replay.inferred;
   s.what_if_explains = what_if_explains_text(*analysis);
   s.findings = std::move(analysis->findings);
   if (run != nullptr) {

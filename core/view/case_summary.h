@@ -67,6 +67,7 @@ struct CaseSummary {
   Mode mode = Mode::fused;        // the run the metrics are of: the one shown (summary_mode)
   bool upcast = false;            // the run was SDPA MATH's upcast
   std::string judged_under;       // CaseAnalysis::judged_under: as recorded or what-if
+  InferredRun inferred;           // what the analysis inferred where the dump is silent
   std::string what_if_explains;   // what_if_explains_text: what the what-if reproduces
   std::vector<Finding> findings;  // errors first
   HeadMetrics metrics;

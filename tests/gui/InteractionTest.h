@@ -39,6 +39,7 @@ class InteractionTest : public QObject {
   void banner_says_which_recorded_outputs_a_what_if_reproduces();
   void what_ifs_do_not_carry_over_to_another_dump();
   void inspector_and_colour_range_belong_to_the_case_shown();
+  void window_judges_a_case_as_its_analysis_inferred();
 
  private:
   QTemporaryDir settingsDir_;

@@ -21,6 +21,9 @@
 #include "app/panels/InspectorPanel.h"
 #include "app/panels/WhatIfBanner.h"
 #include "app/plot/HeatmapView.h"
+#include "core/analysis/reference64.h"
+#include "core/case_inputs.h"
+#include "core/io/hdf5_dump.h"
 #include "tests/gui/InteractionTest.h"
 
 namespace attnscope::test {
@@ -257,6 +260,61 @@ void InteractionTest::inspector_and_colour_range_belong_to_the_case_shown() {
   QVERIFY(w.waitForHead(kPadding, 0));
   QVERIFY(s->automaticRange());
   QVERIFY(!w.context()->colours(HeadView::s).range.has_value());
+}
+
+// A dump without a run record (another writer's) whose recorded o is 0 on the rows that see no
+// key: the findings infer safe softmax, and the window judges the case the same way once they
+// are in: the replay it shows says "(inferred)" and O is 0 on those rows, not NaN.
+void InteractionTest::window_judges_a_case_as_its_analysis_inferred() {
+  constexpr int64_t kS = 8, kD = 4, kOpen = 6;  // rows and keys from kOpen on are padding
+  CaseData c;
+  c.info.path = "/padded";
+  c.info.config.dtype = "float32";
+  c.info.dims = {1, 2, 2, kS, kS, kD, kD};
+  const auto values = [](int64_t n, int seed) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i) + seed);
+    return x;
+  };
+  for (const auto& [name, seed] : {std::pair<const char*, int>{"q", 0}, {"k", 1}, {"v", 2}}) {
+    c.tensors[name] =
+        HostTensor::from_double(DType::f32, {1, 2, kS, kD}, values(2 * kS * kD, seed));
+  }
+  std::vector<double> mask(static_cast<size_t>(kS * kS));
+  for (int64_t i = 0; i < kS; ++i) {
+    for (int64_t j = 0; j < kS; ++j) mask[static_cast<size_t>(i * kS + j)] = i < kOpen && j < kOpen;
+  }
+  c.tensors["mask"] = HostTensor::from_double(DType::boolean, {1, 1, kS, kS}, mask);
+  RunChoice safe;
+  safe.mask_fill = MaskFill::safe;
+  Result<CaseInputs> in = make_case_inputs(c, safe);
+  QVERIFY(static_cast<bool>(in));
+  c.tensors["o"] =
+      HostTensor::from_double(DType::f32, {1, 2, kS, kD}, compute_reference64(*in, false, 1).o);
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("padded.h5"));
+  {
+    Result<DumpWriter> w = DumpWriter::create(path.toStdString());
+    QVERIFY(static_cast<bool>(w));
+    QVERIFY(static_cast<bool>(w->write_case("/padded", c)));
+    QVERIFY(static_cast<bool>(w->close()));
+  }
+  ShownWindow w;
+  QVERIFY2(w.window->openTarget({path, QStringLiteral("/padded")}),
+           qPrintable(w.errors.join(QLatin1Char('\n'))));
+  QVERIFY(waitShown([&] { return w.window->analysis()->summaryCurrent(); }, 120000));
+  const std::optional<Replay> replay = w.context()->replay();
+  QVERIFY(replay && replay->mask_fill == MaskFill::safe);
+  QVERIFY2(replay->text.find("(inferred)") != std::string::npos, replay->text.c_str());
+  QVERIFY(w.waitForHead(QStringLiteral("/padded"), 0, [](const HeadResult& r) {
+    return r.mask_fill == MaskFill::safe && r.outputs && !r.o.empty();
+  }));
+  const MatrixGrid& o = w.window->context()->result()->o;
+  for (int64_t i = kOpen; i < kS; ++i) {
+    QCOMPARE(o.readout(i, 0).cls, CellClass::finite);
+    QCOMPARE(o.readout(i, 0).value, 0.0f);
+  }
+  QVERIFY(!w.window->whatIfBanner()->isVisible());  // judged as recorded, not a what-if
 }
 
 }  // namespace attnscope::test

@@ -46,6 +46,31 @@ TEST(CaseCache, every_get_of_a_case_shares_one_read) {
   expect_same_tensor(direct->q(), (*first)->q(), "cached q");
 }
 
+TEST(CaseCache, a_learned_run_is_applied_to_every_case_it_returns_after) {
+  const auto reader = three_cases("case_cache_learned.h5");
+  ASSERT_TRUE(reader);
+  CaseCache cache(reader);
+  auto before = cache.get("/c1");
+  ASSERT_TRUE(before.ok());
+  EXPECT_FALSE((*before)->info.config.run.inferred.any());
+  EXPECT_FALSE(cache.learn("/c1", InferredRun{}));  // nothing inferred: nothing learned
+  InferredRun run;
+  run.mask_fill = MaskFill::safe;
+  run.scale = 1.0;
+  EXPECT_TRUE(cache.learn("c1", run));
+  EXPECT_FALSE(cache.learn("/c1", run));  // known already
+  EXPECT_EQ(cache.inferred("/c1").mask_fill, MaskFill::safe);
+  for (CaseCache::Keep keep : {CaseCache::Keep::yes, CaseCache::Keep::no}) {
+    auto after = cache.get("/c1", keep);
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ((*after)->info.config.run.inferred.mask_fill, MaskFill::safe);
+    EXPECT_EQ((*after)->info.config.scale, std::optional<double>(1.0));
+    EXPECT_EQ((*after)->tensors.at("q").bytes, (*before)->tensors.at("q").bytes);
+  }
+  EXPECT_EQ(*cache.get("/c1"), *cache.get("/c1"));  // the judged copy is made once
+  EXPECT_FALSE((*cache.get("/c0"))->info.config.run.inferred.any());
+}
+
 TEST(CaseCache, keeps_the_most_recently_used_cases) {
   const auto reader = three_cases("case_cache_lru.h5");
   ASSERT_TRUE(reader);
