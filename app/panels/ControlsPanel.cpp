@@ -139,6 +139,7 @@ ControlsPanel::ControlsPanel(SessionContext* context, AnalysisController* analys
   connect(head_, qOverload<int>(&QSpinBox::valueChanged), context_, &SessionContext::setHead);
   connect(context_, &SessionContext::caseChanged, this, &ControlsPanel::onCaseChanged);
   connect(context_, &SessionContext::headChanged, this, &ControlsPanel::showSettings);
+  connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showReplay);
   connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::showSettings);
   connect(context_, &SessionContext::settingsChanged, this, &ControlsPanel::updateBackends);
   connect(context_, &SessionContext::resultChanged, this, &ControlsPanel::showClipReport);
@@ -304,7 +305,6 @@ void ControlsPanel::onCaseChanged() {
   setEnabled(c != nullptr);
   if (c != nullptr) {
     const CaseDims& d = c->dims;
-    const Replay replay = *context_->replay();
     caseLabel_->setText(QStringLiteral("B=%1 H=%2 Hk=%3 D=%4\nSq=%5 Sk=%6 · %7")
                             .arg(d.batch)
                             .arg(d.heads)
@@ -313,11 +313,20 @@ void ControlsPanel::onCaseChanged() {
                             .arg(d.seqlen_q)
                             .arg(d.seqlen_k)
                             .arg(QString::fromStdString(c->config.dtype)));
-    caseLabel_->setToolTip(
-        tr("recorded run, replayed by default: %1").arg(QString::fromStdString(replay.text)));
     const QSignalBlocker b1(batch_), b2(head_);
     batch_->setRange(0, static_cast<int>(d.batch - 1));
     head_->setRange(0, static_cast<int>(d.heads - 1));
+  }
+  showReplay();
+  updateBackends();
+  showSettings();
+}
+
+void ControlsPanel::showReplay() {
+  if (const std::optional<Replay> r = context_->replay()) {
+    const Replay& replay = *r;
+    caseLabel_->setToolTip(
+        tr("recorded run, replayed by default: %1").arg(QString::fromStdString(replay.text)));
     precision_->setItemText(
         0, tr("as recorded (%1)").arg(QString::fromLatin1(precision_name(replay.precision))));
     // A dump that does not name its backend may have run either kernel: the findings judge
@@ -330,8 +339,6 @@ void ControlsPanel::onCaseChanged() {
             : tr("as recorded (%1)").arg(replay.upcast ? tr("upcast") : modeName(replay.modes[0])));
     maskFill_->setItemText(0, tr("as recorded (%1)").arg(maskFillName(replay.mask_fill)));
   }
-  updateBackends();
-  showSettings();
 }
 
 AttnParams ControlsPanel::caseParams() const {

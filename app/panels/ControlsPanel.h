@@ -59,6 +59,9 @@ class ControlsPanel : public QWidget {
   void commitClip();
   void showClipReport();
   void onCaseChanged();
+  // The recorded run's texts ("as recorded (fp16)", the tooltip), with what the case's analysis
+  // inferred once it is in.
+  void showReplay();
   void showSettings();
   // Greys out (with the reason as tooltip) the registry backends that cannot run the case at
   // the current precision (kernel_registry's support check).

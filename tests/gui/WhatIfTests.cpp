@@ -5,6 +5,7 @@
 // `attnscope-cli scan --json` with the same options say the same and find the same; what-ifs
 // never carry over to another dump.
 #include <QCheckBox>
+#include <QComboBox>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -315,6 +316,10 @@ void InteractionTest::window_judges_a_case_as_its_analysis_inferred() {
     QCOMPARE(o.readout(i, 0).value, 0.0f);
   }
   QVERIFY(!w.window->whatIfBanner()->isVisible());  // judged as recorded, not a what-if
+  // The controls say what "as recorded" now means.
+  auto* fill = w.window->findChild<QComboBox*>(QStringLiteral("maskFillBox"));
+  QVERIFY(fill != nullptr);
+  QCOMPARE(fill->itemText(0), QStringLiteral("as recorded (safe)"));
 }
 
 }  // namespace attnscope::test

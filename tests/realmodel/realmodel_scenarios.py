@@ -202,6 +202,22 @@ def gqa_forced(force):
             os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = old
 
 
+def llama_generate(path, dtype="fp16", attn="eager"):
+    """Greedy generation of 3 tokens under torch.inference_mode(), left-padded batch, KV cache:
+    forward-only calls (one query row against the cached keys after the prompt)."""
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(llama_config(attn_implementation=attn))
+    model = model.to(DTYPES[dtype]).eval()
+    ids, mask = llama_batch(pad_left=True, length=12)
+
+    def step():
+        with torch.inference_mode():
+            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=3, do_sample=False,
+                           pad_token_id=0)
+
+    return timed_step(path, model, step)
+
+
 # --- Llama, gradient accumulation with tied embeddings ----------------------------------------
 
 def llama_accumulate(path):
@@ -333,6 +349,9 @@ SCENARIOS = [
              lambda p: llama(p, "bf16", attention_dropout=0.1, attn="eager")),
     Scenario("gpt2_eager_train", "GPT-2 eager (softmax in the input dtype), dropout 0.1",
              lambda p: gpt2(p, attn="eager")),
+    Scenario("llama_generate_inference_mode",
+             "Llama fp16 eager, greedy generation of 3 tokens under torch.inference_mode()",
+             lambda p: llama_generate(p)),
     Scenario("gemma2_eager_softcap", "Gemma-2 bf16 eager: logit softcap 50, sliding window 16",
              lambda p: gemma2(p)),
     # Induced failures.
