@@ -101,9 +101,9 @@ Finding inferred_run_finding(const CaseData& data, const InferredRun& inferred) 
   f.kind = FindingKind::recorded_convention;
   f.severity = Severity::info;
   f.tensor = "o";
-  f.message =
-      "inferred from the recorded o: " + what + ". " + data.info.path + " records " + missing +
-      "; the recording matches the fp64 replay only so, and the case was judged " + "under it";
+  f.message = "inferred from the recorded o: " + what + ". " + data.info.path + " records " +
+              missing +
+              "; the recording matches the fp64 replay only so, and the case was judged under it";
   f.remedy =
       "record the run with attnscope_record (it writes backend, torch_version and scale), or "
       "set the case attributes (backend, torch_version, scale) so that nothing is inferred";

@@ -1,6 +1,7 @@
 """A finished call as the datasets and attributes of its case: host copies of its tensors and,
 for a call with dropout, the keep-mask `dropout_mask` its hook read, else the regenerated one
-when it verifies (replay attributes dropout_replay, dropout_note). The mask counts against the writer's budget.
+when it verifies (replay attributes dropout_replay, dropout_note). The mask counts against the
+writer's budget.
 """
 import math
 

@@ -3,10 +3,10 @@ their wrappers, and the active Recorder the wrappers hand calls to.
 
 A hook's function is patched where its library exports it (`homes`, modules found in
 sys.modules, or a function listing them when the homes are many: a library the user did not
-import is never imported) and wherever an already
-loaded module bound it at import time (`from flash_attn import flash_attn_func` makes a global
-of the user's module); both are put back when the Recorder deactivates. Modules of torch, of the
-hooked libraries and of attnscope_record are left alone. A reference kept elsewhere (an object
+import is never imported) and wherever an already loaded module bound it at import time
+(`from flash_attn import flash_attn_func` makes a global of the user's module); both are put
+back when the Recorder deactivates. Modules of torch, of the hooked libraries and of
+attnscope_record are left alone. A reference kept elsewhere (an object
 attribute, a closure) is not reached: such code calls the wrapper itself (hooks_flex's
 `flex_attention`, @attention).
 
@@ -33,9 +33,9 @@ _UNTOUCHED_PACKAGES = {"torch", "xformers", "flash_attn", "attnscope_record"}
 @dataclass(frozen=True, eq=False)
 class Hook:
     """name: recorded as `function`; homes: (module, attribute) pairs exporting the function,
-    or a function returning them (asked at each install);
-    read: (bind's value, bound arguments) -> spec.CallSpec; compiled: (Function, args, kwargs)
-    -> return value, the route while Dynamo traces; signature: None for the function's own."""
+    or a function returning them (asked at each install); read: (bind's value, bound
+    arguments) -> spec.CallSpec; compiled: (Function, args, kwargs) -> return value, the route
+    while Dynamo traces; signature: None for the function's own."""
 
     name: str
     homes: Union[tuple, Callable[[], tuple]]
