@@ -104,7 +104,8 @@ std::vector<const BrokenCase*> report_broken(const std::string& command, const D
 }
 
 std::vector<RejectedGroup> report_rejected(const std::string& command, const DumpReader& dump,
-                                           const std::string& pattern) {
+                                           const std::string& pattern,
+                                           std::set<std::string>* seen) {
   std::vector<RejectedGroup> reported;
   const std::string prefix = dump.path() + ": ";
   for (const Error& e : dump.rejected()) {
@@ -121,7 +122,7 @@ std::vector<RejectedGroup> report_rejected(const std::string& command, const Dum
          end = path.rfind('/', end - 1)) {
       named = pattern_names(pattern, path.substr(0, end));
     }
-    if (!named) continue;
+    if (!named || (seen != nullptr && !seen->insert(path).second)) continue;
     fail(command, "skipped " + path + ", it cannot be read as a case: " + e.message, e.hint);
     reported.push_back({path, &e});
   }

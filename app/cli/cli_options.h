@@ -66,9 +66,11 @@ struct RejectedGroup {
   const Error* error = nullptr;
 };
 // Prints each rejected group whose path `pattern` names (every one when empty) as "skipped
-// PATH, it cannot be read as a case: ERROR" with its hint; returns them.
+// PATH, it cannot be read as a case: ERROR" with its hint; returns them. With `seen`, only
+// paths not in it, which are added to it.
 std::vector<RejectedGroup> report_rejected(const std::string& command, const DumpReader& dump,
-                                           const std::string& pattern);
+                                           const std::string& pattern,
+                                           std::set<std::string>* seen = nullptr);
 
 // The canonical path of a case of the dump ("x" -> "/x"); on failure prints the file, the case
 // and the available cases.

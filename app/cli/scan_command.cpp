@@ -198,6 +198,9 @@ int follow(const std::string& file, const std::string& pattern, bool allow_exter
     for (const BrokenCase* b : report_broken(kCommand, d.reader, pattern, &seen)) {
       plan.skipped.push_back({b->info.path, b->error.message, b->error.hint});
     }
+    for (const RejectedGroup& r : report_rejected(kCommand, d.reader, pattern, &seen)) {
+      plan.skipped.push_back({r.path, r.error->message, r.error->hint});
+    }
     for (const CaseInfo& c : d.reader.cases()) {
       if (pattern_names(pattern, c.path) && seen.insert(c.path).second) {
         plan.items.push_back({&d, &c});
@@ -262,6 +265,7 @@ int run_scan(const CommandArgs& args) {
     std::set<std::string> seen;
     for (const CaseInfo& c : dump.cases()) seen.insert(c.path);
     for (const BrokenCase& b : dump.broken()) seen.insert(b.info.path);
+    for (const SkippedCase& s : plan->skipped) seen.insert(s.path);  // rejected groups too
     inputs.reset();  // HDF5 shares an open file's cached metadata with a reopening: close it first
     return follow(file, case_path, args.allow_external, settings, args.json, std::move(seen),
                   first);

@@ -1,13 +1,17 @@
 """`attnscope-cli scan --follow` on a dump a training run keeps recording into: attnscope_record
 writes step 0, then steps 1-3 (one with a NaN in q) while scan follows; the steps land in later JSON
 documents, in order, after the first scan's document of step 0 alone (steps written close together
-may share a document: how many depends on the machine's speed), the NaN step with its findings; Ctrl-C ends it with the status of every batch."""
+may share a document: how many depends on the machine's speed), the NaN step with its findings; Ctrl-C ends it with the status of every batch. A group that lands but cannot be read as a case
+is listed once, and makes the status 2."""
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+
+import h5py
+import numpy as np
 
 from cli_support import CLI, DATA, CliTestCase
 
@@ -85,3 +89,43 @@ class Follow(CliTestCase):
             kinds = {f["kind"] for f in case["findings"]}
             self.assertEqual("nonfinite_input" in kinds, n == 2, (n, kinds))
         self.assertEqual(len(self.cli_json("info", path, "--json", exit=0)["cases"]), 4)
+
+    def test_cli_scan_follow_lists_a_group_it_cannot_read_once(self):
+        path = os.path.join(DATA, "follow_rejected", "run.h5")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(path):
+            os.remove(path)
+        rng = np.random.default_rng(0)
+
+        def add(step, k_dim):
+            with h5py.File(path, "a") as f:
+                g = f.create_group("/step_%06d/layer_00" % step)
+                g["q"] = rng.standard_normal((1, 2, 4, 8), dtype=np.float32)
+                g["k"] = rng.standard_normal((1, 2, 4, k_dim), dtype=np.float32)
+                g["v"] = rng.standard_normal((1, 2, 4, 8), dtype=np.float32)
+
+        def wait_for(file, text):
+            deadline = time.time() + 120
+            while time.time() < deadline and text not in read(file):
+                self.assertIsNone(follower.poll(), "still following")
+                time.sleep(0.2)
+            self.assertIn(text, read(file))
+
+        add(0, 8)
+        out_path, err_path = path + ".out", path + ".err"
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            follower = subprocess.Popen([CLI, "scan", path, "--follow"], stdout=out, stderr=err)
+        try:
+            wait_for(out_path, "1 case scanned")
+            add(1, 4)  # k's head_dim 4 against q's 8: not a case
+            wait_for(err_path, "skipped /step_000001/layer_00/k, it cannot be read as a case")
+            add(2, 8)
+            wait_for(out_path, "/step_000002/layer_00")
+            follower.send_signal(signal.SIGINT)
+            code = follower.wait(timeout=30)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+        err = read(err_path)
+        self.assertEqual(err.count("skipped /step_000001/layer_00/k"), 1, err)
+        self.assertEqual(code, 2, err)
