@@ -1,9 +1,9 @@
-"""Dumps written by hand, the way bug reports attach them (h5py, no run attributes): the scan
-infers the fully-masked-row convention and the softmax scale from the recorded o where the dump
-is silent, judges the case under them and says so (`replay.inferred`, a recorded_convention
-finding); a real fault behind the convention (dk 2000x too large on the real keys) is still the
-finding; a stored scale the recording contradicts is named, never replaced; a recording no
-convention explains keeps its recorded_mismatch."""
+"""Dumps written by hand, the way bug reports attach them (h5py or torch.save, no run
+attributes): the scan infers the fully-masked-row convention and the softmax scale from the
+recorded o where the dump is silent, judges the case under them and says so (`replay.inferred`,
+a recorded_convention finding); a real fault behind the convention (dk 2000x too large on the
+real keys) is still the finding; a stored scale the recording contradicts is named, never
+replaced; a recording no convention explains keeps its recorded_mismatch."""
 import os
 import tempfile
 import unittest
@@ -22,10 +22,12 @@ def bf16_bits(t):
     return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
 
 
-def write_case(path, o_scale=None, scale_attr=None, dk_factor=1.0, fill=None, random_o=False):
+def write_case(path, o_scale=None, scale_attr=None, dk_factor=1.0, fill=None, random_o=False,
+               pt=False):
     """Batch 1 pads its last S - VALID tokens: their query rows see no key. The recorded o /
     gradients come from torch's SDPA (O = 0 on those rows) at softmax scale `o_scale`, or, with
-    `fill`, from softmax(s.masked_fill(~mask, fill)) (rows uniform over the masked keys)."""
+    `fill`, from softmax(s.masked_fill(~mask, fill)) (rows uniform over the masked keys).
+    pt: a torch.save dict of the tensors instead of HDF5, as bug reports attach them."""
     g = torch.Generator().manual_seed(0)
     q, k, v, do = (torch.randn(B, H, S, D, generator=g).bfloat16() for _ in range(4))
     valid = torch.ones(B, S, dtype=torch.bool)
@@ -43,6 +45,9 @@ def write_case(path, o_scale=None, scale_attr=None, dk_factor=1.0, fill=None, ra
     recorded = dict(q=q, k=k, v=v, do=do, o=o.detach(), dq=qq.grad, dk=dk, dv=vv.grad)
     if random_o:
         recorded["o"] = torch.randn(B, H, S, D, generator=g).bfloat16()
+    if pt:
+        torch.save({**{n: t.detach() for n, t in recorded.items()}, "mask": mask}, path)
+        return
     with h5py.File(path, "w") as f:
         case = f.create_group("case")
         for name, t in recorded.items():
@@ -83,6 +88,14 @@ class InferredRunTest(unittest.TestCase):
         self.assertEqual([(f["kind"], f["tensor"]) for f in errors], [("recorded_mismatch", "dk")])
         self.assertEqual(errors[0]["rows"], [0, VALID - 1])  # the real keys only
         self.assertRegex(errors[0]["message"], r"norm ratio (1[5-9]|2[0-4])\d\d\b")
+
+    def test_a_torch_save_report_is_inferred_alike(self):
+        self.path = os.path.join(self.dir.name, "report.pt")
+        write_case(self.path, dk_factor=2000.0, pt=True)
+        case, findings = self.scan()
+        self.assertEqual(case["replay"]["inferred"]["mask_fill"], "safe")
+        self.assertEqual([f for f in findings if f[0] == "error"],
+                         [("error", "recorded_mismatch", "dk")])
 
     def test_uniform_rows_are_inferred_as_a_finite_fill(self):
         write_case(self.path, fill=torch.finfo(torch.float32).min)
