@@ -365,10 +365,17 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
       return again;
     }
     // Semantics the dump does not record, shown by the recorded o: judged again under them.
-    if (o != nullptr && !data.info.config.run.inferred.any()) {
+    if (o != nullptr && settings.infer_run && !data.info.config.run.inferred.any()) {
       const RunInference inferred =
           infer_run(data, *o, masks.fully_masked_rows > 0, settings.threads);
       if (inferred.run.any()) {
+        // Judged again under it, this analysis' runs and references freed first; should the
+        // recording still break the rule there, the case is judged as it was, without inferring.
+        a = CaseAnalysis{};
+        replay_reference.reset();
+        rr = wr = RecordedReplay{};
+        replay_in.reset();
+        in = CaseInputs{};
         CaseData judged_as = data;
         apply_inferred_run(judged_as.info.config, inferred.run);
         Result<CaseAnalysis> again = analyze_case(judged_as, settings);
@@ -382,6 +389,9 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
           group_findings(again->findings);
           return again;
         }
+        AnalysisSettings as_it_was = settings;
+        as_it_was.infer_run = false;
+        return analyze_case(data, as_it_was);
       }
       if (inferred.scale_hint) {
         conventions.push_back(scale_hint_finding(data, *inferred.scale_hint));

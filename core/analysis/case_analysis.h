@@ -32,6 +32,8 @@ struct AnalysisSettings {
   RunChoice run;
   bool recorded_check = true;   // compare recorded o / lse / dq / dk / dv when the case has them
   bool precision_check = true;  // fp64 recomputation for precision_loss
+  // Infer what the dump does not record from the recorded o (core/analysis/run_inference.h).
+  bool infer_run = true;
   // fp64 gradients (naive reference per head) only when B * H * Sq * Sk is at most this; the
   // fp64 forward streams rows and has no limit.
   int64_t reference_gradient_budget = int64_t{1} << 22;
