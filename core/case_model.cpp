@@ -390,10 +390,8 @@ void apply_inferred_run(CaseConfig& config, const InferredRun& inferred) {
 
 void expand_broadcast_batch(CaseData& data) {
   const CaseDims& d = data.info.dims;
-  std::vector<const char*> names;
-  if (d.q_broadcast) names = {"q"};
-  if (d.kv_broadcast) names = {"k", "v"};
-  for (const char* name : names) {
+  for (const char* name : {"q", "k", "v"}) {
+    if (!d.batch_repeated(name)) continue;
     HostTensor& t = data.tensors.at(name);
     if (t.shape.size() != 4 || t.shape.front() != 1) continue;
     const size_t one = t.bytes.size();

@@ -55,6 +55,9 @@ struct InferredRun {
   std::optional<MaskFill> mask_fill;  // the fully-masked-row convention
   std::optional<double> scale;        // the softmax scale (CaseConfig::scale is set to it)
   bool any() const { return mask_fill.has_value() || scale.has_value(); }
+  bool operator==(const InferredRun& o) const {
+    return mask_fill == o.mask_fill && scale == o.scale;
+  }
 };
 
 // What the recorder knew about the run that produced a case (schema 1.1 run semantics, DESIGN
@@ -107,6 +110,10 @@ struct CaseDims {
   // v, stored with batch 1 against the other's B. The loaded case repeats them to B; their
   // recorded gradients stay [1, ...], the sum over the batch.
   bool q_broadcast = false, kv_broadcast = false;
+  // Whether input `name` (q, k, v) is stored with batch 1 and repeated to the batch on loading.
+  bool batch_repeated(const std::string& name) const {
+    return name == "q" ? q_broadcast : (name == "k" || name == "v") && kv_broadcast;
+  }
   // Whether the recorded gradient `name` (dq, dk, dv) is the sum over a broadcast batch.
   bool batch_summed(const std::string& name) const {
     return name == "dq" ? q_broadcast : (name == "dk" || name == "dv") && kv_broadcast;

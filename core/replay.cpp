@@ -21,7 +21,9 @@ bool on_cpu(const RunRecord& run) {
   return run.device.empty() || run.device.rfind("cpu", 0) == 0;
 }
 
-std::string fill_text(MaskFill fill) {
+}  // namespace
+
+std::string fully_masked_rows_text(MaskFill fill) {
   switch (fill) {
     case MaskFill::safe:
       return "fully masked rows give O = 0";
@@ -31,8 +33,6 @@ std::string fill_text(MaskFill fill) {
       return "fully masked rows attend uniformly";
   }
 }
-
-}  // namespace
 
 std::pair<int, int> framework_version(const std::string& text) {
   int major = 0, minor = 0;
@@ -86,7 +86,7 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
   const std::string framework =
       run.torch_version.empty() ? "framework not recorded" : "torch " + run.torch_version;
   r.text = backend + ", " + framework + ", " + precision_name(r.precision) +
-           (r.upcast ? " computed in fp32" : "") + ": " + fill_text(r.mask_fill) +
+           (r.upcast ? " computed in fp32" : "") + ": " + fully_masked_rows_text(r.mask_fill) +
            (run.inferred.mask_fill ? " (inferred)" : "");
   if (run.inferred.scale) {
     char scale[32];

@@ -52,6 +52,10 @@ struct Replay {
 // dropout_mask (CaseData::find / CaseInfo::has).
 Replay replay_of(const CaseConfig& config, bool keep_mask);
 
+// What rows that attend to no key give under `fill`: "fully masked rows give O = 0" (safe),
+// "... give NaN" (-inf), "... attend uniformly" (a finite fill).
+std::string fully_masked_rows_text(MaskFill fill);
+
 // Major and minor version of a "2.11.0+cu130"-style version string; {0, 0} when unparsable.
 std::pair<int, int> framework_version(const std::string& text);
 

@@ -178,9 +178,7 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
       c.geometry.outer /= batch;
     }
     c.gradient = name[0] == 'd';
-    if (t->dtype == DType::f16) c.stored = Precision::f16;
-    if (t->dtype == DType::bf16) c.stored = Precision::bf16;
-    if (t->dtype == DType::f32) c.stored = Precision::f32;
+    c.stored = stored_precision(t->dtype);
     out.push_back(compare_recorded(c));
     if (auto base = lse_base_convention(out.back(), c)) conventions.push_back(*base);
   }

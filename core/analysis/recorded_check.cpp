@@ -26,6 +26,13 @@ double accuracy_floor(double max_abs_reference) {
   return 1e-6 * std::fmax(1.0, max_abs_reference);
 }
 
+std::optional<Precision> stored_precision(DType t) {
+  if (t == DType::f16) return Precision::f16;
+  if (t == DType::bf16) return Precision::bf16;
+  if (t == DType::f32) return Precision::f32;
+  return std::nullopt;
+}
+
 double storage_ulp(Precision p, double x) {
   // Mantissa bits and the smallest normal exponent of each format.
   const int mantissa = p == Precision::f16 ? 10 : p == Precision::bf16 ? 7 : 23;

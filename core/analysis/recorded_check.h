@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_tensor.h"     // DType
 #include "kernels/attn_params.h"  // Precision
 
 namespace attnscope {
@@ -144,6 +145,10 @@ struct RecordedComparison {
 
 // Floor added to the accuracy-rule threshold: fp32 rounding of the largest reference value.
 double accuracy_floor(double max_abs_reference);
+
+// The precision a recording of element type `t` is stored in: f16, bf16, f32; nullopt for fp64
+// (or wider), where no ulp floor applies.
+std::optional<Precision> stored_precision(DType t);
 
 // One ulp of precision `p` at magnitude |x| (the spacing of its representable values there;
 // the smallest subnormal's at and below the normal range).

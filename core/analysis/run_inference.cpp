@@ -7,17 +7,10 @@
 #include "core/analysis/finding_text.h"
 #include "core/analysis/reference64.h"
 #include "core/case_inputs.h"
-#include "kernels/attn_names.h"
+#include "core/replay.h"
 
 namespace attnscope {
 namespace {
-
-std::optional<Precision> stored_precision(DType t) {
-  if (t == DType::f16) return Precision::f16;
-  if (t == DType::bf16) return Precision::bf16;
-  if (t == DType::f32) return Precision::f32;
-  return std::nullopt;
-}
 
 // Whether the fp64 forward under `choice` reproduces `recorded` (the case's o as fp64).
 bool reproduces(const CaseData& data, const RunChoice& choice, const std::vector<double>& recorded,
@@ -33,17 +26,6 @@ bool reproduces(const CaseData& data, const RunChoice& choice, const std::vector
     if (std::fabs(x - r) > allowed) return false;
   }
   return true;
-}
-
-std::string fill_words(MaskFill fill) {
-  switch (fill) {
-    case MaskFill::safe:
-      return "fully masked rows give O = 0 (safe softmax, PyTorch >= 2.5 SDPA)";
-    case MaskFill::neg_inf:
-      return "fully masked rows give NaN (-inf fill)";
-    default:
-      return "fully masked rows attend uniformly to their masked keys (a finite fill)";
-  }
 }
 
 }  // namespace
@@ -90,7 +72,7 @@ RunInference infer_run(const CaseData& data, const RecordedComparison& o, bool f
 
 Finding inferred_run_finding(const CaseData& data, const InferredRun& inferred) {
   std::string what;
-  if (inferred.mask_fill) what = fill_words(*inferred.mask_fill);
+  if (inferred.mask_fill) what = fully_masked_rows_text(*inferred.mask_fill);
   if (inferred.scale) {
     what += std::string(what.empty() ? "" : "; ") + "softmax scale " + num(*inferred.scale);
   }

@@ -23,7 +23,7 @@ bool CaseCache::learn(const std::string& case_path, const InferredRun& inferred)
   const std::string key = key_of(case_path);
   const std::lock_guard<std::mutex> lock(mutex_);
   InferredRun& known = inferred_[key];
-  if (known.mask_fill == inferred.mask_fill && known.scale == inferred.scale) return false;
+  if (known == inferred) return false;
   known = inferred;
   return true;
 }

@@ -34,10 +34,7 @@ int64_t load_bytes(const CaseInfo& info) {
   for (const TensorInfo& t : info.tensors) {
     int64_t bytes = static_cast<int64_t>(dtype_size(t.dtype));
     for (int64_t d : t.shape) bytes = saturating_product({bytes, d});
-    const bool repeated = t.name == "q"
-                              ? info.dims.q_broadcast
-                              : (t.name == "k" || t.name == "v") && info.dims.kv_broadcast;
-    if (repeated) bytes = saturating_product({bytes, info.dims.batch});
+    if (info.dims.batch_repeated(t.name)) bytes = saturating_product({bytes, info.dims.batch});
     largest = std::max(largest, bytes);
     if (__builtin_add_overflow(total, bytes, &total)) return INT64_MAX;
   }
