@@ -45,5 +45,6 @@ int run_results(const CommandArgs& args);  // `run`
 int run_step(const CommandArgs& args);
 int run_convert(const CommandArgs& args);
 int run_merge(const CommandArgs& args);
+int run_health(const CommandArgs& args);
 
 }  // namespace attnscope

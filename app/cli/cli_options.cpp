@@ -187,6 +187,15 @@ std::optional<std::vector<const CaseInfo*>> select_cases(const std::string& comm
   for (const CaseInfo& c : dump.cases()) {
     if (glob.empty() || fnmatch(glob.c_str(), c.path.c_str(), 0) == 0) paths.push_back(&c);
   }
+  if (dump.cases().empty()) {  // a recording whose steps all stayed finite
+    fail(command,
+         dump.path() + ": no case, only attention health statistics (" +
+             std::to_string(dump.health_blocks()) + " blocks)",
+         "attnscope-cli health " + dump.path() +
+             " shows them; under when=\"nonfinite\" the "
+             "recorder writes a step's tensors once one of its calls goes non-finite");
+    return std::nullopt;
+  }
   if (paths.empty()) {
     fail(command, dump.path() + ": no case matches '" + pattern + "'",
          "attnscope-cli info " + dump.path() + " lists the cases");

@@ -31,6 +31,16 @@ constexpr const char* kScan =
     "  ranks have errors in that step too. --shard I/N scans part I (0..N-1) of N\n"
     "  contiguous parts of the cases; `merge` joins the --json reports of every part\n";
 
+constexpr const char* kHealth =
+    "usage: attnscope-cli health DUMP|RUN_FOLDER [--json] [--horizon STEPS]\n"
+    "  attention health over the recorded steps (attnscope_record's statistics, /health):\n"
+    "  per layer and head the max logit against the limit of the kernel's score precision,\n"
+    "  entropy, LSE and gradient norms; warnings logit_growth (fitted trend and the predicted\n"
+    "  step of crossing the limit), entropy_collapse, gradient_spike, lse_cliff, each with\n"
+    "  remedies and the first step it was possible; the first non-finite step\n"
+    "  exit 1 when a warning predicts a failure within --horizon STEPS (default 1000) of the\n"
+    "  last step, or the limit was already passed; 2 when the dump holds no statistics\n";
+
 constexpr const char* kMerge =
     "usage: attnscope-cli merge SHARD.json ...\n"
     "  join the reports of `scan --json --shard I/N` (every I of one N, in any order) into\n"
@@ -95,6 +105,7 @@ constexpr const char* kTop =
     "  info FILE|FOLDER       list the cases of a dump, or the ranks and steps of a run\n"
     "  scan FILE[::CASE]      recompute cases and report findings (also a run FOLDER)\n"
     "  merge SHARD.json ...   join the reports of scan --shard I/N\n"
+    "  health DUMP|FOLDER     attention health over a run's steps: warn before the NaN\n"
     "  compare FILE::CASE     backend matrix vs fp64 (alias: matrix)\n"
     "  sweep FILE::CASE       softmax-scale sweep\n"
     "  run FILE[::CASE]       recompute and write the results to --out RESULTS.h5\n"
@@ -106,7 +117,8 @@ constexpr const char* kTop =
     "dict of tensors q, k, v, ... (or such dicts per layer). A case is named FILE::/group/path.\n"
     "Exit codes: 0 ok; 1 error-severity findings (scan, run), rejected cases (info), a\n"
     "non-finite or failed supported run (compare), the case's scale non-finite (sweep), a\n"
-    "non-finite step (step); 2 unreadable input or bad usage; 130 interrupted (Ctrl-C)\n"
+    "non-finite step (step), a predicted failure (health); 2 unreadable input or bad usage;\n"
+    "130 interrupted (Ctrl-C)\n"
     "\n"
     "Every command takes --probe-timeout SECONDS: a dump is first read by a child process\n"
     "(attnscope-probe) so that a crash or hang of a reader on a hostile file cannot take\n"
@@ -123,6 +135,7 @@ const char* command_usage(const std::string& command) {
   if (command == "info") return kInfo;
   if (command == "scan") return kScan;
   if (command == "merge") return kMerge;
+  if (command == "health") return kHealth;
   if (command == "compare" || command == "matrix") return kCompare;
   if (command == "sweep") return kSweep;
   if (command == "run") return kRun;

@@ -77,7 +77,12 @@ void print_descriptions(const std::vector<CaseInfo>& cases) {
 
 void print_table(const DumpReader& dump, const std::vector<CaseInfo>& cases) {
   std::cout << dump.path() << " (" << dump.format() << "): " << cases.size() << " case"
-            << (cases.size() == 1 ? "" : "s") << "\n\n";
+            << (cases.size() == 1 ? "" : "s");
+  if (dump.health_blocks() > 0) {
+    std::cout << ", attention health statistics in " << dump.health_blocks()
+              << " blocks (attnscope-cli health " << dump.path() << ")";
+  }
+  std::cout << "\n\n";
   TextTable table(
       {"path", "name", "shape", "stored", "run dtype", "layout", "scale", "inputs", "recorded"});
   for (const CaseInfo& c : cases) {

@@ -272,6 +272,7 @@ std::string encode_listing(const DumpListing& listing) {
   w.number(listing.rank.world_size);
   w.number(listing.rank.local_rank);
   w.text(listing.rank.host);
+  w.number(listing.health_blocks);
   w.number(static_cast<int64_t>(listing.cases.size()));
   for (const CaseInfo& c : listing.cases) put_case(w, c);
   w.number(static_cast<int64_t>(listing.rejected.size()));
@@ -326,6 +327,7 @@ Result<DumpListing> decode_listing(const ListingHeader& header, std::string_view
   listing.rank.world_size = r.number();
   listing.rank.local_rank = r.number();
   listing.rank.host = r.text();
+  listing.health_blocks = r.choice(int64_t{1} << 40);
   const size_t cases = r.count(32);
   for (size_t i = 0; i < cases && !r.failed(); ++i) listing.cases.push_back(get_case(r));
   const size_t rejected = r.count(6);

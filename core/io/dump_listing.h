@@ -34,6 +34,7 @@ struct DumpListing {
   std::string format;              // dump_format_name(): "hdf5", "pt", "npz", "safetensors"
   int schema_version = 0;          // the file's kSchemaVersionAttribute, 0 when absent
   RankIdentity rank;               // HDF5 root attributes; absent in other formats
+  int64_t health_blocks = 0;       // HDF5: datasets in /health (the recorder's statistics)
   std::vector<CaseInfo> cases;     // case order (sort_cases)
   std::vector<Error> rejected;     // groups that looked like cases but are invalid
   std::vector<BrokenCase> broken;  // case order
@@ -46,7 +47,7 @@ struct DumpListing {
 std::string location_key(const std::string& case_path, const std::string& dataset);
 
 // Encoding version; a reply of another version is refused.
-inline constexpr int kListingVersion = 6;
+inline constexpr int kListingVersion = 7;
 
 // "listing VERSION BYTES CHECKSUM\n" followed by BYTES bytes of payload. The payload is a
 // sequence of tokens: integers as decimal digits and ' ', strings as "LENGTH:" and the bytes,

@@ -41,6 +41,13 @@ int64_t load_bytes(const CaseInfo& info) {
   return __builtin_add_overflow(total, largest, &total) ? INT64_MAX : total;
 }
 
+// A dump that holds the recorder's health statistics and nothing else (no case went
+// non-finite under when="nonfinite"): opened with no case.
+bool statistics_only(const DumpListing& listing) {
+  return listing.cases.empty() && listing.health_blocks > 0 && listing.rejected.empty() &&
+         listing.broken.empty();
+}
+
 Error no_case_error(const std::string& path, const DumpListing& listing) {
   if (!listing.broken.empty()) {
     Error first = listing.broken.front().error;
@@ -74,9 +81,10 @@ DumpReader::~DumpReader() = default;
 
 Result<DumpReader> DumpReader::adopt(Result<OpenedSource> opened, const std::string& path) {
   if (!opened) return opened.error();
-  if (opened->listing.cases.empty()) return no_case_error(path, opened->listing);
+  const bool statistics = statistics_only(opened->listing);
+  if (opened->listing.cases.empty() && !statistics) return no_case_error(path, opened->listing);
   expand_packed_cases(*opened->source, path, opened->listing);
-  if (opened->listing.cases.empty()) return no_case_error(path, opened->listing);
+  if (opened->listing.cases.empty() && !statistics) return no_case_error(path, opened->listing);
   auto state = std::make_unique<State>();
   state->path = path;
   state->source = std::move(opened->source);
@@ -115,7 +123,7 @@ Result<DumpReader> DumpReader::open_listed(const std::string& path, DumpListing 
                           (listing.format.empty() ? "?" : listing.format) + ")",
                       "reopen the file once it is no longer being written");
   }
-  if (listing.cases.empty()) return no_case_error(path, listing);
+  if (listing.cases.empty() && !statistics_only(listing)) return no_case_error(path, listing);
   if (hdf5) return adopt(listed_hdf5_source(path, std::move(listing), options), path);
   return adopt(listed_located_source(path, zip, std::move(listing), options), path);
 }
@@ -125,6 +133,9 @@ const std::string& DumpReader::path() const {
 }
 const std::string& DumpReader::format() const {
   return state_->listing.format;
+}
+int64_t DumpReader::health_blocks() const {
+  return state_->listing.health_blocks;
 }
 int DumpReader::schema_version() const {
   return state_->listing.schema_version;

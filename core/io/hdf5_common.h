@@ -82,6 +82,10 @@ std::string error_detail();
 // "/a/b" + "q" -> "/a/b/q"; "/" + "q" -> "/q".
 std::string join_path(const std::string& group, const std::string& name);
 
+// Runs read(file) on `path` opened read-only (or held open: DumpReader::keep_open), the library
+// lock held; the open's error when it cannot be opened.
+Status with_file(const std::string& path, const std::function<Status(hid_t)>& read);
+
 // "FILE: /case/q: problem" plus the hint; the detail of the HDF5 error stack is appended when
 // `with_detail` is set.
 Error dataset_error(ErrorCode code, const std::string& file, const std::string& object,

@@ -1,4 +1,4 @@
-"""attnscope_record: record PyTorch attention calls into attnscope dumps (HDF5, schema 1.1).
+"""attnscope_record: record PyTorch attention calls into attnscope dumps (HDF5, schema 1.2).
 
     rec = attnscope_record.Recorder("attn.h5", steps=[120], when="nonfinite", model=model)
     with rec.step(step):

@@ -22,10 +22,13 @@ import atexit
 import contextlib
 import functools
 import inspect
+import time
+
+import numpy as np
 
 import torch
 
-from . import compiled, distributed, dropout, hooks
+from . import compiled, distributed, dropout, hooks, stats
 from .arguments import SDPA_SIGNATURE, bind_recorded
 from .capture import PendingCall, warn
 from .finish import case_contents
@@ -36,6 +39,9 @@ from .hooks_xformers import XFORMERS_HOOK
 from .selection import CallInfo, Selection, nonfinite
 from .spec import Unrecordable, read_custom, read_sdpa
 from .writer import DumpWriter, RecordingError, group_path
+
+# Health statistics wait at most this long for the file when no case is written.
+HEALTH_FLUSH_SECONDS = 5.0
 
 SDPA_HOOK = hooks.Hook("scaled_dot_product_attention",
                        (("torch.nn.functional", "scaled_dot_product_attention"),), read_sdpa,
@@ -58,7 +64,7 @@ def attention(fn):
 
 
 class Recorder:
-    """Records selected attention calls into an attnscope dump (HDF5, schema 1.1).
+    """Records selected attention calls into an attnscope dump (HDF5, schema 1.2).
 
     path: dump file (created at the first write, truncated if it exists); when a
       torch.distributed process group is initialised at the first write, the run folder of one
@@ -81,8 +87,11 @@ class Recorder:
     """
 
     def __init__(self, path, steps=None, layers=None, names=None, when=None, budget_mb=1024.0,
-                 model=None, context_parallel=None, sync=None):
+                 model=None, context_parallel=None, sync=None, stats=None):
         self.selection = Selection(steps, layers, names, when)
+        self._stats = (when == "nonfinite") if stats is None else bool(stats)
+        self._health = []  # (call attributes, float32 [H, columns]) not written yet
+        self._health_written = time.monotonic()
         self._context_parallel = distributed.check_context_parallel(context_parallel)
         seconds = distributed.sync_seconds(sync)
         self._sync = None if seconds is None else distributed.StepSync(seconds)
@@ -158,6 +167,7 @@ class Recorder:
         self._close_writer()
 
     def _close_writer(self):
+        self._flush_health(force=True)
         try:
             pending = self._writer.close()
         except RecordingError as error:
@@ -393,6 +403,9 @@ class Recorder:
             self._warn_once(("backward",), f"step {pending[0].info.step} ended before backward "
                             "reached its attention calls: their do, dq, dk, dv are not "
                             "recorded; hint: run loss.backward() inside `with rec.step(...)`")
+        cases = len(self.written)
+        if self._stats and self.stopped is None:
+            self._collect_health(pending)
         for call in pending:
             if self.stopped is not None:
                 break
@@ -414,6 +427,42 @@ class Recorder:
             except Exception as error:
                 self._stop(f"cannot write step {info.step} call {info.call_index} to "
                            f"{self.path}: {error!r}")
+        self._flush_health(force=len(self.written) > cases)
+
+    def _collect_health(self, pending):
+        """Health statistics of the step's calls (those changed in place are left out)."""
+        try:
+            for call in pending:
+                if not call.modified_in_place():
+                    self._health.append(stats.call_stats(call))
+        except Exception as error:  # statistics never stop the recording of cases
+            self._stats = False
+            self._health.clear()
+            warn(f"cannot compute health statistics of step {self._step}: {error!r} -- "
+                 "statistics stopped, recording goes on")
+
+    def _flush_health(self, force):
+        """Writes the waiting statistics as one /health block when `force` or when they waited
+        HEALTH_FLUSH_SECONDS; they keep waiting while the file is busy."""
+        if not self._health or self.stopped is not None:
+            return
+        if not force and time.monotonic() - self._health_written < HEALTH_FLUSH_SECONDS:
+            return
+        try:
+            self._open_file()
+            table = np.concatenate([rows for _, rows in self._health])
+            self._writer.write_health(table, [attrs for attrs, _ in self._health],
+                                      stats.COLUMNS)
+        except OSError:
+            return
+        except RecordingError as error:
+            self._stop(str(error))
+            return
+        except Exception as error:
+            self._stop(f"cannot write health statistics to {self.path}: {error!r}")
+            return
+        self._health.clear()
+        self._health_written = time.monotonic()
 
     def _any_rank_nonfinite(self, pending) -> bool:
         """sync=: whether some rank saw a non-finite value in its selected calls of the step

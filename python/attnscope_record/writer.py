@@ -1,7 +1,7 @@
-"""Writes finished calls as schema-1.1 cases into one HDF5 file: /step_NNNNNN/layer_MM, or
+"""Writes finished calls as cases into one HDF5 file (schema 1.2): /step_NNNNNN/layer_MM, or
 /step_NNNNNN/micro_KK/layer_MM when the step had several micro-batches. The file root carries
-the schema version (attnscope_schema = 1, attnscope_schema_minor = 1, as attnscope's own
-writer), writer and the DumpWriter's root_attrs (under torch.distributed: the rank's identity,
+the schema version (attnscope_schema = 1, attnscope_schema_minor = 2), writer and the
+DumpWriter's root_attrs (under torch.distributed: the rank's identity,
 distributed.py).
 
 The file is created (truncated) at the first write and reopened in append mode for each
@@ -15,10 +15,14 @@ half-written say so instead of calling the file corrupt. When the file still can
 for writing (this very process holds it open read-only through h5py), the case stays queued in
 memory (counted in the budget) and is written at the next write or at close; a queue left at
 close goes to DUMP.pending-PID.h5, named in a warning.
+Health statistics (stats.py) go to /health/block_NNNNNN: float32 [rows, columns] with
+attributes `columns` (names, comma-separated) and `calls` (JSON list of the calls' attributes,
+each owning `heads` consecutive rows), contiguous like every dataset here.
 Element types keep the run's precision exactly: float16/32/64 as themselves, bfloat16 as
 uint16 bit patterns with dataset attribute dtype="bfloat16", masks as numpy bool, the packed
 sequences' starts (cu_seqlens_q / cu_seqlens_k) as int32 / int64.
 """
+import json
 import os
 import socket
 
@@ -28,7 +32,9 @@ import torch
 
 from .version import __version__
 
-SCHEMA_VERSION = (1, 1)  # (attnscope_schema, attnscope_schema_minor)
+SCHEMA_VERSION = (1, 2)  # (attnscope_schema, attnscope_schema_minor); 1.2 adds /health
+HEALTH_GROUP = "/health"
+HEALTH_SCHEMA = 1
 WRITER = f"attnscope_record {__version__}"
 # Upper bound on HDF5 metadata per dataset / group (headers, attributes, B-tree nodes).
 DATASET_OVERHEAD = 4096
@@ -149,6 +155,44 @@ class DumpWriter:
     def _write_now(self, path, where, arrays, attrs, create=None):
         """Writes one case into `path` (created when `create`, default: at the first write of
         the dump). OSError when the file cannot be opened for writing now (_busy)."""
+        def fill(f):
+            if where in f:
+                raise RecordingError(f"{path}: group {where} already exists (the same "
+                                     "step number was recorded twice); hint: pass distinct "
+                                     "step numbers to Recorder.step()")
+            g = f.create_group(where)
+            for key, value in attrs.items():
+                g.attrs[key] = value
+            rank = arrays["q"][0].ndim
+            for name, (a, dattrs) in arrays.items():
+                d = g.create_dataset(name, data=to_4d(name, a, rank))
+                for key, value in dattrs.items():
+                    d.attrs[key] = value
+
+        self._open_and(path, where, fill, create)
+
+    def write_health(self, table, calls, columns):
+        """Appends one block of health statistics (stats.py): float32 `table` [rows, columns],
+        `calls` the attributes of the calls whose rows it holds, in order, each with `heads`
+        rows. The block counts against the budget; OSError when the file is busy (_busy)."""
+        size = DATASET_OVERHEAD + table.nbytes + len(json.dumps(calls))
+        self.check_fits(HEALTH_GROUP, size)
+
+        def fill(f):
+            group = f.require_group(HEALTH_GROUP)
+            group.attrs["health_schema"] = HEALTH_SCHEMA
+            name = f"block_{len(group):06d}"
+            d = group.create_dataset(name, data=table)
+            d.attrs["columns"] = ",".join(columns)
+            d.attrs["calls"] = json.dumps(calls, separators=(",", ":"))
+
+        self._open_and(self.path, HEALTH_GROUP, fill, None)
+        self.used += size
+
+    def _open_and(self, path, where, fill, create):
+        """Opens `path` for writing (created when `create`, default: at the first write of the
+        dump), runs fill(h5py.File) and closes it. OSError when the file cannot be opened for
+        writing now (_busy); other failures become a RecordingError naming `where`."""
         create = not self._created if create is None else create
         try:
             if create:
@@ -163,18 +207,7 @@ class DumpWriter:
                     f.attrs.update(self.root_attrs)
                 if path == self.path:
                     self._created = True
-                if where in f:
-                    raise RecordingError(f"{path}: group {where} already exists (the same "
-                                         "step number was recorded twice); hint: pass distinct "
-                                         "step numbers to Recorder.step()")
-                g = f.create_group(where)
-                for key, value in attrs.items():
-                    g.attrs[key] = value
-                rank = arrays["q"][0].ndim
-                for name, (a, dattrs) in arrays.items():
-                    d = g.create_dataset(name, data=to_4d(name, a, rank))
-                    for key, value in dattrs.items():
-                        d.attrs[key] = value
+                fill(f)
         except RecordingError:
             raise
         except OSError as error:

@@ -1,0 +1,63 @@
+"""Warn before the NaN (issue 45), on a real instability (instability_run.py): the health
+report of the unstable run warns at least 20 % of the run before its first non-finite step,
+its first warning predicts that step within 25 %, names a head that fails first, and exits 1;
+the control run (lower learning rate) stays finite and gets no warning (exit 0). Prints the
+lead and the prediction error."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import instability_run as run
+
+CLI = os.environ.get("ATTNSCOPE_CLI", "attnscope-cli")
+
+
+def health(path):
+    done = subprocess.run([CLI, "health", path, "--json"], capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode not in (0, 1):
+        raise AssertionError(f"health {path}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done.returncode, json.loads(done.stdout)
+
+
+class WarnBeforeTheNaN(unittest.TestCase):
+    def test_unstable_run_is_warned_ahead_and_the_control_is_not(self):
+        with tempfile.TemporaryDirectory() as folder:
+            unstable = os.path.join(folder, "unstable.h5")
+            failed, per_step = run.train(unstable, run.UNSTABLE_RATE, 420)
+            self.assertIsNotNone(failed, "the unstable run stayed finite")
+            code, report = health(unstable)
+            self.assertEqual(code, 1)
+            self.assertEqual(report["first_nonfinite"]["step"], failed)
+            warnings = [w for w in report["warnings"] if w["severity"] == "warning"]
+            self.assertTrue(warnings)
+            first = min(warnings, key=lambda w: w["first_step"])
+            self.assertEqual(first["kind"], "logit_growth")
+            lead = (failed - first["first_step"]) / failed
+            error = (first["predicted_at_first"] - failed) / failed
+            print(f"\nunstable: non-finite at step {failed}; first warning at step "
+                  f"{first['first_step']} ({lead:.0%} of the run ahead) on layer "
+                  f"{first['layer']} head {first['head']}, predicting step "
+                  f"{first['predicted_at_first']} (error {error:+.0%})")
+            self.assertGreaterEqual(lead, 0.2)
+            self.assertLessEqual(abs(error), 0.25)
+            failing = report["series"][report["first_nonfinite"]["series"]]
+            self.assertEqual(first["layer"], failing["layer"])
+            self.assertIn(first["series"], report["first_nonfinite"]["failed_series"])
+            self.assertIn("qk-layernorm", " ".join(first["remedies"]))
+
+            control = os.path.join(folder, "control.h5")
+            failed, _ = run.train(control, run.CONTROL_RATE, 420)
+            self.assertIsNone(failed)
+            code, report = health(control)
+            self.assertEqual(code, 0)
+            self.assertEqual([w for w in report["warnings"] if w["severity"] == "warning"], [])
+            self.assertIsNone(report["first_nonfinite"])
+            print(f"control: finite for 420 steps, no warning; {per_step * 1000:.1f} ms per "
+                  "recorded step of the unstable run")
+
+
+if __name__ == "__main__":
+    unittest.main()
