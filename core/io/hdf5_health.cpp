@@ -13,8 +13,8 @@ namespace attnscope {
 namespace {
 
 constexpr const char* kHealthGroup = "/health";
-// Rows of one block at most (a block holds the steps of a few seconds of training).
-constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
+// Rows of one block at most, 64 MiB at 16 columns (a block holds a few seconds of training).
+constexpr int64_t kMaxBlockRows = int64_t{1} << 20;
 constexpr const char* kRecorderHint =
     "the statistics are written by attnscope_record's Recorder(stats=True); re-record, or "
     "drop the /health group to read the cases alone";

@@ -47,9 +47,7 @@ def _bhsd(call, name):
         return t.transpose(1, 2)
     if layout == "THD":
         return t.transpose(0, 1).unsqueeze(0)
-    while t.dim() < 4:
-        t = t.unsqueeze(0)
-    return t
+    return _as_4d(t)
 
 
 def _segments(starts, n, device):
@@ -107,6 +105,7 @@ def _allowed(call, rows, sq, sk, device):
 
 
 def _as_4d(t):
+    """t with leading dims of 1 up to 4 dims (BHSD tensors given as [H, S, D] or [S, D])."""
     while t.dim() < 4:
         t = t.unsqueeze(0)
     return t

@@ -157,13 +157,13 @@ TEST(Listing, malformed_payloads_are_errors) {
     ASSERT_FALSE(out.ok()) << "cut at " << cut;
     EXPECT_NE(out.error().message.find("truncated or invalid token"), std::string::npos);
   }
-  EXPECT_FALSE(decode_payload(payload + "0 ").ok());                     // trailing bytes
-  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:999999999 ").ok());        // more cases than bytes
-  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:1 2:/x0 0 0 0:9 ").ok());  // layout 9 out of range
-  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:0 1 7 0:0:0 ").ok());  // error code 7 out of range
-  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:0 0 -1 ").ok());       // negative count
-  EXPECT_FALSE(decode_payload("0:0 -1 -1 -1 0:0 0 0 1 1:k0:0 2 0 ").ok());  // byte order flag 2
-  EXPECT_TRUE(decode_payload("0:0 -1 -1 -1 0:0 0 0 0 ").ok());              // an empty listing
+  EXPECT_FALSE(decode_payload(payload + "0 ").ok());                       // trailing bytes
+  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:0 999999999 ").ok());        // more cases than bytes
+  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:0 1 2:/x0 0 0 0:9 ").ok());  // layout 9 out of range
+  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:0 0 1 7 0:0:0 ").ok());  // error code 7 out of range
+  EXPECT_FALSE(decode_payload("0:1 -1 -1 -1 0:0 0 0 -1 ").ok());       // negative count
+  EXPECT_FALSE(decode_payload("0:0 -1 -1 -1 0:0 0 0 0 1 1:k0:0 2 0 ").ok());  // byte order flag 2
+  EXPECT_TRUE(decode_payload("0:0 -1 -1 -1 0:0 0 0 0 0 ").ok());              // an empty listing
 }
 
 }  // namespace

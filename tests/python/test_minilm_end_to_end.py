@@ -43,7 +43,7 @@ class MiniLMEndToEndTest(unittest.TestCase):
         for name, dtype in (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16")):
             with h5py.File(self.dumps[name], "r") as f:
                 self.assertEqual((f.attrs["attnscope_schema"], f.attrs["attnscope_schema_minor"]),
-                                 (1, 1))
+                                 (1, 2))
                 self.assertTrue(f.attrs["writer"].startswith("attnscope_record "))
             for i, group in enumerate(LAYERS):
                 t, attrs = read_case(self.dumps[name], group)

@@ -58,7 +58,7 @@ class SemanticsTest(unittest.TestCase):
             version = tomllib.load(f)["project"]["version"]
         self.assertEqual(version, "0.2.0")
         with h5py.File(self.path, "r") as f:
-            self.assertEqual(dict(f.attrs), {"attnscope_schema": 1, "attnscope_schema_minor": 1,
+            self.assertEqual(dict(f.attrs), {"attnscope_schema": 1, "attnscope_schema_minor": 2,
                                              "writer": f"attnscope_record {version}"})
 
     def test_plain_precisions_record_their_dtype_and_cpu_flash(self):
