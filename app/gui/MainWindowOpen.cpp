@@ -47,7 +47,19 @@ bool MainWindow::openTarget(const OpenTarget& target) {
 bool MainWindow::selectOpened(int index, const OpenTarget& target) {
   const auto& cases = context_->file(index).reader->cases();
   if (cases.empty()) {
-    showError(tr("Empty dump"), tr("%1: no cases").arg(context_->file(index).path),
+    const auto& file = context_->file(index);
+    if (const int64_t blocks = file.reader->health_blocks(); blocks > 0) {
+      showError(tr("No case yet"),
+                tr("%1: no case, only attention health statistics (%2 blocks)")
+                    .arg(file.path)
+                    .arg(blocks),
+                tr("attnscope-cli health %1 warns before the NaN from them; under "
+                   "when=\"nonfinite\" the recorder writes a step's tensors once a call goes "
+                   "non-finite")
+                    .arg(file.path));
+      return false;
+    }
+    showError(tr("Empty dump"), tr("%1: no cases").arg(file.path),
               tr("a case is a group holding datasets q, k and v"));
     return false;
   }
