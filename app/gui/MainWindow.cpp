@@ -53,6 +53,7 @@
 #include "app/panels/ControlsPanel.h"
 #include "app/panels/DumpBrowserPanel.h"
 #include "app/panels/FindingsPanel.h"
+#include "app/panels/HealthPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/InspectorPanel.h"
 #include "app/panels/OriginPanel.h"
@@ -251,12 +252,13 @@ QDockWidget* MainWindow::addPanelDock(QWidget* panel, const QString& title,
 
 void MainWindow::buildPages() {
   // In the order of the workflow: where it broke, across the run, along the rows, step by step,
-  // which scale would help.
+  // which scale would help; then the run's health before it broke.
   addPage(originPanel_, tr("Origin"));
   addPage(overview_, tr("Overview"));
   addPage(rowPlots_, tr("Row plots"));
   addPage(stepperPanel_, tr("Stepper"));
   QWidget* sweepPage = addPage(sweep_, tr("Scale sweep"));
+  healthPage_ = addPage(health_, tr("Health"));  // across the run's steps, before the NaN
   // The sweep runs only while its page is shown.
   connect(pages_, &QTabWidget::currentChanged, this, [this, sweepPage](int index) {
     analysis_->setSweepEnabled(pages_->widget(index) == sweepPage);
@@ -351,6 +353,7 @@ void MainWindow::buildAnalysisDocks() {
   stepperPanel_ = new StepperPanel(context_, stepper_, this);
   findings_ = new FindingsPanel(context_, analysis_, this);
   overview_ = new OverviewPanel(context_, analysis_, this);
+  health_ = new HealthPanel(context_, this);
   sweep_ = new SweepPanel(context_, analysis_, this);
   QDockWidget* findings = addPanelDock(findings_, tr("Findings"), QStringLiteral("findingsDock"),
                                        Qt::RightDockWidgetArea);

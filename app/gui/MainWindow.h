@@ -35,6 +35,7 @@ class HelpMenu;
 class FindingsPanel;
 class OriginPanel;
 class OverviewPanel;
+class HealthPanel;
 class StepperController;
 class StepperPanel;
 class SweepPanel;
@@ -84,8 +85,10 @@ class MainWindow : public QMainWindow {
   // View > Compare two runs (Ctrl+K): the compare view in place of the heatmap tabs.
   QAction* compareAction() const { return compareAction_; }
   QList<QDockWidget*> docks() const;
-  // The centre: Heatmaps (or compare), Origin, Overview, Row plots, Stepper, Scale sweep.
+  // The centre: Heatmaps (or compare), Origin, Overview, Row plots, Stepper, Scale sweep,
+  // Health.
   QTabWidget* pages() const { return pages_; }
+  HealthPanel* healthPanel() const { return health_; }
 
   // Opens FILE in the background (DumpOpener: requests run in order, the status bar shows
   // "opening FILE…" with a cancel) and then selects CASE (when none is named: the case last
@@ -179,6 +182,8 @@ class MainWindow : public QMainWindow {
   AnalysisController* analysis_ = nullptr;
   FindingsPanel* findings_ = nullptr;
   OverviewPanel* overview_ = nullptr;
+  HealthPanel* health_ = nullptr;
+  QWidget* healthPage_ = nullptr;
   OriginPanel* originPanel_ = nullptr;
   SweepPanel* sweep_ = nullptr;
   CompareController* compare_ = nullptr;

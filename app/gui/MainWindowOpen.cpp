@@ -2,6 +2,7 @@
 // open one after another on the DumpOpener; the blocking variants wait with the event loop
 // running, and the settings apply once the last file has opened.
 #include "app/gui/MainWindow.h"
+#include "app/panels/HealthPanel.h"
 
 #include <QEventLoop>
 #include <memory>
@@ -49,14 +50,12 @@ bool MainWindow::selectOpened(int index, const OpenTarget& target) {
   if (cases.empty()) {
     const auto& file = context_->file(index);
     if (const int64_t blocks = file.reader->health_blocks(); blocks > 0) {
-      showError(tr("No case yet"),
-                tr("%1: no case, only attention health statistics (%2 blocks)")
-                    .arg(file.path)
-                    .arg(blocks),
-                tr("attnscope-cli health %1 warns before the NaN from them; under "
-                   "when=\"nonfinite\" the recorder writes a step's tensors once a call goes "
-                   "non-finite")
-                    .arg(file.path));
+      // Statistics and no case yet (no step went non-finite): the Health page leads.
+      health_->showFile(index);
+      pages_->setCurrentWidget(healthPage_);
+      statusText_->setText(tr("%1: no case yet, attention health statistics in %2 blocks")
+                               .arg(file.path)
+                               .arg(blocks));
       return false;
     }
     showError(tr("Empty dump"), tr("%1: no cases").arg(file.path),

@@ -56,6 +56,9 @@ class ViewGapTest : public QObject {
   // OriginTests.cpp
   void minilm_overflow_dump_opens_where_its_nan_starts();
 
+  // HealthPageTests.cpp
+  void health_page_leads_to_the_head_that_overflows();
+
  private:
   QTemporaryDir settingsDir_;
   QTemporaryDir dataHome_;

@@ -339,7 +339,8 @@ void GuiTest::window_menu_lists_docks_and_resets_layout() {
   }
   // The secondary views are pages, one shortcut each: Ctrl+5 brings the stepper to the front.
   QTabWidget* pages = f.window->pages();
-  QCOMPARE(pages->count(), 6);  // heatmaps, origin, overview, row plots, stepper, scale sweep
+  QCOMPARE(pages->count(), 7);  // heatmaps, origin, overview, row plots, stepper, scale sweep,
+                                // health
   QCOMPARE(pages->tabText(4), QStringLiteral("Stepper"));
   f.window->show();
   QVERIFY(QTest::qWaitForWindowExposed(f.window.get()));
