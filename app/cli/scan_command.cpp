@@ -14,6 +14,8 @@
 
 #include "case_pipeline.h"
 #include "cli_options.h"
+#include "core/analysis/health.h"
+#include "core/io/health_reader.h"
 #include "core/io/run_folder.h"
 #include "dump_follower.h"
 #include "interrupt.h"
@@ -177,19 +179,45 @@ std::optional<ScanPlan> plan_scan(const Inputs& inputs, const std::string& patte
   return plan;
 }
 
+// --follow: the health warnings (core/analysis/health.h) of the dump's statistics not told
+// yet, one line each ("health: KIND: TEXT"), on stdout (stderr under --json).
+void report_health(const DumpReader& dump, std::set<std::string>& told, bool json) {
+  if (dump.health_blocks() == 0) return;
+  Result<HealthTable> table = read_health_table(dump.path());
+  if (!table) {
+    if (told.insert(table.error().message).second) {
+      std::cerr << "attnscope-cli scan: " << table.error().describe() << "\n";
+    }
+    return;
+  }
+  const HealthReport report = analyze_health(*table);
+  for (const HealthWarning& w : report.warnings) {
+    if (w.severity != "warning") continue;
+    const std::string key = w.kind + " " + report.series[w.series].label();
+    if (!told.insert(key).second) continue;
+    (json ? std::cerr : std::cout) << "health: " << w.kind << ": " << w.text << std::endl;
+  }
+}
+
 // --follow: after the first scan, each time the dump grew and settled (dump_follower.h) the
-// cases not seen yet are scanned and reported (a table, or a JSON document, per batch) until
-// Ctrl-C. The exit status covers every batch; Ctrl-C while waiting is the normal end.
+// cases not seen yet are scanned and reported (a table, or a JSON document, per batch) and the
+// new health warnings printed, until Ctrl-C. The exit status covers every batch; Ctrl-C while
+// waiting is the normal end.
 int follow(const std::string& file, const std::string& pattern, bool allow_external,
            const AnalysisSettings& settings, bool json, std::set<std::string> seen,
            BatchOutcome total) {
   DumpFollower follower(file);
   if (!follower.ok()) return fail(kCommand, "cannot follow " + file + ": " + follower.error());
   std::cerr << "attnscope-cli scan: following " << file << " for new cases; Ctrl-C stops\n";
+  std::set<std::string> told;  // health warnings printed
+  if (std::optional<DumpReader> dump = open_dump(kCommand, file, allow_external)) {
+    report_health(*dump, told, json);
+  }
   while (follower.wait([] { return interrupt_requested(); })) {
     // A failed open (printed) is a step half-written: the next change brings it whole.
     std::optional<DumpReader> dump = open_dump(kCommand, file, allow_external);
     if (!dump) continue;
+    report_health(*dump, told, json);
     Inputs inputs;
     inputs.path = file;
     inputs.dumps.push_back({std::move(*dump), file, std::nullopt});

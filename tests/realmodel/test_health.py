@@ -2,11 +2,15 @@
 report of the unstable run warns at least 20 % of the run before its first non-finite step,
 its first warning predicts that step within 25 %, names a head that fails first, and exits 1;
 the control run (lower learning rate) stays finite and gets no warning (exit 0). Prints the
-lead and the prediction error."""
+lead and the prediction error. `scan --follow` on the run while it records prints the warning
+and then scans the non-finite step's cases."""
 import json
 import os
+import signal
 import subprocess
+import sys
 import tempfile
+import time
 import unittest
 
 import instability_run as run
@@ -57,6 +61,39 @@ class WarnBeforeTheNaN(unittest.TestCase):
             self.assertIsNone(report["first_nonfinite"])
             print(f"control: finite for 420 steps, no warning; {per_step * 1000:.1f} ms per "
                   "recorded step of the unstable run")
+
+
+    def test_scan_follow_prints_the_warning_while_the_run_records(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "run.h5")
+            recording = subprocess.Popen([sys.executable, run.__file__, path],
+                                         stderr=subprocess.PIPE, text=True)
+            deadline = time.time() + 120
+            while not os.path.exists(path) and time.time() < deadline:
+                time.sleep(0.1)  # the first statistics land within 5 s of the first step
+            with open(os.path.join(folder, "out"), "w") as out:
+                follower = subprocess.Popen([CLI, "scan", path, "--follow"], stdout=out,
+                                            stderr=subprocess.DEVNULL)
+            try:
+                self.assertEqual(recording.wait(timeout=300), 0, recording.stderr.read())
+                deadline = time.time() + 60
+                text = ""
+                while time.time() < deadline:
+                    with open(os.path.join(folder, "out")) as f:
+                        text = f.read()
+                    if "health: logit_growth" in text and "/step_000370/layer_00" in text:
+                        break
+                    time.sleep(0.2)
+                follower.send_signal(signal.SIGINT)
+                follower.wait(timeout=30)
+            finally:
+                if follower.poll() is None:
+                    follower.kill()
+            self.assertIn("health: logit_growth: layer 0", text)
+            self.assertIn("/step_000370/layer_00", text)
+            # Each warning once, however many times the file grew.
+            lines = [line for line in text.splitlines() if line.startswith("health: ")]
+            self.assertEqual(len(lines), len(set(lines)))
 
 
 if __name__ == "__main__":
