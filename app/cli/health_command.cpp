@@ -172,6 +172,10 @@ int run_health(const CommandArgs& args) {
   for (const std::string& file : files) {
     Result<DumpReader> dump = try_open_dump(file, args.allow_external);
     if (!dump) return fail(command, dump.error().message, dump.error().hint);
+    if (dump->health_blocks() == kHealthUnreadable) {
+      const Error& e = dump->health_error().value_or(Error{});
+      return fail(command, file + ": its health statistics cannot be read: " + e.message, e.hint);
+    }
   }
   Result<HealthTable> table = read_health_table(path);
   if (!table) return fail(command, table.error().message, table.error().hint);

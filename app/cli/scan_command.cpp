@@ -182,6 +182,14 @@ std::optional<ScanPlan> plan_scan(const Inputs& inputs, const std::string& patte
 // --follow: the health warnings (core/analysis/health.h) of the dump's statistics not told
 // yet, one line each ("health: KIND: TEXT"), on stdout (stderr under --json).
 void report_health(const DumpReader& dump, std::set<std::string>& told, bool json) {
+  if (dump.health_blocks() == kHealthUnreadable) {
+    const Error e = dump.health_error().value_or(Error{});
+    if (told.insert(e.message).second) {
+      std::cerr << "attnscope-cli scan: the health statistics cannot be read: " << e.message
+                << "\n";
+    }
+    return;
+  }
   if (dump.health_blocks() == 0) return;
   Result<HealthTable> table = read_health_table(dump.path());
   if (!table) {

@@ -129,8 +129,18 @@ HealthPanel::HealthPanel(SessionContext* context, QWidget* parent)
 
 void HealthPanel::showFile(int index) {
   if (index < 0 || index >= context_->fileCount()) return;
-  const QString path = context_->file(index).path;
-  if (path != path_) load(path);
+  const OpenDump& file = context_->file(index);
+  if (file.path == path_) return;
+  if (file.reader->health_blocks() == kHealthUnreadable) {  // the probe died reading them
+    path_ = file.path;
+    report_.reset();
+    showReport();
+    note_->setText(tr("the health statistics of %1 cannot be read: %2")
+                       .arg(file.path, QString::fromStdString(
+                                           file.reader->health_error().value_or(Error{}).message)));
+    return;
+  }
+  load(file.path);
 }
 
 void HealthPanel::load(const QString& path) {

@@ -327,7 +327,10 @@ Result<DumpListing> decode_listing(const ListingHeader& header, std::string_view
   listing.rank.world_size = r.number();
   listing.rank.local_rank = r.number();
   listing.rank.host = r.text();
-  listing.health_blocks = r.choice(int64_t{1} << 40);
+  listing.health_blocks = r.number();
+  if (listing.health_blocks < kHealthUnreadable) {
+    return malformed(file, "negative health block count");
+  }
   const size_t cases = r.count(32);
   for (size_t i = 0; i < cases && !r.failed(); ++i) listing.cases.push_back(get_case(r));
   const size_t rejected = r.count(6);

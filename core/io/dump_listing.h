@@ -31,10 +31,13 @@ struct RankIdentity {
 };
 
 struct DumpListing {
-  std::string format;              // dump_format_name(): "hdf5", "pt", "npz", "safetensors"
-  int schema_version = 0;          // the file's kSchemaVersionAttribute, 0 when absent
-  RankIdentity rank;               // HDF5 root attributes; absent in other formats
-  int64_t health_blocks = 0;       // HDF5: datasets in /health (the recorder's statistics)
+  std::string format;      // dump_format_name(): "hdf5", "pt", "npz", "safetensors"
+  int schema_version = 0;  // the file's kSchemaVersionAttribute, 0 when absent
+  RankIdentity rank;       // HDF5 root attributes; absent in other formats
+  // HDF5: datasets in /health (the recorder's statistics); kHealthUnreadable when the probe
+  // died reading them (health_error says how; not encoded: the parent knows it).
+  int64_t health_blocks = 0;
+  std::optional<Error> health_error;
   std::vector<CaseInfo> cases;     // case order (sort_cases)
   std::vector<Error> rejected;     // groups that looked like cases but are invalid
   std::vector<BrokenCase> broken;  // case order
@@ -45,6 +48,8 @@ struct DumpListing {
 
 // "/layer_3" + "query" -> "/layer_3/query": the key of a case's tensor in `locations`.
 std::string location_key(const std::string& case_path, const std::string& dataset);
+
+inline constexpr int64_t kHealthUnreadable = -1;
 
 // Encoding version; a reply of another version is refused.
 inline constexpr int kListingVersion = 7;

@@ -260,6 +260,9 @@ Result<DumpListing> take_listing(const std::string& path, const ProbeChannel& re
   for (BrokenCase& b : listing->broken) {
     if (auto it = skipped.find(b.info.stored_path()); it != skipped.end()) b.error = it->second;
   }
+  if (auto it = skipped.find(kProbeHealthObject); it != skipped.end()) {
+    listing->health_error = it->second;
+  }
   return listing;
 }
 

@@ -36,6 +36,9 @@ inline constexpr const char* kProbeReadingLine = "reading";
 inline constexpr const char* kProbeErrorLine = "error";
 inline constexpr const char* kProbeHintLine = "hint";
 inline constexpr const char* kProbeListingLine = "listing";
+// The object named on a "checking" line while the probe test-reads the health statistics; a
+// run that dies there is repeated with `--skip /health`, which lists them unreadable.
+inline constexpr const char* kProbeHealthObject = "/health";
 // Bytes read at most per test read of one tensor (DumpReader::check_data).
 inline constexpr int64_t kProbeSampleBytes = int64_t{1} << 20;
 // Probe runs per file at most: a crash or hang while reading one case's data marks that case

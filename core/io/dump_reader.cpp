@@ -57,6 +57,12 @@ Error no_case_error(const std::string& path, const DumpListing& listing) {
     }
     return first;
   }
+  if (listing.rejected.empty() && listing.health_error) {  // statistics only, and unreadable
+    return make_error(ErrorCode::format,
+                      path + ": no case, and its health statistics cannot be read: " +
+                          listing.health_error->message,
+                      listing.health_error->hint);
+  }
   if (listing.rejected.empty()) {
     return make_error(ErrorCode::format, path + ": no case (group with datasets q, k, v) found",
                       kSchemaHint);
@@ -136,6 +142,9 @@ const std::string& DumpReader::format() const {
 }
 int64_t DumpReader::health_blocks() const {
   return state_->listing.health_blocks;
+}
+const std::optional<Error>& DumpReader::health_error() const {
+  return state_->listing.health_error;
 }
 int DumpReader::schema_version() const {
   return state_->listing.schema_version;

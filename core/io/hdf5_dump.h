@@ -65,8 +65,10 @@ class DumpReader {
   // The file's kSchemaVersionAttribute, 0 when absent (unversioned schema 1).
   int schema_version() const;
   // Blocks of attention health statistics (/health, schema 1.2; core/io/health_reader.h). A
-  // dump holding them and no case opens with no case.
+  // dump holding them and no case opens with no case. kHealthUnreadable when attnscope's probe
+  // died reading them: never read them then; health_error() says why.
   int64_t health_blocks() const;
+  const std::optional<Error>& health_error() const;
   // The rank of a multi-rank run that wrote the file (root attributes); -1 / "" when absent.
   const RankIdentity& rank_identity() const;
   // Cases ordered by (step, layer) attributes, else by the numbers in their group paths.

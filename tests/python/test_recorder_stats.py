@@ -3,7 +3,7 @@
 from its tensors (GQA, causal, a padding mask, a packed-length sample); a step with no
 non-finite value leaves a statistics-only dump that `health` reads and `scan` explains;
 stats=False writes none; a malformed block is refused naming the file, the block and the
-problem."""
+problem; a block that crashes libhdf5 is refused by the probe, never read."""
 import json
 import math
 import os
@@ -149,6 +149,17 @@ class HealthStatistics(unittest.TestCase):
             done = cli("health", path)
             self.assertEqual(done.returncode, 2)
             self.assertIn("not contiguous", done.stderr)
+
+
+    def test_statistics_that_crash_libhdf5_are_refused_not_read(self):
+        # A fuzzed recording whose `columns` string points into a corrupt global heap: libhdf5
+        # faults reading it, in attnscope's probe process; `health` says so and exits 2.
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "bad",
+                            "fuzz_h5hg_read_health_columns_heap.h5")
+        done = cli("health", path)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("health statistics cannot be read", done.stderr)
+        self.assertIn("/health: the HDF5 library crashed", done.stderr)
 
 
 if __name__ == "__main__":
