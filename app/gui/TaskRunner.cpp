@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <QMetaObject>
+#include <algorithm>
 #include <exception>
 
 namespace attnscope {
@@ -13,7 +14,8 @@ class TaskRunner::Worker : public QObject {};
 
 namespace {
 
-constexpr int kBackgroundNice = 10;  // TaskPriority::background
+constexpr int kBackgroundNice = 10;  // TaskPriority::background: this much above the process
+constexpr int kLowestNice = 19;
 
 }  // namespace
 
@@ -25,10 +27,16 @@ TaskRunner::TaskRunner(const QString& name, TaskPriority priority, QObject* pare
   thread_.setObjectName(name);
   thread_.start();
   if (priority == TaskPriority::background) {
-    // The first event of the worker thread, before any job: its own nice value. Raising it is
-    // always allowed; failing leaves the thread at normal priority.
+    // The first event of the worker thread, before any job: its own nice value, raised from
+    // the one it inherited (a GUI started under `nice` keeps its background a step lower).
+    // Raising it is always allowed; failing leaves the thread at the process' priority.
     QMetaObject::invokeMethod(
-        worker_, [] { setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackgroundNice); },
+        worker_,
+        [] {
+          const auto self = static_cast<id_t>(gettid());
+          const int inherited = getpriority(PRIO_PROCESS, self);
+          setpriority(PRIO_PROCESS, self, std::min(inherited + kBackgroundNice, kLowestNice));
+        },
         Qt::QueuedConnection);
   }
 }
