@@ -25,7 +25,6 @@ import inspect
 import time
 
 import numpy as np
-
 import torch
 
 from . import compiled, distributed, dropout, hooks, stats
