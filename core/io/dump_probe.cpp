@@ -73,8 +73,8 @@ bool drain(int fd, ProbeChannel& report) {
 
 // The HDF5 library (or the reader of another format) `what` ("crashed (signal 11, ...)") in
 // the probe: while reading metadata
-// (the file is refused), or while reading a case's data (`checking`, `reading`; the case is
-// skipped).
+// (the file is refused), while reading a case's data (`checking`, `reading`; the case is
+// skipped) or the health statistics (they are not read).
 Error probe_error(const std::string& path, const ProbeChannel& report, const std::string& what,
                   const char* hint = kCorruptHint) {
   const Container container = sniff_file(path);
@@ -86,6 +86,13 @@ Error probe_error(const std::string& path, const ProbeChannel& report, const std
                       path + ": " + reader + what +
                           " while reading the file's metadata (in attnscope's probe process); "
                           "attnscope did not open it",
+                      hint);
+  }
+  if (report.checking == kProbeHealthObject) {
+    return make_error(ErrorCode::format,
+                      path + ": " + kProbeHealthObject + ": " + reader + what +
+                          " while reading the health statistics (in attnscope's probe "
+                          "process); attnscope does not read them",
                       hint);
   }
   const std::string object = report.reading.empty() ? report.checking : report.reading;
