@@ -14,13 +14,6 @@
 namespace attnscope {
 namespace {
 
-// log10(limit / max |logit|) of the series' last step; NaN when the logit is not finite.
-double headroom(const HealthSeries& s) {
-  if (s.steps.empty()) return NAN;
-  const double logit = s.at(s.steps.size() - 1, HealthStat::max_abs_logit);
-  return logit > 0 ? std::log10(s.limit / logit) : NAN;
-}
-
 void print_text(const HealthReport& r) {
   for (const std::string& f : r.files) std::cout << f << "\n";
   std::cout << "health statistics: " << r.calls << " calls, steps " << r.first_step << " to "
@@ -63,7 +56,8 @@ void print_text(const HealthReport& r) {
       rank = s.rank;
     }
     char cell[32];
-    std::snprintf(cell, sizeof cell, " h%lld %.2f", static_cast<long long>(s.head), headroom(s));
+    std::snprintf(cell, sizeof cell, " h%lld %.2f", static_cast<long long>(s.head),
+                  s.steps.empty() ? NAN : s.headroom(s.steps.size() - 1));
     std::cout << cell;
   }
   std::cout << "\n";

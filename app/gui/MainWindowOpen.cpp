@@ -2,7 +2,6 @@
 // open one after another on the DumpOpener; the blocking variants wait with the event loop
 // running, and the settings apply once the last file has opened.
 #include "app/gui/MainWindow.h"
-#include "app/panels/HealthPanel.h"
 
 #include <QEventLoop>
 #include <memory>
@@ -13,6 +12,7 @@
 #include "app/gui/SessionContext.h"
 #include "app/gui/StepperController.h"
 #include "app/gui/ViewStateController.h"
+#include "app/panels/HealthPanel.h"
 #include "app/panels/HeatmapPanel.h"
 #include "app/panels/PanelReveal.h"
 #include "app/panels/StepperPanel.h"

@@ -48,9 +48,7 @@ const MetricInfo& infoOf(HealthMetric m) {
 }
 
 double valueOf(const HealthSeries& s, size_t i, HealthMetric m) {
-  const double v = s.at(i, infoOf(m).stat);
-  if (m != HealthMetric::headroom) return v;
-  return v > 0 ? std::log10(s.limit / v) : NAN;
+  return m == HealthMetric::headroom ? s.headroom(i) : s.at(i, infoOf(m).stat);
 }
 
 QString seriesName(const HealthSeries& s) {

@@ -368,6 +368,11 @@ std::string HealthSeries::label() const {
   return out;
 }
 
+double HealthSeries::headroom(size_t i) const {
+  const double logit = at(i, HealthStat::max_abs_logit);
+  return logit > 0 ? std::log10(limit / logit) : NAN;
+}
+
 double LogitTrend::value(double step) const {
   const double z = a + b * step;
   if (power == 0) return std::exp(z);

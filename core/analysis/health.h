@@ -30,6 +30,9 @@ struct HealthSeries {
   std::vector<int64_t> steps;
   std::vector<std::array<double, kHealthStats>> values;  // per step, indexed by HealthStat
   double at(size_t i, HealthStat s) const { return values[i][static_cast<int>(s)]; }
+  // log10(limit / max |logit|) at step index i: decades left before the scores overflow
+  // (negative once passed); NaN when the logit is not a positive number.
+  double headroom(size_t i) const;
   std::string label() const;  // "layer 0 (model.layers.0.self_attn) head 3[, rank 1]"
 };
 

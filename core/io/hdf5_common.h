@@ -173,6 +173,12 @@ Status write_int_attribute(hid_t object, const char* attr, int64_t value);
 Status write_bool_attribute(hid_t object, const char* attr, bool value);
 Status write_case_config(hid_t group, const CaseConfig& config);
 
+// ---- health statistics (hdf5_health.cpp) ----
+
+// Links in the /health group (the recorder's statistics blocks); 0 without it, or when /health
+// is a soft or external link (never followed: neither discovery nor the reader goes there).
+int64_t count_health_blocks(hid_t file);
+
 // ---- discovery (hdf5_discovery.cpp) ----
 
 // What a dataset holds, from metadata only.

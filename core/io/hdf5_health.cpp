@@ -165,10 +165,7 @@ Status read_block(hid_t dataset, const std::string& file, const std::string& obj
 // Appends the blocks of one file.
 Status read_file(const std::string& file, int rank, HealthTable& out) {
   return h5::with_file(file, [&](hid_t id) -> Status {
-    if (H5Lexists(id, kHealthGroup, H5P_DEFAULT) <= 0) {
-      h5::error_detail();
-      return Ok{};
-    }
+    if (h5::count_health_blocks(id) == 0) return Ok{};
     h5::Handle lapl = h5::link_access(OpenOptions{});
     std::optional<h5::OpenObject> group = h5::open_object(id, kHealthGroup, lapl.get());
     if (!group || group->kind != h5::ObjectKind::group) {
@@ -203,6 +200,21 @@ Status read_file(const std::string& file, int rank, HealthTable& out) {
 }
 
 }  // namespace
+
+int64_t h5::count_health_blocks(hid_t file) {
+  H5L_info_t link;
+  if (H5Lexists(file, kHealthGroup, H5P_DEFAULT) <= 0 ||
+      H5Lget_info(file, kHealthGroup, &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) {
+    h5::error_detail();
+    return 0;
+  }
+  H5G_info_t info;
+  if (H5Gget_info_by_name(file, kHealthGroup, &info, H5P_DEFAULT) < 0) {
+    h5::error_detail();
+    return 0;
+  }
+  return static_cast<int64_t>(info.nlinks);
+}
 
 Result<HealthTable> read_health_table(const std::string& path) {
   HealthTable out;

@@ -338,23 +338,6 @@ class Hdf5Source : public DumpSource {
   std::optional<std::set<std::string>> risky_reads_;
 };
 
-// Links in /health (the recorder's statistics blocks); 0 without the group, or when /health is
-// a soft or external link (never followed here).
-int64_t count_health_blocks(hid_t file) {
-  H5L_info_t link;
-  if (H5Lexists(file, "/health", H5P_DEFAULT) <= 0 ||
-      H5Lget_info(file, "/health", &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) {
-    h5::error_detail();
-    return 0;
-  }
-  H5G_info_t info;
-  if (H5Gget_info_by_name(file, "/health", &info, H5P_DEFAULT) < 0) {
-    h5::error_detail();
-    return 0;
-  }
-  return static_cast<int64_t>(info.nlinks);
-}
-
 // Discovery on an open file (the library lock held); `image` is the handle of an in-memory
 // image (the source keeps it), null for a file on disk.
 Result<OpenedSource> discover(hid_t file, Handle image, const std::string& path,
@@ -363,7 +346,7 @@ Result<OpenedSource> discover(hid_t file, Handle image, const std::string& path,
   out.listing.format = dump_format_name(DumpFormat::hdf5);
   out.listing.schema_version = read_schema_version(file, path);
   out.listing.rank = read_rank_identity(file, path);
-  out.listing.health_blocks = count_health_blocks(file);
+  out.listing.health_blocks = h5::count_health_blocks(file);
   h5::Discovery found = h5::discover_cases(file, path, options);
   out.listing.cases = std::move(found.cases);
   out.listing.rejected = std::move(found.rejected);

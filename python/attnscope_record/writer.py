@@ -175,7 +175,8 @@ class DumpWriter:
         """Appends one block of health statistics (stats.py): float32 `table` [rows, columns],
         `calls` the attributes of the calls whose rows it holds, in order, each with `heads`
         rows. The block counts against the budget; OSError when the file is busy (_busy)."""
-        size = DATASET_OVERHEAD + table.nbytes + len(json.dumps(calls))
+        calls_json = json.dumps(calls, separators=(",", ":"))
+        size = DATASET_OVERHEAD + table.nbytes + len(calls_json)
         self.check_fits(HEALTH_GROUP, size)
 
         def fill(f):
@@ -184,7 +185,7 @@ class DumpWriter:
             name = f"block_{len(group):06d}"
             d = group.create_dataset(name, data=table)
             d.attrs["columns"] = ",".join(columns)
-            d.attrs["calls"] = json.dumps(calls, separators=(",", ":"))
+            d.attrs["calls"] = calls_json
 
         self._open_and(self.path, HEALTH_GROUP, fill, None)
         self.used += size

@@ -151,6 +151,23 @@ class HealthStatistics(unittest.TestCase):
             self.assertIn("not contiguous", done.stderr)
 
 
+    def test_health_as_a_soft_link_is_never_followed(self):
+        # The probe test-reads only a /health group it counts (a hard link); the reader reads
+        # no other, so a soft link to blocks the probe never saw is not read.
+        q, k, v = (torch.randn(1, 2, 6, 4, requires_grad=True) for _ in range(3))
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "dump.h5")
+            rec = Recorder(path, stats=True)  # cases and statistics
+            with rec.step(0):
+                step(q, k, v)
+            rec.close()
+            with h5py.File(path, "a") as f:
+                f.move("health", "elsewhere")
+                f["health"] = h5py.SoftLink("/elsewhere")
+            done = cli("health", path)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("holds no health statistics", done.stderr)
+
     def test_statistics_that_crash_libhdf5_are_refused_not_read(self):
         # A fuzzed recording whose `columns` string points into a corrupt global heap: libhdf5
         # faults reading it, in attnscope's probe process; `health` says so and exits 2.
