@@ -41,6 +41,7 @@ void TrendPlotView::setData(const QString& title, const std::vector<TrendCurve>&
   plot_->clearItems();
   markerLabels_.clear();
   curves_ = static_cast<int>(curves.size());
+  plot_->legend->setVisible(!curves.empty());  // no empty legend box on a cleared plot
   static_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))->setText(title);
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   double first = lo, last = -lo;
