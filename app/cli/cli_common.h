@@ -46,5 +46,6 @@ int run_step(const CommandArgs& args);
 int run_convert(const CommandArgs& args);
 int run_merge(const CommandArgs& args);
 int run_health(const CommandArgs& args);
+int run_repro(const CommandArgs& args);
 
 }  // namespace attnscope

@@ -42,6 +42,19 @@ constexpr const char* kHealth =
     "  exit 1 when a warning predicts a failure within --horizon STEPS (default 1000) of the\n"
     "  last step, or the limit was already passed; 2 when the dump holds no statistics\n";
 
+constexpr const char* kRepro =
+    "usage: attnscope-cli repro FILE::CASE --out DIR [--finding KIND[:TENSOR]] [--backend B]\n"
+    "         [--budget SECONDS] [--python PATH] [--no-verify] [--threads N]\n"
+    "  a minimal reproducer for an upstream bug report: shrinks the case (batches, whole GQA\n"
+    "  groups, query rows, keys; a causal case keeps prefixes) to the smallest part that still\n"
+    "  shows the finding as recorded (default: the first error a kernel can be blamed for),\n"
+    "  within --budget (default 60 s), and writes DIR/repro.py (plain PyTorch: the recorded\n"
+    "  call with the recorded dO against fp64; exit 1 when it reproduces), tensors.safetensors,\n"
+    "  case.h5, figure.png and README.md. --backend names the backend repro.py forces when\n"
+    "  the dump did not record it. When the recorded kernel runs on this CPU, repro.py is run\n"
+    "  with --python (default $ATTNSCOPE_PYTHON, else python3) and its result goes into the\n"
+    "  README; exit 1 when it did not reproduce, 2 on unreadable input or no such finding\n";
+
 constexpr const char* kMerge =
     "usage: attnscope-cli merge SHARD.json ...\n"
     "  join the reports of `scan --json --shard I/N` (every I of one N, in any order) into\n"
@@ -108,6 +121,7 @@ constexpr const char* kTop =
     "  merge SHARD.json ...   join the reports of scan --shard I/N\n"
     "  health DUMP|FOLDER     attention health over a run's steps: warn before the NaN\n"
     "  compare FILE::CASE     backend matrix vs fp64 (alias: matrix)\n"
+    "  repro FILE::CASE       minimal reproducer bundle for an upstream bug report\n"
     "  sweep FILE::CASE       softmax-scale sweep\n"
     "  run FILE[::CASE]       recompute and write the results to --out RESULTS.h5\n"
     "  step FILE::CASE        step the fused backward to the first non-finite value\n"
@@ -137,6 +151,7 @@ const char* command_usage(const std::string& command) {
   if (command == "scan") return kScan;
   if (command == "merge") return kMerge;
   if (command == "health") return kHealth;
+  if (command == "repro") return kRepro;
   if (command == "compare" || command == "matrix") return kCompare;
   if (command == "sweep") return kSweep;
   if (command == "run") return kRun;

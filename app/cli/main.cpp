@@ -16,11 +16,12 @@
 namespace {
 
 const std::vector<std::string> kValued = {
-    "case",  "precision", "mode",          "clip",          "clip-scope", "mask-fill",
-    "scale", "scales",    "threads",       "out",           "batch",      "head",
-    "view",  "format",    "memory-budget", "probe-timeout", "shard",      "horizon"};
-const std::vector<std::string> kFlags = {"forward-only", "help", "no-markers", "no-caption",
-                                         "follow"};
+    "case",    "precision", "mode",          "clip",          "clip-scope", "mask-fill",
+    "scale",   "scales",    "threads",       "out",           "batch",      "head",
+    "view",    "format",    "memory-budget", "probe-timeout", "shard",      "horizon",
+    "finding", "backend",   "budget",        "python"};
+const std::vector<std::string> kFlags = {"forward-only", "help",   "no-markers",
+                                         "no-caption",   "follow", "no-verify"};
 
 }  // namespace
 
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
   if (command == "scan") return run_scan(parsed);
   if (command == "merge") return run_merge(parsed);
   if (command == "health") return run_health(parsed);
+  if (command == "repro") return run_repro(parsed);
   if (command == "compare" || command == "matrix") return run_matrix(parsed);
   if (command == "sweep") return run_sweep(parsed);
   if (command == "run") return run_results(parsed);
