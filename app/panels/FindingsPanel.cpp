@@ -3,14 +3,18 @@
 
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
+#include <QPushButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 #include <algorithm>
 
 #include "app/export/SettingNames.h"
 #include "app/gui/AnalysisController.h"
+#include "app/gui/ReproDialog.h"
 #include "app/gui/SessionContext.h"
 #include "app/panels/SeverityStyle.h"
+#include "core/analysis/shrink.h"  // reproducible_kind
 
 namespace attnscope {
 namespace {
@@ -67,10 +71,26 @@ FindingsPanel::FindingsPanel(SessionContext* context, AnalysisController* analys
   list_->setRootIsDecorated(false);
   list_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   list_->setWordWrap(true);
+  repro_ = new QPushButton(tr("Make reproducer…"), this);
+  repro_->setObjectName(QStringLiteral("makeReproducer"));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(header_);
+  layout->addWidget(repro_, 0, Qt::AlignLeft);  // above the list: a short dock keeps it in view
   layout->addWidget(list_, 1);
+  connect(repro_, &QPushButton::clicked, this, [this] { makeReproducer(); });
+  connect(list_, &QTreeWidget::currentItemChanged, this, &FindingsPanel::updateReproButton);
+  list_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(list_, &QTreeWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QTreeWidgetItem* item = list_->itemAt(at);
+    if (item == nullptr) return;
+    list_->setCurrentItem(item);
+    QMenu menu(this);
+    QAction* make = menu.addAction(repro_->text(), this, [this] { makeReproducer(); });
+    make->setEnabled(repro_->isEnabled());
+    make->setToolTip(repro_->toolTip());
+    menu.exec(list_->viewport()->mapToGlobal(at));
+  });
   connect(list_, &QTreeWidget::itemClicked, this,
           [this](QTreeWidgetItem* item) { onActivated(item); });
   connect(list_, &QTreeWidget::itemActivated, this,
@@ -107,8 +127,48 @@ void FindingsPanel::activate(int row) {
   onActivated(item);
 }
 
+const Finding* FindingsPanel::currentFinding() const {
+  const auto s = analysis_->summary();
+  QTreeWidgetItem* item = list_->currentItem();
+  if (item == nullptr) item = list_->topLevelItem(0);  // the worst finding
+  if (!s || item == nullptr) return nullptr;
+  return &s->findings[static_cast<size_t>(item->data(0, kIndexRole).toInt())];
+}
+
+void FindingsPanel::updateReproButton() {
+  const Finding* f = currentFinding();
+  QString why;
+  if (f == nullptr) {
+    why = tr("select a finding first");
+  } else if (f->what_if) {
+    why = tr("a reproducer starts from the recorded run: reset the what-if settings");
+  } else if (!reproducible_kind(f->kind)) {
+    why = tr("%1 is about the run's inputs or what the dump lacks, not a kernel")
+              .arg(QString::fromLatin1(finding_kind_name(f->kind)));
+  }
+  repro_->setEnabled(why.isEmpty());
+  repro_->setToolTip(why.isEmpty() ? tr("Shrink the case to the smallest part that shows %1 "
+                                        "and write an upstream bug report's bundle")
+                                         .arg(QString::fromLatin1(finding_kind_name(f->kind)))
+                                   : why);
+}
+
+ReproDialog* FindingsPanel::makeReproducer() {
+  updateReproButton();
+  const Finding* f = currentFinding();
+  if (!repro_->isEnabled() || f == nullptr || context_->fileIndex() < 0) return nullptr;
+  const QString finding = QString::fromLatin1(finding_kind_name(f->kind)) + QLatin1Char(':') +
+                          QString::fromStdString(f->tensor);
+  auto* dialog = new ReproDialog(context_->file(context_->fileIndex()).path, context_->casePath(),
+                                 finding, window());
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->show();
+  return dialog;
+}
+
 void FindingsPanel::showSummary() {
   list_->clear();
+  updateReproButton();
   const auto s = analysis_->summary();
   if (!s || !analysis_->summaryCurrent()) {
     header_->setText(context_->caseInfo() ? tr("analysing…") : tr("no case selected"));
@@ -135,6 +195,7 @@ void FindingsPanel::showSummary() {
     for (int c = 0; c < 6; ++c)
       item->setToolTip(c, QString::fromStdString(f.message) + "\n" + remedy);
   }
+  updateReproButton();
 }
 
 void FindingsPanel::onActivated(QTreeWidgetItem* item) {

@@ -8,6 +8,7 @@
 #include "core/io/input_path.h"
 #include "core/io/live_writer.h"
 #include "core/io/probe_channel.h"
+#include "core/io/sibling_program.h"
 #include "core/memory_budget.h"
 
 #include <fcntl.h>
@@ -142,19 +143,7 @@ ProbeWait wait_probe(pid_t pid, int fd, std::chrono::steady_clock::time_point de
 }  // namespace
 
 std::string find_probe_executable() {
-  if (const char* env = std::getenv("ATTNSCOPE_PROBE")) return env;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
-  // Installed: next to the program; build tree: app/probe/ seen from app/ (GUI) or app/cli/.
-  for (const fs::path& candidate :
-       {self.parent_path() / kProbeName, self.parent_path() / "probe" / kProbeName,
-        self.parent_path().parent_path() / "probe" / kProbeName}) {
-    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate.string();
-    }
-  }
-  return {};
+  return find_sibling_program(kProbeName, "probe", "ATTNSCOPE_PROBE");
 }
 
 namespace {

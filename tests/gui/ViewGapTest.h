@@ -59,6 +59,9 @@ class ViewGapTest : public QObject {
   // HealthPageTests.cpp
   void health_page_leads_to_the_head_that_overflows();
 
+  // ReproDialogTests.cpp
+  void make_reproducer_from_a_finding();
+
  private:
   QTemporaryDir settingsDir_;
   QTemporaryDir dataHome_;
