@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -311,6 +312,28 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
   }
   r.kept = sel;
   r.minimal = select_case(source, sel);
+  // Values: the NaN / Inf of an input that the failure does not need become 0, so that the
+  // reproducer shows the one that matters (a NaN dO of a poisoned run hides nothing then).
+  for (const char* name : {"do", "bias", "q", "k", "v"}) {
+    const auto it = r.minimal.tensors.find(name);
+    if (it == r.minimal.tensors.end() || spent()) continue;
+    std::vector<double> x = it->second.to_double();
+    int64_t zeroed = 0;
+    for (double& e : x) {
+      if (!std::isfinite(e)) {
+        e = 0;
+        ++zeroed;
+      }
+    }
+    if (zeroed == 0) continue;
+    CaseData candidate = r.minimal;
+    candidate.tensors[name] = HostTensor::from_double(it->second.dtype, it->second.shape, x);
+    if (!shows(candidate)) continue;
+    best = shown;
+    r.minimal = std::move(candidate);
+    r.notes.push_back(std::string(name) + ": its " + std::to_string(zeroed) +
+                      " non-finite value(s) set to 0, which the failure does not need");
+  }
   r.minimal_elements = case_elements(r.minimal);
   r.finding = *best;
   r.budget_spent = spent();

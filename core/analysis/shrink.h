@@ -3,7 +3,7 @@
 // the recorded run) and no finding kind the case did not show: batches, kv-head groups (a kv
 // head with all its query heads, so the GQA mapping stays), query rows and keys (a causal case
 // keeps a prefix of both, so row i still sees keys 0..i). Recorded outputs stay only where the
-// reduction keeps them exact.
+// reduction keeps them exact. Then non-finite input values the failure does not need become 0.
 #pragma once
 
 #include <chrono>
