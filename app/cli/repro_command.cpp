@@ -177,7 +177,16 @@ std::string readme(const ReproCall& call, const CaseData& original, const Shrink
     << (call.causal ? " (" + call.causal_align + ")" : "")
     << (call.softcap != 0 ? ", softcap " + num(call.softcap) : "") << "\n"
     << "- repro.py calls: " << call.call
-    << (call.backend.empty() ? "" : " with the " + call.backend + " backend forced") << "\n";
+    << (call.backend.rfind("sdpa_", 0) == 0 ? " with the " + call.backend + " backend forced"
+                                            : std::string())
+    << "\n";
+  if (!call.backend.empty() && call.call == "sdpa" && call.backend.rfind("sdpa", 0) != 0) {
+    s << "- the recorded " << call.backend << " call is not written out: repro.py runs SDPA with "
+      << "the same semantics (scale, mask, causal, softcap as recorded)";
+    if (!run.score_mod.empty())
+      s << "; the recorded score_mod was:\n\n```python\n" << run.score_mod << "\n```";
+    s << "\n";
+  }
   if (run.dropout_p > 0) {
     s << "- the run had attention dropout p = " << num(run.dropout_p)
       << ", which repro.py does not apply\n";

@@ -23,8 +23,6 @@ except ImportError as missing:  # exit 2: could not run (1 means reproduced)
     sys.exit(2)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-          "float64": torch.float64}
 # Largest error of a correct kernel against fp64, relative to max |reference| (EXPECT mismatch).
 TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2, "float32": 1e-4, "float64": 1e-10}
 CUDA_BACKENDS = ("sdpa_efficient", "sdpa_cudnn", "flash_attn", "xformers")
@@ -252,16 +250,23 @@ if __name__ == "__main__":
     sys.exit(status)
 )PY";
 
-// A Python string literal of `text` (double-quoted, backslashes and quotes escaped).
+// A Python string literal of `text`: double-quoted, backslashes and quotes escaped, control
+// characters as \xNN. Text from the dump (its path, attributes, finding messages) only ever
+// reaches repro.py this way, so no file name or attribute can become code there.
 std::string py_string(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
     }
-    out += c;
   }
   return out + "\"";
 }
@@ -292,8 +297,8 @@ const char* repro_expectation(FindingKind kind) {
 std::string repro_script(const ReproCall& c) {
   std::ostringstream s;
   s << "#!/usr/bin/env python3\n"
-    << "\"\"\"Minimal reproducer of " << c.finding << " (written by attnscope-cli repro from "
-    << c.source << ").\n\n"
+    << "\"\"\"Minimal reproducer of an attention failure (written by attnscope-cli repro; SOURCE\n"
+    << "names the case it was shrunk from, FINDING what breaks).\n\n"
     << "Runs the recorded attention call on tensors.safetensors (next to this file) with the\n"
     << "recorded dO, compares o and the gradients with an fp64 reference and prints what breaks.\n"
     << "Needs torch and safetensors only. Exit status 1 when the failure reproduces, 0 when not,\n"
@@ -309,6 +314,7 @@ std::string repro_script(const ReproCall& c) {
     << "CAUSAL_ALIGN = " << py_string(c.causal_align) << "\n"
     << "SOFTCAP = " << py_float(c.softcap) << "\n"
     << "RECORDED_TORCH = " << py_string(c.recorded_torch) << "\n"
+    << "SOURCE = " << py_string(c.source) << "\n"
     << "FINDING = " << py_string(c.finding) << "\n"
     << "FINDING_TEXT = " << py_string(c.finding_text) << "\n"
     << "# nonfinite: NaN / Inf where fp64 is finite; carried: non-finite inputs reach the\n"

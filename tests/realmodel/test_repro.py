@@ -104,7 +104,7 @@ class ReproTest(unittest.TestCase):
         out = os.path.join(self.dir, name)
         env = dict(os.environ, ATTNSCOPE_PYTHON=sys.executable)
         p = subprocess.run([CLI, "repro", ref, "--out", out, *extra], capture_output=True,
-                           text=True, env=env, timeout=600)
+                           text=True, env=env, timeout=600, cwd=self.dir)
         self.assertEqual(p.returncode, exit, p.stdout + p.stderr)
         for f in ("repro.py", "tensors.safetensors", "case.h5", "README.md", "figure.png"):
             self.assertTrue(os.path.isfile(os.path.join(out, f)), f + "\n" + p.stdout + p.stderr)
@@ -178,6 +178,18 @@ class ReproTest(unittest.TestCase):
         status, text = self.clean_run(out)
         self.assertEqual(status, 1, text)
         self.assertIn("the recorded flash_attn needs CUDA", text)
+
+    def test_a_hostile_file_name_stays_text_in_repro_py(self):
+        # A dump name that would close repro.py's docstring and run a command, were it pasted.
+        name = 'x"""\nimport os; os.system("touch PWNED")\n""".h5'
+        dump = os.path.join(self.dir, name)
+        shutil.copy(os.path.join(SAMPLES, "seed_cases.h5"), dump)
+        out, stdout, readme = self.repro(dump + "::/fp16_score_overflow", "hostile")
+        self.assertIn("Reproduced", readme)  # repro.py ran, here in self.dir
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "PWNED")))
+        with open(os.path.join(out, "repro.py")) as f:
+            self.assertIn('SOURCE = "' + dump.replace('"', '\\"').replace("\n", "\\x0a"),
+                          f.read())
 
     def test_a_finding_about_the_inputs_is_refused(self):
         ref = os.path.join(SAMPLES, "packed_sequences.h5") + "::/packed_sdpa_causal_mask/seq_1"
