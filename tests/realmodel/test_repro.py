@@ -8,7 +8,8 @@ attnscope_record, transformers or h5py, from a folder holding only repro.py and 
 - a Llama whose repeat_kv tiles the kv heads (h -> h % Hk): recorded o off, which torch's own
   eager math does not reproduce, and repro.py names the head mapping;
 - the packed sample's varlen document with a NaN in k (flash_attn, replayed on the CPU with the
-  same semantics)."""
+  same semantics).
+A dump whose name would be Python code stays a string in repro.py."""
 import os
 import re
 import shutil
