@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 
+#include "core/io/safetensors_writer.h"
 #include "io_test_util.h"
 
 namespace attnscope::test {
@@ -235,6 +236,30 @@ TEST(Roundtrip, writer_reports_unwritable_path) {
   ASSERT_FALSE(writer.ok());
   EXPECT_EQ(writer.error().code, ErrorCode::io);
   EXPECT_NE(writer.error().message.find("no_such_dir/x.h5"), std::string::npos);
+}
+
+// write_safetensors (the reproducer's tensors.safetensors) read back by the safetensors reader
+// that opens bug-report files: every dtype a case holds, bit-exact, infinities and NaN kept.
+TEST(Roundtrip, safetensors_writer_is_read_back_bit_exact) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64}) {
+    const CaseData data = make_case(Sizes{}, dtype, Layout::bhsd, false);
+    const HostTensor q = pattern_tensor(dtype, data.q().shape, 3, /*specials=*/true);
+    const HostTensor mask = mask_tensor(DType::boolean, {1, 1, 5, 7});
+    const std::string path = data_file(std::string("writer_") + dtype_name(dtype) + ".safetensors");
+    const Status written =
+        write_safetensors(path, {{"q", &q}, {"k", &data.k()}, {"v", &data.v()}, {"mask", &mask}},
+                          {{"source", "a\"b"}});
+    ASSERT_TRUE(written) << written.error().describe();
+    DumpReader dump = open_ok(path);
+    ASSERT_EQ(dump.cases().size(), 1u);
+    auto loaded = dump.load(dump.cases()[0].path);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
+    expect_same_tensor(q, loaded->q(), std::string(dtype_name(dtype)) + " q");
+    expect_same_tensor(data.k(), loaded->k(), "k");
+    expect_same_tensor(data.v(), loaded->v(), "v");
+    ASSERT_NE(loaded->find("mask"), nullptr);
+    expect_same_tensor(mask, *loaded->find("mask"), "mask");
+  }
 }
 
 }  // namespace
