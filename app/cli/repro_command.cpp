@@ -202,7 +202,7 @@ std::string readme(const ReproCall& call, const CaseData& original, const Shrink
   for (const std::string& note : r.notes) s << "- " << note << "\n";
   s << "\n## Files\n\n"
     << "- `repro.py`: `python repro.py` (needs torch and safetensors); exit status 1 when the "
-       "failure reproduces, 0 when not\n"
+       "failure reproduces, 0 when not, 2 when it cannot run\n"
     << "- `tensors.safetensors`: " << tensor_list(r.minimal)
     << " ([B, H, S, D]; recorded outputs as recorded_NAME)\n"
     << "- `case.h5`: the same case for attnscope (`attnscope case.h5`)\n";
