@@ -52,8 +52,9 @@ constexpr const char* kRepro =
     "  call with the recorded dO against fp64; exit 1 when it reproduces), tensors.safetensors,\n"
     "  case.h5, figure.png and README.md. --backend names the backend repro.py forces when\n"
     "  the dump did not record it. When the recorded kernel runs on this CPU, repro.py is run\n"
-    "  with --python (default $ATTNSCOPE_PYTHON, else python3) and its result goes into the\n"
-    "  README; exit 1 when it did not reproduce, 2 on unreadable input or no such finding\n";
+    "  with --python (default $ATTNSCOPE_PYTHON, else the venv of scripts/setup.sh when it\n"
+    "  exists, else python3) and its result goes into the README; exit 1 when it did not\n"
+    "  reproduce, 2 on unreadable input or no such finding\n";
 
 constexpr const char* kMerge =
     "usage: attnscope-cli merge SHARD.json ...\n"

@@ -211,9 +211,23 @@ std::string readme(const ReproCall& call, const CaseData& original, const Shrink
   return s.str();
 }
 
+// --python, else $ATTNSCOPE_PYTHON, else the venv scripts/setup.sh makes ($ATTNSCOPE_VENV or
+// ~/.cache/attnscope/venv, which holds torch and safetensors) when it exists, else python3.
 std::string python_program(const CommandArgs& args) {
   if (const std::string* p = args.option("python")) return *p;
-  if (const char* env = std::getenv("ATTNSCOPE_PYTHON"); env != nullptr && *env != '\0') return env;
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::string(v) : std::string();
+  };
+  if (std::string p = env("ATTNSCOPE_PYTHON"); !p.empty()) return p;
+  fs::path venv = env("ATTNSCOPE_VENV");
+  if (venv.empty()) {
+    const std::string cache = env("XDG_CACHE_HOME");
+    venv =
+        (cache.empty() ? fs::path(env("HOME")) / ".cache" : fs::path(cache)) / "attnscope" / "venv";
+  }
+  std::error_code ec;
+  if (fs::is_regular_file(venv / "bin" / "python", ec)) return (venv / "bin" / "python").string();
   return "python3";
 }
 
@@ -356,11 +370,16 @@ int run_repro(const CommandArgs& args) {
                    (call.backend.empty() ? call.call : call.backend) + " on " +
                    (call.device.empty() ? "an unrecorded device" : call.device) +
                    ") does not run on this machine; run repro.py where it does. ";
-    if (!v.started || v.timed_out || (v.exit_code != 0 && v.exit_code != 1)) {
-      verified = lead + "repro.py could not be run with " + python +
-                 (v.timed_out ? " (killed after " + num(kVerifySeconds) + " s)" : "") +
-                 ":\n\n```\n" + v.output + "```";
-      if (here) status = kExitUnreadable;
+    // A verdict counts only with repro.py's own last line: another program (a wrong --python)
+    // may exit 1 too.
+    const bool said =
+        (v.exit_code == 1 && v.output.find("REPRODUCED: ") != std::string::npos) ||
+        (v.exit_code == 0 && v.output.find("not reproduced with ") != std::string::npos);
+    if (!v.started || v.timed_out || !said) {
+      // The bundle stands; only the check is missing (e.g. a python without torch).
+      verified = (here ? std::string("Not verified: ") : lead) + "repro.py could not be run with " +
+                 python + (v.timed_out ? " (killed after " + num(kVerifySeconds) + " s)" : "") +
+                 "; --python names one with torch and safetensors:\n\n```\n" + v.output + "```";
     } else {
       const std::string result = v.exit_code == 1 ? "reproduced" : "not reproduced";
       verified = here ? std::string(v.exit_code == 1 ? "Reproduced" : "Not reproduced")

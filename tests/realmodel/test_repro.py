@@ -9,7 +9,8 @@ attnscope_record, transformers or h5py, from a folder holding only repro.py and 
   eager math does not reproduce, and repro.py names the head mapping;
 - the packed sample's varlen document with a NaN in k (flash_attn, replayed on the CPU with the
   same semantics).
-A dump whose name would be Python code stays a string in repro.py."""
+A dump whose name would be Python code stays a string in repro.py; a --python that cannot run
+repro.py leaves the bundle written and unverified."""
 import os
 import re
 import shutil
@@ -191,6 +192,14 @@ class ReproTest(unittest.TestCase):
         with open(os.path.join(out, "repro.py")) as f:
             self.assertIn('SOURCE = "' + dump.replace('"', '\\"').replace("\n", "\\x0a"),
                           f.read())
+
+    def test_a_python_that_cannot_run_it_leaves_the_bundle_unverified(self):
+        # /bin/false exits 1 like a reproduced failure, without repro.py's verdict line.
+        out, stdout, readme = self.repro(
+            os.path.join(SAMPLES, "seed_cases.h5") + "::/fp16_score_overflow", "no_python", 0,
+            "--python", "/bin/false")
+        self.assertIn("Not verified: repro.py could not be run with /bin/false", stdout)
+        self.assertNotIn("Reproduced", readme)
 
     def test_a_finding_about_the_inputs_is_refused(self):
         ref = os.path.join(SAMPLES, "packed_sequences.h5") + "::/packed_sdpa_causal_mask/seq_1"
