@@ -74,16 +74,18 @@ std::string call_of(const std::string& backend, const Finding& f) {
   if (backend.rfind("flash_attn", 0) == 0) return "flash_attn";
   if (backend.rfind("xformers", 0) == 0) return "xformers";
   if (backend == "eager") return "eager";
-  if (backend.empty()) return has_mode(f, "unfused") ? "eager" : "sdpa";
-  return "sdpa";  // flex and others: the same semantics through SDPA (the README says so)
+  // Not recorded, flex, a custom function: the same semantics as the kernel the finding was
+  // seen in (the README says the recorded call is not written out).
+  return has_mode(f, "unfused") ? "eager" : "sdpa";
 }
 
 // Whether repro.py runs the recorded kernel itself on this machine (a CPU).
 bool runs_here(const ReproCall& c) {
   if (!c.device.empty() && c.device.rfind("cpu", 0) != 0) return false;
-  return c.call == "eager" ||
-         (c.call == "sdpa" && (c.backend.empty() || c.backend == "sdpa_math" ||
-                               c.backend == "sdpa_flash" || c.backend == "sdpa"));
+  if (c.backend.empty()) return c.call == "eager" || c.call == "sdpa";  // nothing else to run
+  return (c.call == "eager" && c.backend == "eager") ||
+         (c.call == "sdpa" &&
+          (c.backend == "sdpa_math" || c.backend == "sdpa_flash" || c.backend == "sdpa"));
 }
 
 std::string dims_text(const CaseDims& d) {
@@ -180,9 +182,10 @@ std::string readme(const ReproCall& call, const CaseData& original, const Shrink
     << (call.backend.rfind("sdpa_", 0) == 0 ? " with the " + call.backend + " backend forced"
                                             : std::string())
     << "\n";
-  if (!call.backend.empty() && call.call == "sdpa" && call.backend.rfind("sdpa", 0) != 0) {
-    s << "- the recorded " << call.backend << " call is not written out: repro.py runs SDPA with "
-      << "the same semantics (scale, mask, causal, softcap as recorded)";
+  if (!call.backend.empty() && call.backend != call.call && call.backend.rfind("sdpa", 0) != 0 &&
+      call.backend.rfind(call.call, 0) != 0) {
+    s << "- the recorded " << call.backend << " call is not written out: repro.py runs "
+      << call.call << " with the same semantics (scale, mask, causal, softcap as recorded)";
     if (!run.score_mod.empty())
       s << "; the recorded score_mod was:\n\n```python\n" << run.score_mod << "\n```";
     s << "\n";
@@ -364,12 +367,17 @@ int run_repro(const CommandArgs& args) {
     const bool here = runs_here(call);
     const std::string python = python_program(args);
     const ChildOutcome v = run_child({python, "-I", (dir / "repro.py").string()}, kVerifySeconds);
-    const std::string lead =
-        here ? ""
-             : "Not verified here: the recorded kernel (" +
-                   (call.backend.empty() ? call.call : call.backend) + " on " +
-                   (call.device.empty() ? "an unrecorded device" : call.device) +
-                   ") does not run on this machine; run repro.py where it does. ";
+    const bool on_cpu = call.device.empty() || call.device.rfind("cpu", 0) == 0;
+    std::string lead;
+    if (!here && on_cpu && call.call != "flash_attn" && call.call != "xformers" &&
+        call.backend != "sdpa_efficient" && call.backend != "sdpa_cudnn") {
+      lead = "Not verified here: repro.py does not call the recorded attention (" + call.backend +
+             ") itself, which is not written out. ";
+    } else if (!here) {
+      lead = "Not verified here: the recorded kernel (" + call.backend + " on " +
+             (call.device.empty() ? "an unrecorded device" : call.device) +
+             ") does not run on this machine; run repro.py where it does. ";
+    }
     // A verdict counts only with repro.py's own last line: another program (a wrong --python)
     // may exit 1 too.
     const bool said =

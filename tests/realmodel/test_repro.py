@@ -9,6 +9,7 @@ attnscope_record, transformers or h5py, from a folder holding only repro.py and 
   eager math does not reproduce, and repro.py names the head mapping;
 - the packed sample's varlen document with a NaN in k (flash_attn, replayed on the CPU with the
   same semantics).
+The MiniLM example's fp16 overflow (its own attention function) runs as eager math, said.
 A dump whose name would be Python code stays a string in repro.py; a --python that cannot run
 repro.py leaves the bundle written and unverified."""
 import os
@@ -180,6 +181,24 @@ class ReproTest(unittest.TestCase):
         status, text = self.clean_run(out)
         self.assertEqual(status, 1, text)
         self.assertIn("the recorded flash_attn needs CUDA", text)
+
+    def test_minilm_custom_attention_fp16_overflow(self):
+        # The MiniLM example's own attention function (backend "custom"): repro.py runs the
+        # same semantics (eager math) and the verdict says it is not the recorded function.
+        dump = os.path.join(self.dir, "minilm_overflow.h5")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.join(ROOT, "python"), os.path.join(ROOT, "python", "examples")]))
+        subprocess.run([sys.executable, os.path.join(ROOT, "python", "examples", "minilm_dump.py"),
+                        "--mode", "overflow", dump], check=True, env=env, capture_output=True,
+                       timeout=600)
+        out, stdout, readme = self.repro(dump + "::/step_000000/layer_02", "minilm")
+        self.assertIn("repro: score_overflow S", stdout)
+        self.assertIn("repro.py calls eager (custom)", stdout)
+        self.assertIn("Not verified here: repro.py does not call the recorded attention (custom)",
+                      readme)
+        status, text = self.clean_run(out)
+        self.assertEqual(status, 1, text)
+        self.assertIn("REPRODUCED: score_overflow with eager attention", text)
 
     def test_a_hostile_file_name_stays_text_in_repro_py(self):
         # A dump name that would close repro.py's docstring and run a command, were it pasted.
