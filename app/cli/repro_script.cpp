@@ -119,9 +119,11 @@ def choose_call():
                 "runs the same semantics with another kernel; run it where the recorded kernel runs")
     what = "eager attention (transformers' eager math)" if CALL == "eager" else \
         f"{CALL} ({BACKEND or 'default backend'})"
+    unwritten = f" (the recorded {BACKEND} call is not written out: the same semantics)" \
+        if BACKEND and BACKEND != "eager" and not BACKEND.startswith("sdpa") else ""
     if DEVICE.startswith("cuda") and not cuda:
         return CALL, BACKEND, "cpu", f"{what} on cpu: recorded on {DEVICE}, which this machine lacks"
-    return CALL, BACKEND, device, f"{what} on {device}"
+    return CALL, BACKEND, device, f"{what} on {device}{unwritten}"
 
 
 def run(t, call, backend, device):
