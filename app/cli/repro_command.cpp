@@ -296,10 +296,16 @@ int run_repro(const CommandArgs& args) {
   }
   ShrinkTarget shrink_target{target->kind, target->tensor, target->batch, target->head,
                              target->rows};
+  // The shrink reads the whole case's findings and replay only: free its runs and fp64
+  // reference (hundreds of MB for a real-size layer) before the candidates' analyses.
+  analysis->runs.clear();
+  analysis->clips.clear();
+  analysis->recorded.clear();
+  analysis->reference.reset();
   std::cerr << "repro: shrinking " << dims_text(data.info.dims) << " while it shows "
             << finding_kind_name(target->kind) << " " << target->tensor << " (budget "
             << options.budget.count() << " s)\n";
-  Result<ShrinkResult> shrunk = shrink_case(data, shrink_target, options);
+  Result<ShrinkResult> shrunk = shrink_case(data, shrink_target, options, &*analysis);
   if (!shrunk) return fail(kCommand, shrunk.error().message, shrunk.error().hint);
   const ShrinkResult& r = *shrunk;
 

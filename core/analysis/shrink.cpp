@@ -174,12 +174,26 @@ bool reproducible_kind(FindingKind kind) {
 }
 
 Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& target,
-                                 const ShrinkOptions& options) {
+                                 const ShrinkOptions& options, const CaseAnalysis* whole) {
+  ShrinkResult r;
+  std::optional<Result<CaseAnalysis>> own;
+  if (whole == nullptr) {
+    own.emplace(analyze_case(data, options.analysis));
+    ++r.tries;
+    if (!*own) return own->error();
+    whole = &own->value();
+  }
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(options.budget);
-  ShrinkResult r;
+  const bool recorded_kind = target.kind == FindingKind::recorded_mismatch ||
+                             target.kind == FindingKind::recorded_convention;
+  // The candidates' analyses run only the checks the target comes from (a real-size case's
+  // fp64 reference for the recorded outputs costs most of an analysis).
   AnalysisSettings settings = options.analysis;
   settings.cancelled = [deadline] { return Clock::now() > deadline; };
+  settings.recorded_check = recorded_kind;
+  settings.precision_check = target.kind == FindingKind::precision_loss;
+  settings.infer_run = false;  // the whole case's inference is applied to `source` below
   const auto spent = [&] { return Clock::now() > deadline; };
 
   std::vector<FindingKind> kinds;  // of the whole case
@@ -202,11 +216,8 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
   CaseSelection sel{iota(dims.batch), iota(dims.kv_heads), iota(dims.seqlen_q),
                     iota(dims.seqlen_k)};
   r.original_elements = case_elements(data);
-  Result<CaseAnalysis> first = analyze_case(data, options.analysis);  // whatever the budget
-  ++r.tries;
-  const Finding* found = first && !first->interrupted
-                             ? find_target(first->findings, target.kind, target.tensor)
-                             : nullptr;
+  const Finding* found =
+      whole->interrupted ? nullptr : find_target(whole->findings, target.kind, target.tensor);
   if (found == nullptr) {
     return make_error(ErrorCode::not_found,
                       std::string("the case does not show ") + finding_kind_name(target.kind) +
@@ -214,11 +225,11 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
                       "attnscope-cli scan FILE::CASE lists its findings; pass one of their kinds "
                       "with --finding");
   }
-  for (const Finding& f : first->findings) kinds.push_back(f.kind);
-  // What the analysis inferred from the recorded o (scale, mask fill) becomes the reduced
-  // cases' recorded semantics: they may lose the o it was read off.
+  for (const Finding& f : whole->findings) kinds.push_back(f.kind);
+  // What the whole case's analysis inferred from the recorded o (scale, mask fill) becomes the
+  // candidates' recorded semantics: they may lose the o it was read off.
   CaseData source = data;
-  apply_inferred_run(source.info.config, first->replay.inferred);
+  apply_inferred_run(source.info.config, whole->replay.inferred);
   std::optional<Finding> best = *found;
   const auto try_sel = [&](const CaseSelection& candidate) {
     if (spent()) return false;
@@ -245,8 +256,6 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
         spent);
   };
   const int64_t group = dims.heads / dims.kv_heads;
-  const bool recorded_kind = target.kind == FindingKind::recorded_mismatch ||
-                             target.kind == FindingKind::recorded_convention;
   reduce(&CaseSelection::batches, target.batch);
   if (recorded_kind && group > 1) {
     r.notes.push_back("all " + std::to_string(dims.kv_heads) +

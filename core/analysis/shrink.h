@@ -44,7 +44,7 @@ int64_t case_elements(const CaseData& data);
 
 struct ShrinkOptions {
   AnalysisSettings analysis;  // the recorded run (RunChoice left empty)
-  std::chrono::duration<double> budget = std::chrono::seconds(60);
+  std::chrono::duration<double> budget = std::chrono::seconds(60);  // for the reduction
 };
 
 struct ShrinkResult {
@@ -58,9 +58,12 @@ struct ShrinkResult {
   std::vector<std::string> notes;
 };
 
-// Finds the target in `data` first (not_found when the case does not show it), then reduces.
+// Finds the target in `whole`, the analysis of `data` at options.analysis (made here when
+// null; only its findings and replay are read), and fails (not_found) when it is not there;
+// then reduces. The budget counts from there: a real-size case's first analysis alone can
+// take most of a minute.
 Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& target,
-                                 const ShrinkOptions& options);
+                                 const ShrinkOptions& options, const CaseAnalysis* whole = nullptr);
 
 // The first finding of `findings` of `kind` (on `tensor` when not empty), judged as recorded.
 const Finding* find_target(const std::vector<Finding>& findings, FindingKind kind,

@@ -27,6 +27,13 @@ void plant_overflow(CaseData& c, int64_t b, int64_t h, int64_t row, int64_t key)
   put(c, "k", DType::f16, c.k().shape, k);
 }
 
+ShrinkTarget overflow_on_s() {
+  ShrinkTarget t;
+  t.kind = FindingKind::score_overflow;
+  t.tensor = "S";
+  return t;
+}
+
 TEST(Shrink, SelectKeepsWholeGqaGroupsAndCutsABroadcastMask) {
   testing::CaseSpec s = testing::spec(4, 2);
   s.batch = 2;
@@ -71,8 +78,7 @@ TEST(Shrink, ScoreOverflowShrinksToItsRowAndKey) {
   s.seqlen_q = s.seqlen_k = 24;
   CaseData c = make_case(s);
   plant_overflow(c, 2, 3, 17, 9);
-  ShrinkTarget target{FindingKind::score_overflow, "S"};
-  Result<ShrinkResult> r = shrink_case(c, target, {});
+  Result<ShrinkResult> r = shrink_case(c, overflow_on_s(), {});
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->kept.batches, (std::vector<int64_t>{2}));
   EXPECT_EQ(r->kept.kv_heads, (std::vector<int64_t>{1}));
@@ -94,7 +100,7 @@ TEST(Shrink, CausalCaseKeepsPrefixesOfRowsAndKeys) {
   CaseData c = make_case(s);
   c.info.config.causal = true;
   plant_overflow(c, 0, 1, 20, 11);  // row 20 sees key 11 under the causal mask
-  Result<ShrinkResult> r = shrink_case(c, {FindingKind::score_overflow, "S"}, {});
+  Result<ShrinkResult> r = shrink_case(c, overflow_on_s(), {});
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->kept.rows.size(), 21u);  // rows 0..20: the first that sees the pair is 20
   EXPECT_EQ(r->kept.rows.back(), 20);
@@ -105,7 +111,7 @@ TEST(Shrink, CausalCaseKeepsPrefixesOfRowsAndKeys) {
 
 TEST(Shrink, RefusesATargetTheCaseDoesNotShow) {
   const CaseData c = make_case(testing::spec(2, 2));
-  Result<ShrinkResult> r = shrink_case(c, {FindingKind::score_overflow, "S"}, {});
+  Result<ShrinkResult> r = shrink_case(c, overflow_on_s(), {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::not_found);
   EXPECT_NE(r.error().message.find("score_overflow"), std::string::npos);
