@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "case_format.h"  // dims_text
 #include "child_process.h"
 #include "cli_common.h"
 #include "cli_options.h"
@@ -67,33 +68,22 @@ bool has_mode(const Finding& f, const char* mode) {
   return std::find(f.modes.begin(), f.modes.end(), mode) != f.modes.end();
 }
 
-// The API family repro.py calls for the recorded backend; an unrecorded one by the kernel
-// semantics the finding was seen in (unfused: eager attention).
-std::string call_of(const std::string& backend, const Finding& f) {
+// The API family of a recorded backend that repro.py writes the call of; empty for the others
+// (flex, a model's own attention function).
+std::string written_call(const std::string& backend) {
   if (backend.rfind("sdpa", 0) == 0) return "sdpa";
   if (backend.rfind("flash_attn", 0) == 0) return "flash_attn";
   if (backend.rfind("xformers", 0) == 0) return "xformers";
   if (backend == "eager") return "eager";
-  // Not recorded, flex, a custom function: the same semantics as the kernel the finding was
-  // seen in (the README says the recorded call is not written out).
-  return has_mode(f, "unfused") ? "eager" : "sdpa";
+  return {};
 }
 
 // Whether repro.py runs the recorded kernel itself on this machine (a CPU).
 bool runs_here(const ReproCall& c) {
-  if (!c.device.empty() && c.device.rfind("cpu", 0) != 0) return false;
-  if (c.backend.empty()) return c.call == "eager" || c.call == "sdpa";  // nothing else to run
-  return (c.call == "eager" && c.backend == "eager") ||
-         (c.call == "sdpa" &&
-          (c.backend == "sdpa_math" || c.backend == "sdpa_flash" || c.backend == "sdpa"));
-}
-
-std::string dims_text(const CaseDims& d) {
-  std::ostringstream s;
-  s << "B=" << d.batch << " H=" << d.heads;
-  if (d.kv_heads != d.heads) s << " Hk=" << d.kv_heads;
-  s << " Sq=" << d.seqlen_q << " Sk=" << d.seqlen_k << " D=" << d.head_dim;
-  return s.str();
+  if (!c.written || (!c.device.empty() && c.device.rfind("cpu", 0) != 0)) return false;
+  return c.call == "eager" ||
+         (c.call == "sdpa" && (c.backend.empty() || c.backend == "sdpa" ||
+                               c.backend == "sdpa_math" || c.backend == "sdpa_flash"));
 }
 
 // "0-3, 7" of increasing indices.
@@ -182,8 +172,7 @@ std::string readme(const ReproCall& call, const CaseData& original, const Shrink
     << (call.backend.rfind("sdpa_", 0) == 0 ? " with the " + call.backend + " backend forced"
                                             : std::string())
     << "\n";
-  if (!call.backend.empty() && call.backend != call.call && call.backend.rfind("sdpa", 0) != 0 &&
-      call.backend.rfind(call.call, 0) != 0) {
+  if (!call.written) {
     s << "- the recorded " << call.backend << " call is not written out: repro.py runs "
       << call.call << " with the same semantics (scale, mask, causal, softcap as recorded)";
     if (!run.score_mod.empty())
@@ -268,7 +257,7 @@ int run_repro(const CommandArgs& args) {
   std::optional<LoadedCase> loaded = load_case_ref(args, kCommand);
   if (!loaded) return kExitUnreadable;
   CaseData& data = *loaded->data;
-  const auto [file, case_path] = split_case_ref(args.positional[0]);
+  const std::string file = split_case_ref(args.positional[0]).first;
   if (const std::string* backend = args.option("backend")) data.info.config.run.backend = *backend;
 
   Result<CaseAnalysis> analysis = analyze_case(data, options.analysis);
@@ -312,7 +301,10 @@ int run_repro(const CommandArgs& args) {
   const CaseConfig& config = data.info.config;
   ReproCall call;
   call.backend = config.run.backend;
-  call.call = call_of(call.backend, r.finding);
+  call.call = written_call(call.backend);
+  call.written = call.backend.empty() || !call.call.empty();
+  // Not recorded, or not written out: the semantics of the kernel the finding was seen in.
+  if (call.call.empty()) call.call = has_mode(r.finding, "unfused") ? "eager" : "sdpa";
   call.device = config.run.device;
   call.dtype = config.dtype.empty() ? dtype_name(data.q().dtype) : config.dtype;
   call.scale = r.minimal.info.config.effective_scale(data.info.dims.head_dim);
@@ -373,10 +365,8 @@ int run_repro(const CommandArgs& args) {
     const bool here = runs_here(call);
     const std::string python = python_program(args);
     const ChildOutcome v = run_child({python, "-I", (dir / "repro.py").string()}, kVerifySeconds);
-    const bool on_cpu = call.device.empty() || call.device.rfind("cpu", 0) == 0;
     std::string lead;
-    if (!here && on_cpu && call.call != "flash_attn" && call.call != "xformers" &&
-        call.backend != "sdpa_efficient" && call.backend != "sdpa_cudnn") {
+    if (!call.written) {
       lead = "Not verified here: repro.py does not call the recorded attention (" + call.backend +
              ") itself, which is not written out. ";
     } else if (!here) {

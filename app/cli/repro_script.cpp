@@ -119,8 +119,8 @@ def choose_call():
                 "runs the same semantics with another kernel; run it where the recorded kernel runs")
     what = "eager attention (transformers' eager math)" if CALL == "eager" else \
         f"{CALL} ({BACKEND or 'default backend'})"
-    unwritten = f" (the recorded {BACKEND} call is not written out: the same semantics)" \
-        if BACKEND and BACKEND != "eager" and not BACKEND.startswith("sdpa") else ""
+    unwritten = "" if WRITTEN else \
+        f" (the recorded {BACKEND} call is not written out: the same semantics)"
     if DEVICE.startswith("cuda") and not cuda:
         return CALL, BACKEND, "cpu", f"{what} on cpu: recorded on {DEVICE}, which this machine lacks"
     return CALL, BACKEND, device, f"{what} on {device}{unwritten}"
@@ -337,6 +337,8 @@ std::string repro_script(const ReproCall& c) {
     << "# The recorded call (tensors are [B, H, S, D]; k / v may have fewer heads: GQA).\n"
     << "CALL = " << py_string(c.call) << "  # eager | sdpa | flash_attn | xformers\n"
     << "BACKEND = " << py_string(c.backend) << "  # as recorded; \"\" when not recorded\n"
+    << "WRITTEN = " << (c.written ? "True" : "False")
+    << "  # False: CALL runs the semantics of a call not written out\n"
     << "DEVICE = " << py_string(c.device) << "\n"
     << "DTYPE = " << py_string(c.dtype) << "\n"
     << "SCALE = " << py_float(c.scale) << "\n"

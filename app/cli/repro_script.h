@@ -12,8 +12,11 @@ namespace attnscope {
 struct ReproCall {
   std::string call;     // "eager", "sdpa", "flash_attn" or "xformers"
   std::string backend;  // the recorded backend ("sdpa_flash"; "" when not recorded)
-  std::string device;   // the recorded device ("cpu", "cuda:0"; "" when not recorded)
-  std::string dtype;    // "float16", ...
+  // repro.py writes the recorded call (false for flex or a model's own attention function:
+  // `call` then runs the same semantics)
+  bool written = true;
+  std::string device;  // the recorded device ("cpu", "cuda:0"; "" when not recorded)
+  std::string dtype;   // "float16", ...
   double scale = 1, softcap = 0;
   bool causal = false;
   std::string causal_align = "top_left";

@@ -193,7 +193,7 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
   settings.cancelled = [deadline] { return Clock::now() > deadline; };
   settings.recorded_check = recorded_kind;
   settings.precision_check = target.kind == FindingKind::precision_loss;
-  settings.infer_run = false;  // the whole case's inference is applied to `source` below
+  settings.infer_run = false;  // the whole case's inference is applied to each part (cut)
   const auto spent = [&] { return Clock::now() > deadline; };
 
   std::vector<FindingKind> kinds;  // of the whole case
@@ -226,14 +226,17 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
                       "with --finding");
   }
   for (const Finding& f : whole->findings) kinds.push_back(f.kind);
-  // What the whole case's analysis inferred from the recorded o (scale, mask fill) becomes the
-  // candidates' recorded semantics: they may lose the o it was read off.
-  CaseData source = data;
-  apply_inferred_run(source.info.config, whole->replay.inferred);
+  // A part of the case: what the whole case's analysis inferred from the recorded o (scale,
+  // mask fill) becomes its recorded semantics, as it may lose the o it was read off.
+  const auto cut = [&](const CaseSelection& s) {
+    CaseData part = select_case(data, s);
+    apply_inferred_run(part.info.config, whole->replay.inferred);
+    return part;
+  };
   std::optional<Finding> best = *found;
   const auto try_sel = [&](const CaseSelection& candidate) {
     if (spent()) return false;
-    if (!shows(select_case(source, candidate))) return false;
+    if (!shows(cut(candidate))) return false;
     best = shown;
     return true;
   };
@@ -320,7 +323,7 @@ Result<ShrinkResult> shrink_case(const CaseData& data, const ShrinkTarget& targe
         "), not from a kernel's tiling");
   }
   r.kept = sel;
-  r.minimal = select_case(source, sel);
+  r.minimal = cut(sel);
   // Values: the NaN / Inf of an input that the failure does not need become 0, so that the
   // reproducer shows the one that matters (a NaN dO of a poisoned run hides nothing then).
   for (const char* name : {"do", "bias", "q", "k", "v"}) {

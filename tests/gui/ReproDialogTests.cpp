@@ -44,7 +44,7 @@ void ViewGapTest::make_reproducer_from_a_finding() {
   QVERIFY(waitShown([&] { return dialog->exitCode() >= 0; }, 300000));
   const QString report = dialog->report()->toPlainText();
   QVERIFY2(dialog->exitCode() == 0, qPrintable(report));
-  QVERIFY2(report.contains(QStringLiteral("-> B=1 H=1 Sq=1 Sk=1 D=64")), qPrintable(report));
+  QVERIFY2(report.contains(QStringLiteral("-> B=1 H=1 Sq=1 D=64")), qPrintable(report));
   QVERIFY2(report.contains(QStringLiteral("Reproduced")), qPrintable(report));
   QVERIFY2(dialog->status()->text().startsWith(QStringLiteral("<b>Reproduced.</b> Bundle written")),
            qPrintable(dialog->status()->text()));

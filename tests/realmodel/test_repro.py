@@ -131,7 +131,7 @@ class ReproTest(unittest.TestCase):
         out, stdout, readme = self.repro(
             os.path.join(SAMPLES, "seed_cases.h5") + "::/fp16_score_overflow", "overflow")
         self.assertIn("repro: score_overflow S", stdout)
-        self.assertIn("B=1 H=1 Sq=1 Sk=1 D=64", stdout)
+        self.assertIn("-> B=1 H=1 Sq=1 D=64", stdout)
         self.assertIn("Reproduced", readme)
         self.assertIn("query rows 12, keys 0", readme)  # the overflowing row of head 3
         status, text = self.clean_run(out)
@@ -163,7 +163,7 @@ class ReproTest(unittest.TestCase):
         # torch's eager math agrees with fp64 on the bundle: exit 1 of repro = not reproduced.
         out, stdout, readme = self.repro(self.gqa + "::/step_000000/layer_00", "gqa", 1)
         self.assertIn("repro: recorded_mismatch o", stdout)
-        self.assertIn("B=1 H=8 Hk=4 Sq=16 Sk=16", stdout)  # every kv group kept
+        self.assertIn("-> B=1 H=8 Hk=4 Sq=16 D=16", stdout)  # every kv group kept
         self.assertIn("all 4 kv groups", stdout)
         status, text = self.clean_run(out)
         self.assertEqual(status, 0, text)
