@@ -128,7 +128,10 @@ void ReproDialog::finish(int exitCode) {
   for (const QString& line : report_->toPlainText().split(QLatin1Char('\n'))) {
     const QString t = line.trimmed();
     if (t.startsWith(QStringLiteral("Reproduced")) || t.startsWith(QStringLiteral("Not "))) {
-      verdict = t.section(QStringLiteral(" ("), 0, 0);
+      // Up to the command it ran: "Reproduced", or the whole "Not verified here: ... :
+      // reproduced" sentence.
+      verdict = t.section(QStringLiteral(" (`"), 0, 0);
+      if (verdict.endsWith(QLatin1Char(':'))) verdict.chop(1);
     }
   }
   if (exitCode == 0) {
