@@ -2,6 +2,7 @@
 // masked row semantics, autocast / dtype -> precision, dropout -> keep-mask replay.
 #include "core/replay.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/case_inputs.h"
@@ -48,6 +49,19 @@ bool is_fused_backend(const std::string& backend) {
   return false;
 }
 
+int64_t stored_roundings(const Replay& r, const std::string& name, int64_t seqlen_q,
+                         int64_t seqlen_k) {
+  if (!r.gradients_accumulate_stored) return 1;
+  const auto blocks = [](int64_t n, int64_t block) {
+    return std::max<int64_t>(1, (n + block - 1) / block);
+  };
+  if (name == "dq") return blocks(seqlen_k, 512);
+  if (name == "dk" || name == "dv") {
+    return blocks(seqlen_q, seqlen_q >= 768 ? 256 : seqlen_q >= 192 ? 64 : 32);
+  }
+  return 1;
+}
+
 Replay replay_of(const CaseConfig& config, bool keep_mask) {
   const RunRecord& run = config.run;
   Replay r;
@@ -61,6 +75,8 @@ Replay replay_of(const CaseConfig& config, bool keep_mask) {
     r.backend_known = true;
     r.modes = {Mode::fused};
     r.backward_p = BackwardP::from_lse;
+    r.gradients_accumulate_stored =
+        run.backend == "sdpa_flash" && on_cpu(run) && r.precision != Precision::f32;
   } else if (run.backend == "sdpa_math") {
     r.backend_known = true;
     // On CPU the MATH backend upcasts fp16 / bf16 to fp32 and rounds its results once; on a

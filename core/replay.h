@@ -40,6 +40,9 @@ struct Replay {
   // A FlexAttention score_mod the kernels cannot replay (score_mod_replay = "unavailable"):
   // no recorded output can be compared.
   bool score_mod_unavailable = false;
+  // PyTorch's CPU flash backward at fp16 / bf16 keeps dQ, dK, dV in the stored precision and
+  // adds each block's partial product to them (stored_roundings).
+  bool gradients_accumulate_stored = false;
   // What replay_of took from the analysis' inference instead of the dump (RunRecord::inferred).
   InferredRun inferred;
   // Every recorded output can be compared element-wise.
@@ -51,6 +54,13 @@ struct Replay {
 // The replay of a case from its group attributes; `keep_mask` says whether the case holds a
 // dropout_mask (CaseData::find / CaseInfo::has).
 Replay replay_of(const CaseConfig& config, bool keep_mask);
+
+// How many times the recorded kernel rounded recorded tensor `name` ("o", "lse", "dq", "dk",
+// "dv") to the stored precision: once, or under gradients_accumulate_stored once per block it
+// added, as PyTorch's CPU flash backward blocks them: dQ per 512 keys, dK and dV per 32, 64 or
+// 256 query rows (Sq < 192, < 768, longer).
+int64_t stored_roundings(const Replay& r, const std::string& name, int64_t seqlen_q,
+                         int64_t seqlen_k);
 
 // What rows that attend to no key give under `fill`: "fully masked rows give O = 0" (safe),
 // "... give NaN" (-inf), "... attend uniformly" (a finite fill).

@@ -1,4 +1,4 @@
-// analysis_bytes / reference_group_bytes / plan_reference (see analysis_memory.h).
+// analysis_bytes (see analysis_memory.h).
 #include "core/analysis/analysis_memory.h"
 
 #include <algorithm>
@@ -29,36 +29,11 @@ int64_t analysis_bytes(const CaseDims& d, int64_t extra_elements, int64_t runs, 
   const int64_t inputs =
       add({saturating_product({8, tensors}), saturating_product({8, extra_elements})});
   const int64_t run = add({saturating_product({4, tensors}), saturating_product({32, rows})});
-  const int64_t reference = saturating_product({8, add({tensors, rows})});
+  const int64_t reference = saturating_product({8, add({tensors, saturating_product({3, rows})})});
   const int64_t head =
       saturating_product({std::max(d.seqlen_q, d.seqlen_k), std::max(d.head_dim, d.head_dim_v)});
   const int64_t compared = recorded ? saturating_product({16, head}) : 0;
   return add({inputs, saturating_product({std::max<int64_t>(runs, 1), run}), reference, compared});
-}
-
-int64_t reference_group_bytes(const CaseDims& d) {
-  const int64_t group = d.kv_heads > 0 ? d.heads / d.kv_heads : d.heads;
-  const int64_t matrices = saturating_product({4, group, d.seqlen_q, d.seqlen_k});
-  const int64_t rows = saturating_product({group, d.seqlen_q, 8 + d.head_dim + 2 * d.head_dim_v});
-  const int64_t kv = saturating_product({d.seqlen_k, d.head_dim + d.head_dim_v});
-  return saturating_product({8, add({matrices, rows, kv})});
-}
-
-ReferencePlan plan_reference(const CaseDims& d, bool wanted, int threads, int64_t budget_left) {
-  ReferencePlan plan;
-  if (!wanted) return plan;
-  const int64_t group = reference_group_bytes(d);
-  const int64_t fit = group > 0 ? std::max<int64_t>(budget_left, 0) / group : threads;
-  if (fit < 1) {
-    plan.skipped =
-        "fp64 reference gradients skipped: one kv group of the naive backward needs " +
-        format_bytes(group) + ", more than the " + format_bytes(std::max<int64_t>(budget_left, 0)) +
-        " the memory budget leaves (raise it with --memory-budget or " + kMemoryBudgetEnv + ")";
-    return plan;
-  }
-  plan.gradients = true;
-  plan.workers = static_cast<int>(std::min<int64_t>(fit, std::max(threads, 1)));
-  return plan;
 }
 
 }  // namespace attnscope

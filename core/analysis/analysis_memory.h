@@ -1,13 +1,11 @@
 // Memory plan of analyze_case (issue 7): what a case's analysis holds besides the loaded case,
 // estimated from its dimensions before anything is allocated, checked against the memory
-// budget (core/memory_budget.h), and how many fp64 naive-backward groups may run at once.
+// budget (core/memory_budget.h).
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "core/case_model.h"
-#include "core/result.h"
 
 namespace attnscope {
 
@@ -18,21 +16,8 @@ namespace attnscope {
 //   extra
 //               before these are made)
 //   each run    o, dq, dk, dv fp32 and 8 fp32 row values          4 (E_o + E_q + E_k + E_v) + 32 R
-//   fp64 ref.   o, lse, dq, dk, dv                                8 (E_o + E_q + E_k + E_v + R)
+//   fp64 ref.   o, lse, dq, dk, dv and the rows' m, l              8 (E_o + E_q + E_k + E_v + 3 R)
 //   recorded    one head of a recording and of a run in fp64      16 X
 int64_t analysis_bytes(const CaseDims& d, int64_t extra_elements, int64_t runs, bool recorded);
-
-// Bytes one worker of the fp64 naive backward holds for one kv group (G = H / Hk query heads):
-// S, P, dP, dS [G, Sq, Sk] and the rows / outputs of the group, in fp64.
-int64_t reference_group_bytes(const CaseDims& d);
-
-// How the fp64 reference runs within what the budget leaves after analysis_bytes.
-struct ReferencePlan {
-  bool gradients = false;  // the naive backward runs
-  int workers = 1;         // kv groups at once (each reference_group_bytes)
-  std::string skipped;     // why gradients were wanted but skipped (memory), else empty
-};
-// `wanted`: gradients requested; `threads`: workers wanted (>= 1); `budget_left`: bytes.
-ReferencePlan plan_reference(const CaseDims& d, bool wanted, int threads, int64_t budget_left);
 
 }  // namespace attnscope

@@ -179,6 +179,7 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
     }
     c.gradient = name[0] == 'd';
     c.stored = stored_precision(t->dtype);
+    c.roundings = stored_roundings(replay, name, r.in->params.seqlen_q, r.in->params.seqlen_k);
     out.push_back(compare_recorded(c));
     if (auto base = lse_base_convention(out.back(), c)) conventions.push_back(*base);
   }
@@ -275,22 +276,13 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const MaskInfo masks = analyze_masks(in.params);
 
   const AttnParams& p = in.params;
-  // The naive backward holds S, P, dP, dS of a kv group per worker: recorded gradients are
-  // checked up to 16M entries per group, precision_loss of gradients within
-  // reference_gradient_budget; as many groups run at once as the memory budget leaves room
-  // for, none when one does not fit.
-  const bool group_fits = p.group_size() * p.seqlen_q * p.seqlen_k <= (int64_t{1} << 24);
+  // The fp64 backward (streamed, no [Sq, Sk] buffer) runs for recorded gradients always, for
+  // precision_loss of gradients within reference_gradient_budget (its time).
   const bool within_budget =
       p.batch * p.heads * p.seqlen_q * p.seqlen_k <= settings.reference_gradient_budget;
   const bool recorded_gradients = recorded && has_recorded_gradients(data);
-  const auto reference_of = [&](const CaseInputs& inputs, bool wanted) {
-    const ReferencePlan plan =
-        plan_reference(data.info.dims, group_fits && wanted, cpu::resolve_threads(settings.threads),
-                       memory_budget().bytes - needed);
-    if (a.reference_note.empty()) a.reference_note = plan.skipped;
-    return compute_reference64(inputs, plan.gradients,
-                               plan.gradients ? plan.workers : settings.threads,
-                               settings.cancelled);
+  const auto reference_of = [&](const CaseInputs& inputs, bool gradients) {
+    return compute_reference64(inputs, gradients, settings.threads, settings.cancelled);
   };
   // Every kernel run first (the replay's and the hypothesis test's too), so that the fp32
   // inputs and the kernels' pooled buffers are freed before the fp64 references and the
@@ -326,6 +318,14 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     const bool replays = !run.runs_differ();
     a.reference = reference_of(
         in, (settings.precision_check && within_budget) || (replays && recorded_gradients));
+    if (settings.precision_check && !a.reference->has_gradients && !within_budget) {
+      a.reference_note = "precision_loss of dq, dk, dv not judged: " +
+                         std::to_string(p.batch * p.heads * p.seqlen_q * p.seqlen_k) +
+                         " scores (B*H*Sq*Sk) are more than the " +
+                         std::to_string(settings.reference_gradient_budget) +
+                         " up to which a scan computes fp64 gradients for it (recorded "
+                         "gradients are checked at any size)";
+    }
   }
   if (stop()) return a;
   std::vector<Finding> conventions;  // recorded_convention findings of the comparisons

@@ -34,8 +34,8 @@ struct AnalysisSettings {
   bool precision_check = true;  // fp64 recomputation for precision_loss
   // Infer what the dump does not record from the recorded o (core/analysis/run_inference.h).
   bool infer_run = true;
-  // fp64 gradients (naive reference per head) only when B * H * Sq * Sk is at most this; the
-  // fp64 forward streams rows and has no limit.
+  // fp64 gradients for precision_loss only when B * H * Sq * Sk is at most this (their time;
+  // recorded gradients are always checked); the fp64 forward has no limit.
   int64_t reference_gradient_budget = int64_t{1} << 22;
   double explosion_ratio = 1e3;  // gradient_explosion: head norm / median head norm
   int threads = 0;               // 0 = hardware concurrency
@@ -124,8 +124,7 @@ struct CaseAnalysis {
   // ("the recording matches scale 1"); nullopt when no what-if was tested.
   std::optional<std::vector<std::string>> what_if_explains;
   std::optional<Reference64> reference;
-  // Why the fp64 reference has no gradients though they were wanted (the memory budget), else
-  // empty.
+  // Why precision_loss left the gradients out (reference_gradient_budget), else empty.
   std::string reference_note;
   std::vector<Finding> findings;  // sorted (errors first)
   CaseStats stats;

@@ -93,8 +93,10 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
         continue;
       }
       const double err = finite ? std::fabs(x - r[e]) : 0.0;
-      const double allowed =
-          in.stored ? std::fmax(out.threshold, storage_ulp(*in.stored, r[e])) : out.threshold;
+      const double allowed = in.stored
+                                 ? std::fmax(out.threshold, static_cast<double>(in.roundings) *
+                                                                storage_ulp(*in.stored, r[e]))
+                                 : out.threshold;
       if (std::isfinite(x) != std::isfinite(r[e]) || err > allowed) {
         const int64_t row = e / g.cols;
         if (head.bad_row_first < 0) head.bad_row_first = row;

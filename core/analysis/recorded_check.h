@@ -108,9 +108,11 @@ struct RecordedComparisonInputs {
   ValueReader same_precision;
   bool gradient = false;  // 3x rule instead of 2x
   // The precision the recording is stored in (nullopt: fp64 or wider): no element is judged
-  // against an allowance below one of its ulps at the element's magnitude, the rounding the
-  // recording cannot avoid.
+  // against an allowance below `roundings` of its ulps at the element's magnitude, the
+  // rounding the recording cannot avoid (once, or once per block where the recorded kernel
+  // accumulates in the stored precision: Replay::stored_accumulation).
   std::optional<Precision> stored;
+  int64_t roundings = 1;
 };
 
 struct HeadComparison {

@@ -1,15 +1,16 @@
-// Streamed fp64 forward and per-group naive backward behind compute_reference64.
+// Streamed fp64 forward and backward behind compute_reference64, bit-identical to the naive
+// reference (kernels/reference) without its [Sq, Sk] matrices: the vector parts round as its
+// scalar loops (kernels/cpu/exact64.h), and every sum adds its terms in the naive loop's order.
 #include "core/analysis/reference64.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/exact64.h"
 #include "kernels/cpu/parallel_for.h"
-#include "kernels/reference/reference_attention.h"
 
 namespace attnscope {
 namespace {
@@ -20,85 +21,27 @@ size_t at(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Two doubles: partial sums u and u + 1 of a dot side by side (the baseline's SSE2 register).
-typedef double v2d __attribute__((vector_size(16)));
-
-v2d load2(const double* p) {
-  v2d v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// a . b_x for the kRows rows b_x = b + x * ldb at once, each summed exactly as the others:
-// four partial sums over t mod 4 (two v2d), the tail into the first, then
-// (p0 + p1) + (p2 + p3). The rows' independent sums keep the FP units busy where one dot
-// waits on its adds.
-template <int kRows>
-void dots(const double* a, const double* b, int64_t ldb, int64_t n, double* out) {
-  v2d lo[kRows] = {}, hi[kRows] = {};  // partial sums 0, 1 and 2, 3
-  int64_t t = 0;
-  for (; t + 4 <= n; t += 4) {
-    const v2d a_lo = load2(a + t), a_hi = load2(a + t + 2);
-    for (int x = 0; x < kRows; ++x) {
-      lo[x] += a_lo * load2(b + x * ldb + t);
-      hi[x] += a_hi * load2(b + x * ldb + t + 2);
-    }
+bool all_finite(const double* x, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    if (!std::isfinite(x[t])) return false;
   }
-  for (int x = 0; x < kRows; ++x) {
-    double p0 = lo[x][0];
-    for (int64_t u = t; u < n; ++u) p0 += a[u] * b[x * ldb + u];
-    out[x] = (p0 + lo[x][1]) + (hi[x][0] + hi[x][1]);
-  }
+  return true;
 }
 
-void store2(double* p, v2d v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-// acc[c0, c0 + 2 kPairs) += w_x v[key_x][...] for x = 0 .. n-1 in that order, term by term
-// (no reassociation), the columns held in registers over every key: kPairs independent
-// chains of adds keep the FP units busy, and acc is read and written once.
-template <int kPairs>
-void add_weighted_columns(double* acc, const double* w, const int64_t* key, int64_t n,
-                          const double* v, int64_t Dv) {
-  v2d a[kPairs];
-  for (int u = 0; u < kPairs; ++u) a[u] = load2(acc + 2 * u);
-  for (int64_t x = 0; x < n; ++x) {
-    const double* v_j = v + key[x] * Dv;
-    const v2d wx = {w[x], w[x]};
-    for (int u = 0; u < kPairs; ++u) a[u] += wx * load2(v_j + 2 * u);
-  }
-  for (int u = 0; u < kPairs; ++u) store2(acc + 2 * u, a[u]);
-}
-
-// acc[0, Dv) += w_x v[key_x] for x = 0 .. n-1 in that order, term by term.
-void add_weighted_rows(double* acc, const double* w, const int64_t* key, int64_t n, const double* v,
-                       int64_t Dv) {
-  int64_t c = 0;
-  for (; c + 16 <= Dv; c += 16) add_weighted_columns<8>(acc + c, w, key, n, v + c, Dv);
-  for (; c + 2 <= Dv; c += 2) add_weighted_columns<1>(acc + c, w, key, n, v + c, Dv);
-  for (; c < Dv; ++c) {
-    double a = acc[c];
-    for (int64_t x = 0; x < n; ++x) a += w[x] * v[key[x] * Dv + c];
-    acc[c] = a;
-  }
-}
-
-// Key tiles of the blocked forward: KT keys of k (and of v) stay in the core's cache while
-// every row of the block uses them.
-constexpr int64_t kKeyTile = 128;
+// Keys per tile: a tile of k (and of v), transposed, stays in the core's cache while every row
+// of a block uses it.
+constexpr int64_t kKeyTile = 64;
 // Scores the forward's workers hold at most, all together (fp64; at least one row each): 64 MiB,
 // e.g. 64 rows of 32768 keys on each of 4 workers.
 constexpr int64_t kScoreBytes = int64_t{64} << 20;
-// Query rows per work item at most: rows are independent, so one long head still spreads
-// over every worker.
-constexpr int64_t kForwardRows = 64;
+// Query rows per work item (forward) and per block (backward) at most.
+constexpr int64_t kRowBlock = 64;
 
-// Query rows per work item for Sk keys and `workers` workers: as many as each worker's share of
-// kScoreBytes holds, 1 to kForwardRows.
+// Query rows per forward work item for Sk keys and `workers` workers: as many as each worker's
+// share of kScoreBytes holds, 1 to kRowBlock.
 int64_t forward_rows_per_item(int64_t Sk, int workers) {
   const int64_t fit = kScoreBytes / std::max(workers, 1) / (8 * std::max<int64_t>(Sk, 1));
-  return std::clamp<int64_t>(fit, 1, kForwardRows);
+  return std::clamp<int64_t>(fit, 1, kRowBlock);
 }
 
 // Keys [0, n) may be visible to a row in [i0, i1); causality hides every key from n on.
@@ -106,61 +49,113 @@ int64_t visible_key_end(const AttnParams& p, int64_t i1) {
   return p.causal ? std::clamp<int64_t>(i1 + causal_shift(p), 0, p.seqlen_k) : p.seqlen_k;
 }
 
+// Leading dimension of a block copied for the exact products: `cols` plus 8 doubles, so that
+// its rows do not all fall into the same few sets of the L1 cache (a 512-byte or 1 KiB stride).
+int64_t padded(int64_t cols) {
+  return cols + 8;
+}
+
+// `rows` rows of x [*, ld_x] (ld_x = 0: one row repeated) copied into y [rows, padded(cols)].
+void copy_rows(const double* x, int64_t ld_x, int64_t rows, int64_t cols, std::vector<double>& y) {
+  const int64_t ld = padded(cols);
+  y.resize(at(rows * ld));
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(x + r * ld_x, cols, y.data() + r * ld);
+}
+
+// x [rows, cols] transposed tile by tile of kKeyTile rows: tile t is [cols, padded(kKeyTile)]
+// at xt + t * tile_size(cols), so that a tile's strip of columns lies in a few pages.
+int64_t tile_size(int64_t cols) {
+  return cols * padded(kKeyTile);
+}
+void transpose_tiles(const double* x, int64_t rows, int64_t cols, std::vector<double>& xt) {
+  const int64_t ld = padded(kKeyTile), tiles = (rows + kKeyTile - 1) / kKeyTile;
+  xt.assign(at(tiles * tile_size(cols)), 0.0);
+  for (int64_t j = 0; j < rows; ++j) {
+    double* tile = xt.data() + j / kKeyTile * tile_size(cols) + j % kKeyTile;
+    for (int64_t c = 0; c < cols; ++c) tile[c * ld] = x[j * cols + c];
+  }
+}
+
+// One kv head's k and v as the exact products read them, kept by a worker while its work items
+// use that kv head: kt and vt by transpose_tiles, kb [Sk, padded(D)], vb [Sk, padded(Dv)].
+struct KvBlocks {
+  int64_t bkv = -1;
+  std::vector<double> kt, vt, kb, vb;
+
+  void prepare(const CaseInputs& in, int64_t kv) {
+    if (bkv == kv) return;
+    const AttnParams& p = in.params;
+    const int64_t Sk = p.seqlen_k, D = p.head_dim, Dv = p.head_dim_v;
+    const double* k = in.k.data() + kv * Sk * D;
+    const double* v = in.v.data() + kv * Sk * Dv;
+    transpose_tiles(k, Sk, D, kt);
+    transpose_tiles(v, Sk, Dv, vt);
+    copy_rows(k, D, Sk, D, kb);
+    copy_rows(v, Dv, Sk, Dv, vb);
+    bkv = kv;
+  }
+  // The transposed tile of keys from t0 (a multiple of kKeyTile), leading dimension
+  // padded(kKeyTile).
+  const double* k_tile(int64_t t0, int64_t D) const {
+    return kt.data() + t0 / kKeyTile * tile_size(D);
+  }
+  const double* v_tile(int64_t t0, int64_t Dv) const {
+    return vt.data() + t0 / kKeyTile * tile_size(Dv);
+  }
+};
+
+// Softmax statistics of every query row [B, H, Sq] that the backward needs besides lse.
+struct RowStats {
+  std::vector<double> m, l;  // row max (NaN if a score is NaN), sum of exp(s - m)
+};
+
+// A worker's scratch.
+struct Scratch {
+  KvBlocks kv;
+  std::vector<double> s, acc, qb, db, weights, dp, g, gt, wt;
+};
+
 // Forward of rows [i0, i1) of head (b, h), as reference_attention's forward:
 //   s_ij = fill if masked, else softcap(scale q_i.k_j) + bias_ij;  m_i = max_j s_ij (NaN if
 //   any s_ij is NaN);  l_i = sum_j exp(s_ij - m_i);  lse_i = m_i + log l_i;
 //   o_i = sum_j exp(s_ij - m_i) / l_i z_ij v_j (z the dropout factor);  a row of -inf under
-//   `safe`: o_i = sum_j 0 v_j (0 unless a value is NaN / Inf), lse_i = -inf.
+//   `safe`: o_i = sum_j 0 v_j (0 unless a value is NaN / Inf), lse_i = -inf, l_i = 0.
 // Blocked: the scores s [rows, n] of keys [0, n) (n = visible_key_end) are computed key tile by
 // key tile, then each row's exp and l in key order, then o key tile by key tile. Keys from n
 // on all score `fill`. Every sum keeps the row-by-row order of the naive loop: l and each
 // o_ic add key after key; a term that is exactly 0 (weight 0, finite values) is skipped.
 // v_finite: every value of the head's kv head is finite (a zero weight then adds nothing).
-// `s` and `acc` are the worker's scratch (resized here).
+// `stats`, when given, receives m and l.
 void forward_rows(const CaseInputs& in, int64_t b, int64_t h, int64_t i0, int64_t i1, bool v_finite,
-                  std::vector<double>& s, std::vector<double>& acc, Reference64& r) {
+                  Scratch& w, Reference64& r, RowStats* stats) {
   const AttnParams& p = in.params;
   const int64_t D = p.head_dim, Dv = p.head_dim_v, Sk = p.seqlen_k;
   const int64_t bh = b * p.heads + h, bkv = b * p.kv_heads + p.kv_head_of(h);
   const int64_t rows = i1 - i0, n = visible_key_end(p, i1);
-  const double* k = in.k.data() + bkv * Sk * D;
   const double* v = in.v.data() + bkv * Sk * Dv;
   const double fill = mask_fill_value(p.mask_fill, p.precision);
-  s.resize(at(rows * n));
-  acc.assign(at(rows * Dv), 0.0);
+  w.kv.prepare(in, bkv);
+  w.s.resize(at(rows * n));
+  w.acc.assign(at(rows * Dv), 0.0);
   std::vector<double> m(at(rows), n < Sk ? fill : -kInf);  // keys from n on score `fill`
   std::vector<uint8_t> nan_score(at(rows), 0);
-  // Scores, four keys at a time where all four are visible.
-  constexpr int kKeys = 4;
   for (int64_t t0 = 0; t0 < n; t0 += kKeyTile) {
     const int64_t t1 = std::min(t0 + kKeyTile, n);
+    cpu::exact_dot_block(rows, t1 - t0, D, in.q.data() + (bh * p.seqlen_q + i0) * D, D,
+                         w.kv.k_tile(t0, D), padded(kKeyTile), w.s.data() + t0, n);
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t i = i0 + row;
-      const double* q_i = in.q.data() + (bh * p.seqlen_q + i) * D;
-      double* s_i = s.data() + row * n;
-      for (int64_t j = t0; j < t1; j += kKeys) {
-        const int64_t keys = std::min<int64_t>(kKeys, t1 - j);
-        bool visible[kKeys] = {}, all = keys == kKeys;
-        for (int64_t x = 0; x < keys; ++x) {
-          visible[x] = !is_masked(p, b, h, i, j + x);
-          all = all && visible[x];
+      double* s_i = w.s.data() + row * n;
+      for (int64_t j = t0; j < t1; ++j) {
+        double score = fill;
+        if (!is_masked(p, b, h, i, j)) {
+          score = p.scale * s_i[j];
+          if (p.softcap > 0) score = p.softcap * std::tanh(score / p.softcap);
+          score += bias_at(p, b, h, i, j);
         }
-        double qk[kKeys];
-        if (all) dots<kKeys>(q_i, k + j * D, D, D, qk);
-        for (int64_t x = 0; x < keys; ++x) {
-          if (visible[x] && !all) dots<1>(q_i, k + (j + x) * D, D, D, qk + x);
-        }
-        for (int64_t x = 0; x < keys; ++x) {
-          double score = fill;
-          if (visible[x]) {
-            score = p.scale * qk[x];
-            if (p.softcap > 0) score = p.softcap * std::tanh(score / p.softcap);
-            score += bias_at(p, b, h, i, j + x);
-          }
-          s_i[j + x] = score;
-          if (score > m[at(row)]) m[at(row)] = score;
-          nan_score[at(row)] |= score != score;
-        }
+        s_i[j] = score;
+        if (score > m[at(row)]) m[at(row)] = score;
+        nan_score[at(row)] |= score != score;
       }
     }
   }
@@ -170,8 +165,10 @@ void forward_rows(const CaseInputs& in, int64_t b, int64_t h, int64_t i0, int64_
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t i = i0 + row, out = bh * p.seqlen_q + i;
     const double mi = nan_score[at(row)] ? std::numeric_limits<double>::quiet_NaN() : m[at(row)];
+    if (stats != nullptr) stats->m[at(out)] = mi;
     if (mi == -kInf && p.mask_fill == MaskFill::safe) {
       r.lse[at(out)] = -kInf;
+      if (stats != nullptr) stats->l[at(out)] = 0;
       skip[at(row)] = 1;
       // P = 0 on every key: o_i = sum 0 * v_j, 0 unless a value is non-finite.
       double* o_i = r.o.data() + out * Dv;
@@ -180,7 +177,7 @@ void forward_rows(const CaseInputs& in, int64_t b, int64_t h, int64_t i0, int64_
       }
       continue;
     }
-    double* s_i = s.data() + row * n;
+    double* s_i = w.s.data() + row * n;
     double li = 0;
     for (int64_t j = 0; j < n; ++j) {
       s_i[j] = s_i[j] == -kInf && mi != -kInf ? 0.0 : std::exp(s_i[j] - mi);
@@ -189,85 +186,178 @@ void forward_rows(const CaseInputs& in, int64_t b, int64_t h, int64_t i0, int64_
     const double tail = fill == -kInf && mi != -kInf ? 0.0 : std::exp(fill - mi);
     for (int64_t j = n; j < Sk && tail != 0; ++j) li += tail;
     r.lse[at(out)] = mi + std::log(li);
+    if (stats != nullptr) stats->l[at(out)] = li;
     for (int64_t j = 0; j < n; ++j) s_i[j] = s_i[j] / li * dropout_factor(p, b, h, i, j);
     tail_weight[at(row)] = tail / li;
   }
-  // o = w v, key tile by key tile; each o_ic adds w_ij v_jc in key order, leaving out the keys
-  // whose term is exactly 0 (weight 0, finite values).
-  double tile_w[kKeyTile];
-  int64_t tile_key[kKeyTile];
-  for (int64_t t0 = 0; t0 < Sk; t0 += kKeyTile) {
-    const int64_t t1 = std::min(t0 + kKeyTile, Sk);
+  // o = w v, key tile by key tile; each o_ic adds w_ij v_jc in key order. The naive loop skips
+  // a term of weight exactly 0 when the values are finite: its product is a zero, which leaves
+  // the sum (started at +0) as it was. Keys from n on weigh tail_weight (times dropout).
+  bool tails = !v_finite;
+  for (int64_t row = 0; row < rows; ++row)
+    tails = tails || (!skip[at(row)] && tail_weight[at(row)] != 0);
+  const int64_t end = tails ? Sk : n;
+  w.weights.resize(at(rows * kKeyTile));
+  for (int64_t t0 = 0; t0 < end; t0 += kKeyTile) {
+    const int64_t t1 = std::min(t0 + kKeyTile, end), nt = t1 - t0;
     for (int64_t row = 0; row < rows; ++row) {
-      if (skip[at(row)]) continue;
       const int64_t i = i0 + row;
-      const double* s_i = s.data() + row * n;
-      // Keys from n on weigh tail_weight (times dropout): nothing to add when it is 0.
-      const int64_t end = tail_weight[at(row)] == 0 && v_finite ? std::min(t1, n) : t1;
-      int64_t terms = 0;
-      for (int64_t j = t0; j < end; ++j) {
-        const double w = j < n ? s_i[j] : tail_weight[at(row)] * dropout_factor(p, b, h, i, j);
-        if (w == 0 && v_finite) continue;
-        tile_w[terms] = w;
-        tile_key[terms++] = j;
+      const double* s_i = w.s.data() + row * n;
+      double* w_i = w.weights.data() + row * nt;
+      for (int64_t j = t0; j < t1; ++j) {
+        w_i[j - t0] = skip[at(row)] ? 0.0
+                      : j < n       ? s_i[j]
+                                    : tail_weight[at(row)] * dropout_factor(p, b, h, i, j);
       }
-      add_weighted_rows(acc.data() + row * Dv, tile_w, tile_key, terms, v, Dv);
     }
+    cpu::exact_gemm_update(rows, Dv, nt, w.weights.data(), nt, w.kv.vb.data() + t0 * padded(Dv),
+                           padded(Dv), w.acc.data(), Dv);
   }
   for (int64_t row = 0; row < rows; ++row) {
     if (!skip[at(row)]) {
-      std::copy_n(acc.data() + row * Dv, Dv, r.o.data() + (bh * p.seqlen_q + i0 + row) * Dv);
+      std::copy_n(w.acc.data() + row * Dv, Dv, r.o.data() + (bh * p.seqlen_q + i0 + row) * Dv);
     }
   }
 }
 
-void forward(const CaseInputs& in, int workers, const std::function<bool()>& stop, Reference64& r) {
+void forward(const CaseInputs& in, int workers, const std::function<bool()>& stop, Reference64& r,
+             RowStats* stats) {
   const AttnParams& p = in.params;
   const int64_t H = p.heads, Sk = p.seqlen_k, Dv = p.head_dim_v;
   // With finite values a zero weight adds exactly nothing; otherwise 0 * NaN must still run.
   std::vector<uint8_t> v_finite(at(p.batch * p.kv_heads), 1);
   cpu::parallel_for(p.batch * p.kv_heads, workers, [&](int64_t bkv, int) {
-    const double* v = in.v.data() + bkv * Sk * Dv;
-    for (int64_t e = 0; e < Sk * Dv && v_finite[at(bkv)]; ++e)
-      v_finite[at(bkv)] = std::isfinite(v[e]);
+    v_finite[at(bkv)] = all_finite(in.v.data() + bkv * Sk * Dv, Sk * Dv);
   });
   const int64_t per_item = forward_rows_per_item(Sk, workers);
   const int64_t blocks = (p.seqlen_q + per_item - 1) / per_item;
-  std::vector<std::vector<double>> scores(at(workers)), accs(at(workers));
+  std::vector<Scratch> scratch(at(workers));
   cpu::parallel_for(p.batch * H * blocks, workers, [&](int64_t item, int worker) {
     if (stop()) return;
     const int64_t bh = item / blocks, i0 = item % blocks * per_item;
     const int64_t b = bh / H, h = bh % H;
     forward_rows(in, b, h, i0, std::min(i0 + per_item, p.seqlen_q),
-                 v_finite[at(b * p.kv_heads + p.kv_head_of(h))] != 0, scores[at(worker)],
-                 accs[at(worker)], r);
+                 v_finite[at(b * p.kv_heads + p.kv_head_of(h))] != 0, scratch[at(worker)], r,
+                 stats);
   });
 }
 
-// Forward and backward of the query heads of kv head g in batch b by the naive reference:
-// a [1, group, Sq, *] slice whose mask / bias pointers start at (b, first head of the group).
-void reference_group(const CaseInputs& in, int64_t b, int64_t g, Reference64& r) {
+// Backward of L = sum_i dO_i . o_i for the query heads of kv head g in batch b, as
+// reference_attention's backward (per head h, row i, key j: dv_j += p z dO_i, dp = z dO_i.v_j,
+// ds = p (dp - d_i), g = scale (ds * softcap'), dq_i += g k_j, dk_j += g q_i, a term skipped
+// when its weight is exactly 0 and the head's q, k, v, dO are finite), head by head, block by
+// block of query rows, key tile by key tile: each row's dq takes the keys in order and each
+// key's dk / dv the rows in (h, i) order, the naive loop's order of every sum; a skipped term's
+// product is a zero, which leaves the sum (started at +0) as it was. Nothing of size [Sq, Sk]
+// is held. p is the forward's saved exp(s - m) / l or exp(s - lse) (BackwardP::from_lse); 0 on
+// a -inf row under `safe`.
+void backward_group(const CaseInputs& in, int64_t b, int64_t g, const RowStats& st,
+                    const std::function<bool()>& stop, Scratch& w, Reference64& r) {
   const AttnParams& p = in.params;
   const int64_t G = p.group_size(), Sq = p.seqlen_q, Sk = p.seqlen_k;
   const int64_t D = p.head_dim, Dv = p.head_dim_v;
-  const int64_t h0 = g * G, bh0 = b * p.heads + h0, bkv = b * p.kv_heads + g;
-  AttnParams slice = p;
-  slice.batch = 1;
-  slice.heads = G;
-  slice.kv_heads = 1;
-  if (p.mask != nullptr) slice.mask = p.mask + b * p.mask_strides.b + h0 * p.mask_strides.h;
-  if (p.bias != nullptr) slice.bias = p.bias + b * p.bias_strides.b + h0 * p.bias_strides.h;
-  if (p.dropout_keep != nullptr) {
-    slice.dropout_keep = p.dropout_keep + b * p.dropout_strides.b + h0 * p.dropout_strides.h;
+  const int64_t bkv = b * p.kv_heads + g;
+  double* dk = r.dk.data() + bkv * Sk * D;
+  double* dv = r.dv.data() + bkv * Sk * Dv;
+  const double fill = mask_fill_value(p.mask_fill, p.precision);
+  const bool kv_finite = all_finite(in.k.data() + bkv * Sk * D, Sk * D) &&
+                         all_finite(in.v.data() + bkv * Sk * Dv, Sk * Dv);
+  w.kv.prepare(in, bkv);
+  const KvBlocks& kv = w.kv;
+  const std::vector<double> ones(at(Dv), 1.0);
+  const int64_t do_ld = in.has_dout ? Dv : 0;  // rows of dO, or one row of ones
+  const int64_t T = kKeyTile, R = kRowBlock;
+  w.s.resize(at(R * T));            // q_i . k_j of a block and tile
+  w.dp.resize(at(R * T));           // dO_i . v_j
+  w.g.resize(at(R * T));            // g [row, key]
+  w.gt.resize(at(T * R));           // g [key, row]
+  w.wt.resize(at(T * R));           // p z [key, row]
+  std::vector<double> d(at(R));     // d_i = dO_i . o_i of a block
+  std::vector<int64_t> end(at(R));  // keys [t0, end) of a row may add something
+  for (int64_t x = 0; x < G; ++x) {
+    const int64_t h = g * G + x, bh = b * p.heads + h;
+    const double* q = in.q.data() + bh * Sq * D;
+    const double* dO = in.has_dout ? in.dout.data() + bh * Sq * Dv : ones.data();
+    const bool skip =
+        kv_finite && all_finite(q, Sq * D) && (!in.has_dout || all_finite(dO, Sq * Dv));
+    const auto p_of = [&](int64_t i, double s) {
+      const int64_t ri = bh * Sq + i;
+      if (st.m[at(ri)] == -kInf && p.mask_fill == MaskFill::safe) return 0.0;
+      return p.backward_p == BackwardP::saved ? std::exp(s - st.m[at(ri)]) / st.l[at(ri)]
+                                              : std::exp(s - r.lse[at(ri)]);
+    };
+    for (int64_t i0 = 0; i0 < Sq; i0 += R) {
+      if (stop()) return;
+      const int64_t rows = std::min(R, Sq - i0);
+      copy_rows(q + i0 * D, D, rows, D, w.qb);
+      copy_rows(dO + i0 * do_ld, do_ld, rows, Dv, w.db);
+      for (int64_t row = 0; row < rows; ++row) {
+        cpu::exact_dot_block(1, 1, Dv, w.db.data() + row * padded(Dv), 0,
+                             r.o.data() + (bh * Sq + i0 + row) * Dv, 1, &d[at(row)], 1);
+      }
+      // Keys from visible_key_end on are hidden by causality; where their p is 0 and the
+      // inputs are finite they add nothing: tiles from `last` on are left out, and rows
+      // [lo, hi) of a tile hold every row that adds.
+      int64_t last = 0;
+      for (int64_t row = 0; row < rows; ++row) {
+        const int64_t i = i0 + row;
+        last = std::max(last, skip && p_of(i, fill) == 0 ? visible_key_end(p, i + 1) : Sk);
+      }
+      for (int64_t t0 = 0; t0 < last; t0 += T) {
+        const int64_t t1 = std::min(t0 + T, Sk), nt = t1 - t0;
+        int64_t lo = rows, hi = 0;
+        for (int64_t row = 0; row < rows; ++row) {
+          const int64_t i = i0 + row;
+          const int64_t scored = std::clamp(visible_key_end(p, i + 1), t0, t1);
+          end[at(row)] = skip && p_of(i, fill) == 0 ? scored : t1;
+          if (end[at(row)] > t0) {
+            lo = std::min(lo, row);
+            hi = row + 1;
+          }
+        }
+        if (lo >= hi) continue;
+        const int64_t n_rows = hi - lo;
+        const double* qb = w.qb.data() + lo * padded(D);
+        const double* db = w.db.data() + lo * padded(Dv);
+        cpu::exact_dot_block(n_rows, nt, D, qb, padded(D), kv.k_tile(t0, D), padded(T),
+                             w.s.data() + lo * T, T);
+        cpu::exact_dot_block(n_rows, nt, Dv, db, padded(Dv), kv.v_tile(t0, Dv), padded(T),
+                             w.dp.data() + lo * T, T);
+        for (int64_t row = lo; row < hi; ++row) {
+          const int64_t i = i0 + row;
+          for (int64_t jj = 0; jj < nt; ++jj) {
+            const int64_t j = t0 + jj;
+            double wij = 0, gij = 0;
+            if (j < end[at(row)]) {
+              double s = fill, factor = 0;  // the score and d s / d(scale q.k)
+              if (!is_masked(p, b, h, i, j)) {
+                s = p.scale * w.s[at(row * T + jj)];
+                factor = 1;
+                if (p.softcap > 0) {
+                  const double t = std::tanh(s / p.softcap);
+                  s = p.softcap * t;
+                  factor = 1 - t * t;
+                }
+                s += bias_at(p, b, h, i, j);
+              }
+              const double z = dropout_factor(p, b, h, i, j);
+              const double pij = p_of(i, s);
+              wij = pij * z;
+              gij = p.scale * (pij * (z * w.dp[at(row * T + jj)] - d[at(row)]) * factor);
+            }
+            w.g[at(row * T + jj)] = gij;
+            w.gt[at(jj * R + row)] = gij;
+            w.wt[at(jj * R + row)] = wij;
+          }
+        }
+        cpu::exact_gemm_update(n_rows, D, nt, w.g.data() + lo * T, T, kv.kb.data() + t0 * padded(D),
+                               padded(D), r.dq.data() + (bh * Sq + i0 + lo) * D, D);
+        cpu::exact_gemm_update(nt, D, n_rows, w.gt.data() + lo, R, qb, padded(D), dk + t0 * D, D);
+        cpu::exact_gemm_update(nt, Dv, n_rows, w.wt.data() + lo, R, db, padded(Dv), dv + t0 * Dv,
+                               Dv);
+      }
+    }
   }
-  const ReferenceTrace t = reference_attention(
-      slice, in.q.data() + bh0 * Sq * D, in.k.data() + bkv * Sk * D, in.v.data() + bkv * Sk * Dv,
-      in.has_dout ? in.dout.data() + bh0 * Sq * Dv : nullptr);
-  std::copy(t.o.begin(), t.o.end(), r.o.begin() + bh0 * Sq * Dv);
-  std::copy(t.lse.begin(), t.lse.end(), r.lse.begin() + bh0 * Sq);
-  std::copy(t.dq.begin(), t.dq.end(), r.dq.begin() + bh0 * Sq * D);
-  std::copy(t.dk.begin(), t.dk.end(), r.dk.begin() + bkv * Sk * D);
-  std::copy(t.dv.begin(), t.dv.end(), r.dv.begin() + bkv * Sk * Dv);
 }
 
 }  // namespace
@@ -283,14 +373,19 @@ Reference64 compute_reference64(const CaseInputs& in, bool gradients, int thread
   const int workers = cpu::resolve_threads(threads);
   auto stop = [&] { return cancelled && cancelled(); };
   if (!gradients) {
-    forward(in, workers, stop, r);
+    forward(in, workers, stop, r, nullptr);
     return r;
   }
+  RowStats stats;
+  stats.m.assign(at(B * H * Sq), 0.0);
+  stats.l.assign(at(B * H * Sq), 0.0);
+  forward(in, workers, stop, r, &stats);
   r.dq.assign(at(B * H * Sq * p.head_dim), 0.0);
   r.dk.assign(at(B * Hk * Sk * p.head_dim), 0.0);
   r.dv.assign(at(B * Hk * Sk * p.head_dim_v), 0.0);
-  cpu::parallel_for(B * Hk, workers, [&](int64_t bg, int) {
-    if (!stop()) reference_group(in, bg / Hk, bg % Hk, r);
+  std::vector<Scratch> scratch(at(workers));
+  cpu::parallel_for(B * Hk, workers, [&](int64_t bg, int worker) {
+    if (!stop()) backward_group(in, bg / Hk, bg % Hk, stats, stop, scratch[at(worker)], r);
   });
   return r;
 }

@@ -39,6 +39,33 @@ TEST(RecordedFindings, correct_recordings_are_within_the_accuracy_rule) {
   for (const RecordedComparison& c : a.recorded) EXPECT_TRUE(c.within_rule) << c.tensor;
 }
 
+// The gradient budget bounds precision_loss's fp64 gradients only: recorded gradients are
+// checked at any size (a wrong dk is found), and a scan that leaves them out of precision_loss
+// says so.
+TEST(RecordedFindings, recorded_gradients_are_checked_beyond_the_gradient_budget) {
+  Reference64 ref;
+  CaseData c = recorded_case(ref);
+  std::vector<double> dk = ref.dk;
+  for (size_t e = 2 * kHead; e < 3 * kHead; ++e) dk[e] *= 5;
+  put(c, "dk", DType::f16, {1, 4, 16, 8}, dk);
+  AnalysisSettings tight;
+  tight.reference_gradient_budget = 1;
+  const CaseAnalysis a = analyze(c, tight);
+  ASSERT_TRUE(a.reference && a.reference->has_gradients);
+  EXPECT_TRUE(a.reference_note.empty()) << a.reference_note;
+  const Finding& f = only_mismatch(a);
+  EXPECT_EQ(f.tensor, "dk");
+  EXPECT_EQ(f.head, 2);
+
+  const CaseAnalysis plain = analyze(make_case(spec(4, 4)), tight);
+  ASSERT_TRUE(plain.reference);
+  EXPECT_FALSE(plain.reference->has_gradients);
+  EXPECT_EQ(plain.reference_note,
+            "precision_loss of dq, dk, dv not judged: 1024 scores (B*H*Sq*Sk) are more than "
+            "the 1 up to which a scan computes fp64 gradients for it (recorded gradients are "
+            "checked at any size)");
+}
+
 TEST(RecordedFindings, dv_with_cosine_minus_0_1_is_recorded_mismatch) {
   Reference64 ref;
   CaseData c = recorded_case(ref);

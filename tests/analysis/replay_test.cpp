@@ -37,6 +37,28 @@ TEST(Replay, flash_backend_is_fused_from_lse_with_safe_rows_since_torch_2_5) {
   EXPECT_EQ(replay_of(c, false).mask_fill, MaskFill::neg_inf);
 }
 
+// PyTorch's CPU flash backward adds each block's dQ / dK / dV to bf16 / fp16 accumulators;
+// every other kernel (a GPU, fp32, another backend) rounds its gradients once.
+TEST(Replay, cpu_flash_low_precision_gradients_are_rounded_once_per_block) {
+  CaseConfig c;
+  c.dtype = "bfloat16";
+  c.run = sdpa("sdpa_flash");
+  const Replay r = replay_of(c, false);
+  EXPECT_TRUE(r.gradients_accumulate_stored);
+  EXPECT_EQ(stored_roundings(r, "dk", 4096, 4096), 16);  // 256 query rows per block
+  EXPECT_EQ(stored_roundings(r, "dv", 700, 700), 11);    // 64 rows
+  EXPECT_EQ(stored_roundings(r, "dv", 100, 100), 4);     // 32 rows
+  EXPECT_EQ(stored_roundings(r, "dq", 4096, 4096), 8);   // 512 keys per block
+  EXPECT_EQ(stored_roundings(r, "o", 4096, 4096), 1);
+  c.dtype = "float32";
+  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096), 1);
+  c.dtype = "bfloat16";
+  c.run.device = "cuda:0";
+  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096), 1);
+  c.run = sdpa("sdpa_math");
+  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096), 1);
+}
+
 TEST(Replay, sdpa_math_upcasts_low_precision_on_cpu_and_runs_eager_on_a_gpu) {
   CaseConfig c;
   c.dtype = "bfloat16";

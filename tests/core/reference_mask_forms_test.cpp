@@ -1,7 +1,7 @@
 // The fp64 references, kernels/reference (reference_attention) and core/analysis/reference64
-// (blocked streamed forward, bit for bit the naive one; per-group backward), against LibTorch
-// fp64 autograd on every mask form a replay meets, to 1e-12 relative: with BackwardP::saved
-// against eager autograd (torch_reference_attention) and against SDPA MATH (the
+// (streamed forward and backward, bit for bit the naive one on every instruction set), against
+// LibTorch fp64 autograd on every mask form a replay meets, to 1e-12 relative: with
+// BackwardP::saved against eager autograd (torch_reference_attention) and against SDPA MATH (the
 // torch-sdpa-math variant at fp64: at::_scaled_dot_product_attention_math, _safe_softmax); with
 // BackwardP::from_lse against PyTorch's CPU flash kernel at fp64 (torch-flash-cpu: its forward
 // and backward ops).
@@ -90,6 +90,10 @@ struct Form {
   Form& nan_k() {
     nan_k_at_padding = true;
     return *this;
+  }
+  Form& softcap(double cap) {
+    p.softcap = cap;
+    return not_sdpa("SDPA has no tanh softcap");
   }
   Form& dropout(double prob) {
     p.dropout_p = prob;
@@ -232,8 +236,8 @@ class MaskForm : public ::testing::TestWithParam<Form> {
   }
 
   static Outputs reference(const CaseInputs& in) {
-    return of(
-        reference_attention(in.params, in.q.data(), in.k.data(), in.v.data(), in.dout.data()));
+    return of(reference_attention(in.params, in.q.data(), in.k.data(), in.v.data(),
+                                  in.has_dout ? in.dout.data() : nullptr));
   }
   static Outputs reference64(const CaseInputs& in) {
     return of(compute_reference64(in, /*gradients=*/true, /*threads=*/2));
@@ -304,10 +308,11 @@ TEST_P(MaskForm, reference64_from_lse_matches_cpu_flash_f64) {
   expect_match(ours, flash, flash_empty_rows(ours, flash));
 }
 
-// Bit for bit (NaN matches NaN): the streamed forward keeps the naive forward's order of every
-// sum, so the two agree exactly, on every block of query rows and every key tile.
+// Bit for bit (NaN matches NaN, signs of zeros too): the streamed reference keeps the naive
+// reference's order of every sum, so the two agree exactly, on every block of query rows and
+// every key tile, with either P of the backward, with or without a recorded dO.
 void expect_bit_identical(const std::vector<double>& a, const std::vector<double>& b,
-                          const char* name) {
+                          const std::string& name) {
   ASSERT_EQ(a.size(), b.size()) << name;
   int64_t differ = 0, first = -1;
   for (size_t e = 0; e < a.size(); ++e) {
@@ -315,16 +320,34 @@ void expect_bit_identical(const std::vector<double>& a, const std::vector<double
                                        : a[e] == b[e] && std::signbit(a[e]) == std::signbit(b[e]);
     if (!same && differ++ == 0) first = static_cast<int64_t>(e);
   }
-  EXPECT_EQ(differ, 0) << name << ": first at " << first << ": " << (first >= 0 ? a[first] : 0)
-                       << " vs " << (first >= 0 ? b[first] : 0);
+  EXPECT_EQ(differ, 0) << name << ": " << differ << " differ, first at " << first << ": "
+                       << (first >= 0 ? a[first] : 0) << " vs " << (first >= 0 ? b[first] : 0);
 }
 
-TEST_P(MaskForm, reference64_streamed_forward_is_the_naive_forward_bit_for_bit) {
-  const CaseInputs in = make_inputs(GetParam());
-  const Reference64 streamed = compute_reference64(in, /*gradients=*/false, /*threads=*/2);
-  const Reference64 naive = compute_reference64(in, /*gradients=*/true, /*threads=*/1);
-  expect_bit_identical(streamed.o, naive.o, "o");
-  expect_bit_identical(streamed.lse, naive.lse, "lse");
+TEST_P(MaskForm, reference64_is_the_naive_reference_bit_for_bit) {
+  for (const BackwardP source : {BackwardP::saved, BackwardP::from_lse}) {
+    for (const bool with_dout : {true, false}) {
+      Form f = GetParam();
+      f.p.backward_p = source;
+      CaseInputs in = make_inputs(f);
+      if (!with_dout) {
+        in.dout.clear();
+        in.has_dout = false;
+      }
+      const std::string how = std::string(source == BackwardP::saved ? "saved P" : "P from lse") +
+                              (with_dout ? ", dO" : ", dO = 1");
+      const Outputs naive = reference(in);
+      const Outputs streamed = of(compute_reference64(in, /*gradients=*/true, /*threads=*/2));
+      const Outputs forward = of(compute_reference64(in, /*gradients=*/false, /*threads=*/2));
+      expect_bit_identical(streamed.o, naive.o, "o, " + how);
+      expect_bit_identical(streamed.lse, naive.lse, "lse, " + how);
+      expect_bit_identical(forward.o, naive.o, "o of the forward alone, " + how);
+      expect_bit_identical(forward.lse, naive.lse, "lse of the forward alone, " + how);
+      expect_bit_identical(streamed.dq, naive.dq, "dq, " + how);
+      expect_bit_identical(streamed.dk, naive.dk, "dk, " + how);
+      expect_bit_identical(streamed.dv, naive.dv, "dv, " + how);
+    }
+  }
 }
 
 constexpr CausalAlign kTopLeft = CausalAlign::top_left;
@@ -387,6 +410,12 @@ std::vector<Form> forms() {
           .masked(MaskKind::full, true)
           .fill(MaskFill::finfo_min)
           .not_sdpa("SDPA takes a finite fill only as a float mask, added to the scores"),
+      // Head dims and key counts that are no multiple of a vector (tails of every loop), a
+      // softcap, more key tiles (64 keys) than one.
+      Form("softcap_causal_gqa_d13_sk150")
+          .dims(1, 4, 2, 70, 150, 13)
+          .causal(kBottomRight)
+          .softcap(2.0),
       Form("dropout_keep_mask_bias").biased(BiasKind::normal).dropout(0.2),
       Form("dropout_keep_mask_gqa_causal_bottom_right")
           .dims(1, 4, 2, 17, 33, 16)
