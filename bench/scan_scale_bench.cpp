@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include <string>
 
 #include "core/analysis/case_analysis.h"
+#include "core/analysis/reference64.h"
+#include "core/case_inputs.h"
 #include "core/memory_budget.h"
 #include "core/torch_layer.h"
 
@@ -73,6 +76,28 @@ WindowFigures window_figures(int64_t seqlen) {
   return {};
 }
 
+// The scan's fp64 reference alone (forward and backward: what checks the recorded outputs):
+// seconds and useful GFLOP/s, 2 D per visible (query, key) pair and product, 2 products
+// forward and 5 backward; negative when the inputs cannot be made.
+struct ReferenceFigures {
+  double seconds = -1, gflops = -1;
+};
+ReferenceFigures reference_figures(const CaseData& data, int threads) {
+  const Result<CaseInputs> inputs = make_case_inputs(data, RunChoice{});
+  if (!inputs) return {};
+  const auto start = std::chrono::steady_clock::now();
+  compute_reference64(*inputs, /*gradients=*/true, threads);
+  ReferenceFigures f;
+  f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const AttnParams& p = inputs->params;
+  double pairs = 0;
+  for (int64_t i = 0; i < p.seqlen_q; ++i) {
+    pairs += static_cast<double>(p.causal ? std::min(p.seqlen_k, i + 1) : p.seqlen_k);
+  }
+  f.gflops = 14.0 * static_cast<double>(p.batch * p.heads * p.head_dim) * pairs / f.seconds / 1e9;
+  return f;
+}
+
 void target(std::ostream& out, const char* what, double value, double limit, const char* unit) {
   char line[160];
   if (value < 0) {
@@ -119,6 +144,9 @@ int run_scan_scale(std::ostream& out, int64_t seqlen, int threads, int reps) {
     errors += f.severity == Severity::error;
     warnings += f.severity == Severity::warning;
   }
+  std::fprintf(stderr, "attnscope-bench: the fp64 reference alone\n");
+  const ReferenceFigures reference = reference_figures(layer->data, threads);
+
   std::fprintf(stderr, "attnscope-bench: the window (attnscope --bench-open, offscreen)\n");
   const WindowFigures window = window_figures(seqlen);
 
@@ -134,6 +162,11 @@ int run_scan_scale(std::ostream& out, int64_t seqlen, int threads, int reps) {
                 layer->data.info.config.run.torch_version.c_str(),
                 threads > 0 ? std::to_string(threads).c_str() : "all", layer->step_seconds, reps,
                 step_peak, scan_s, ratio, scan_peak, errors, warnings, scan->judged_under.c_str());
+  out << text;
+  std::snprintf(text, sizeof text,
+                "  of which the fp64 reference        %7.2f s (fwd+bwd, bit-exact order: %.1f "
+                "GFLOP/s)\n",
+                reference.seconds, reference.gflops);
   out << text;
   if (window.first_heatmap_s >= 0) {
     std::snprintf(text, sizeof text,
