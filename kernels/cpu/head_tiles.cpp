@@ -217,10 +217,11 @@ void HeadTiles::unfused_q_tile(int64_t qt, Scratch& w,
   const int64_t Sq = x.params->seqlen_q, Sk = x.params->seqlen_k;
   const int64_t i0 = qt * kTileRows;
   const ScoreTile t{i0, 0, std::min(kTileRows, Sq - i0), Sk, Sk};
-  unfused_scores(x, t, op_.q + i0 * x.dim, op_.kt.data(), w.s.data(), w.gf.data());
+  unfused_scores(x, t, op_.q + i0 * x.dim, op_.kt.data(), w.s.data(), w.gf.data(),
+                 causal_key_end(*x.params, t));
   if (last_ >= TileStage::p) unfused_softmax(x, t, w.s.data(), w.p.data(), w.m.data(), w.l.data());
   if (last_ >= TileStage::dp) {
-    times_transposed(t.rows, Sk, x.dim_v, op_.dout + i0 * x.dim_v, op_.vt.data(), w.dp.data());
+    times_transposed(t.rows, Sk, Sk, x.dim_v, op_.dout + i0 * x.dim_v, op_.vt.data(), w.dp.data());
     unfused_softmax_backward(x, t, w.p.data(), w.dp.data(), w.d.data(), w.ds.data());
   }
   fn({t, w.s.data(), last_ >= TileStage::p ? w.p.data() : nullptr,

@@ -25,6 +25,11 @@ void add_rounded(Precision precision, float* src, float* dst, int64_t n) {
   for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
 }
 
+// Rows [row0, row0 + rows) of a prepared input are known to be finite (its row maxima).
+bool known_finite(const std::vector<float>& row_max, int64_t row0, int64_t rows) {
+  return !row_max.empty() && rows_finite(row_max, row0, rows);
+}
+
 // Per-worker row-block buffers [Br, Sk]; pd (the dropped P) only with dropout.
 struct UnfusedScratch {
   std::vector<float> s, gf, p, pd, dp, ds;
@@ -74,13 +79,17 @@ void unfused_forward(const AttnParams& prm, const PreparedInputs& in, int thread
     const HeadContext x = make_head_context(prm, Mode::unfused, b, h);
     const int64_t i0 = (item % n_q) * kTileRows, row = bh * Sq + i0;
     const ScoreTile t{i0, 0, std::min(kTileRows, Sq - i0), Sk, Sk};
+    const int64_t n = causal_key_end(prm, t);
     unfused_scores(x, t, in.q + row * D, kt.data() + bkv * n_kv * D * kTileCols, w.s.data(),
-                   w.gf.data());
+                   w.gf.data(), n);
     unfused_softmax(x, t, w.s.data(), w.p.data(), out.m + row, out.l + row);
     if (rec != nullptr) rec->forward_rows(x, t, w.s.data(), w.p.data(), out.m + row);
     const float* pd = unfused_dropout(x, t, w.p.data(), w.pd.data());
     float* o = out.o + row * Dv;
-    gemm_tile(t.rows, Dv, Sk, pd, Sk, 1, in.v + bkv * Sk * Dv, Dv, o, Dv, 1.0f, false);
+    // O = P V stops at key n where the hidden keys' P is 0 and their values are finite.
+    const bool trim =
+        n > 0 && n < Sk && zero_from(t, pd, n) && known_finite(in.v_max, bkv * Sk + n, Sk - n);
+    gemm_tile(t.rows, Dv, trim ? n : Sk, pd, Sk, 1, in.v + bkv * Sk * Dv, Dv, o, Dv, 1.0f, false);
     round_copy(x.precision, o, o, t.rows * Dv);
     for (int64_t r = row; r < row + t.rows; ++r) {
       const bool empty = out.m[r] == -kInf;
@@ -141,17 +150,28 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
         const auto rows_of = [&](int64_t r0, int64_t r1) {
           return ScoreTile{i0 + r0, 0, r1 - r0, Sk, Sk};
         };
+        const int64_t n = causal_key_end(prm, t);
         for_chunks(t.rows, kRowChunk, inner, [&](int64_t r0, int64_t r1) {
           const ScoreTile u = rows_of(r0, r1);
           const int64_t e = r0 * Sk;
-          unfused_scores(x, u, q + r0 * D, kt_g, w.s.data() + e, w.gf.data() + e);
+          unfused_scores(x, u, q + r0 * D, kt_g, w.s.data() + e, w.gf.data() + e, n);
           unfused_softmax(x, u, w.s.data() + e, w.p.data() + e, w.m.data() + r0, w.l.data() + r0);
           unfused_dropout(x, u, w.p.data() + e, x.dropout ? w.pd.data() + e : nullptr);
         });
         if (rec != nullptr) rec->rows_ready(bh, i0, t.rows, w.m.data(), w.l.data(), nullptr);
         const float* pd = x.dropout ? w.pd.data() : w.p.data();
+        // Untraced, every product stops at key `end`: the hidden keys' P (and so dS and g) are
+        // zeros there, every factor they meet is finite, and a sum started at +0 is left as it
+        // was by zero terms; their dP is set to 0 (it only meets P = 0).
+        const bool trim = rec == nullptr && pooled == nullptr && n > 0 && n < Sk &&
+                          zero_from(t, w.p.data(), n) && zero_from(t, pd, n) &&
+                          known_finite(in.q_max, row, t.rows) &&
+                          known_finite(in.dout_max, row, t.rows) &&
+                          known_finite(in.k_max, bkv * Sk + n, Sk - n) &&
+                          known_finite(in.v_max, bkv * Sk + n, Sk - n);
+        const int64_t end = trim ? n : Sk;
         // dV_h by keys; dP and dS by rows.
-        const int64_t key_chunks = tile_count(Sk, kKeyChunk);
+        const int64_t key_chunks = tile_count(end, kKeyChunk);
         parallel_for(key_chunks + tile_count(t.rows, kRowChunk), inner, [&](int64_t item, int) {
           if (item < key_chunks) {
             const int64_t j0 = item * kKeyChunk, j1 = std::min(Sk, j0 + kKeyChunk);
@@ -162,7 +182,10 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
           const int64_t r0 = (item - key_chunks) * kRowChunk;
           const ScoreTile u = rows_of(r0, std::min(t.rows, r0 + kRowChunk));
           const int64_t e = r0 * Sk;
-          times_transposed(u.rows, Sk, Dv, dout + r0 * Dv, vt_g, w.dp.data() + e);
+          times_transposed(u.rows, end, Sk, Dv, dout + r0 * Dv, vt_g, w.dp.data() + e);
+          for (int64_t r = 0; r < u.rows; ++r) {
+            std::fill(w.dp.data() + e + r * Sk + end, w.dp.data() + e + (r + 1) * Sk, 0.0f);
+          }
           unfused_softmax_backward(x, u, w.p.data() + e, w.dp.data() + e, out.d + row + r0,
                                    w.ds.data() + e);
         });
@@ -190,10 +213,10 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
           float* g = w.ds.data() + r0 * Sk;
           unfused_score_grad(x, u, w.gf.data() + r0 * Sk, g);
           float* dq = out.dq + (row + r0) * D;
-          gemm_tile(u.rows, D, Sk, g, Sk, 1, k, D, dq, D, 1.0f, false);
+          gemm_tile(u.rows, D, end, g, Sk, 1, k, D, dq, D, 1.0f, false);
           round_copy(x.precision, dq, dq, u.rows * D);
         });
-        for_chunks(Sk, kKeyChunk, inner, [&](int64_t j0, int64_t j1) {
+        for_chunks(end, kKeyChunk, inner, [&](int64_t j0, int64_t j1) {
           gemm_tile(j1 - j0, D, t.rows, w.ds.data() + j0, 1, Sk, q, D, dk_h.data() + j0 * D, D,
                     1.0f, true);
         });

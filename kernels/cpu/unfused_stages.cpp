@@ -18,22 +18,39 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 }  // namespace
 
-void times_transposed(int64_t rows, int64_t sk, int64_t dim, const float* a, const float* xt,
-                      float* out) {
-  ATTNSCOPE_DCHECK(rows > 0 && sk > 0 && dim > 0);
+void times_transposed(int64_t rows, int64_t keys, int64_t ld, int64_t dim, const float* a,
+                      const float* xt, float* out) {
+  ATTNSCOPE_DCHECK(rows > 0 && keys >= 0 && keys <= ld && dim > 0);
   ATTNSCOPE_DCHECK(a != nullptr && xt != nullptr && out != nullptr);
-  for (int64_t jt = 0; jt < tile_count(sk, kTileCols); ++jt) {
+  for (int64_t jt = 0; jt < tile_count(keys, kTileCols); ++jt) {
     const int64_t j0 = jt * kTileCols;
-    gemm_tile(rows, std::min(kTileCols, sk - j0), dim, a, dim, 1, xt + jt * dim * kTileCols,
-              kTileCols, out + j0, sk, 1.0f, false);
+    gemm_tile(rows, std::min(kTileCols, keys - j0), dim, a, dim, 1, xt + jt * dim * kTileCols,
+              kTileCols, out + j0, ld, 1.0f, false);
   }
 }
 
+int64_t causal_key_end(const AttnParams& p, const ScoreTile& t) {
+  if (!p.causal) return p.seqlen_k;
+  return std::clamp<int64_t>(t.i0 + t.rows + causal_shift(p), 0, p.seqlen_k);
+}
+
+bool zero_from(const ScoreTile& t, const float* p, int64_t n) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const float* p_r = p + r * t.ld;
+    for (int64_t c = n; c < t.cols; ++c) {
+      if (p_r[c] != 0) return false;
+    }
+  }
+  return true;
+}
+
 void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
-                    float* s, float* gf) {
+                    float* s, float* gf, int64_t keys) {
   ATTNSCOPE_DCHECK(x.params != nullptr && unfused_row_block(*x.params, t));
   ATTNSCOPE_DCHECK(q != nullptr && kt != nullptr && s != nullptr && gf != nullptr);
-  times_transposed(t.rows, t.cols, x.dim, q, kt, s);
+  ATTNSCOPE_DCHECK(keys >= causal_key_end(*x.params, t) && keys <= t.cols);
+  times_transposed(t.rows, keys, t.ld, x.dim, q, kt, s);
+  for (int64_t r = 0; r < t.rows; ++r) std::fill(s + r * t.ld + keys, s + r * t.ld + t.cols, 0.0f);
   const Precision pr = x.precision;
   const AttnParams& p = *x.params;
   fill_rows(t.rows, t.cols, t.ld, 1.0f, gf);

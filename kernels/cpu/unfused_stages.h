@@ -11,16 +11,25 @@
 
 namespace attnscope::cpu {
 
-// out = A X^T, out [rows x Sk] (row stride Sk), A [rows x dim] (row stride dim), X^T of one head
-// in the transpose_kv_tiles layout.
-void times_transposed(int64_t rows, int64_t sk, int64_t dim, const float* a, const float* xt,
-                      float* out);
+// out = A X^T for keys [0, keys), out [rows x ld] (columns from `keys` on untouched), A [rows x
+// dim] (row stride dim), X^T of one head in the transpose_kv_tiles layout.
+void times_transposed(int64_t rows, int64_t keys, int64_t ld, int64_t dim, const float* a,
+                      const float* xt, float* out);
 
 // Scores of block t: s = round(round(q.k) * scale), softcap as round(cap * round(tanh(round(s /
 // cap)))), s = round(s + round(bias)), masked s = the rounded fill. gf = d s / d(scale q.k) from
-// the rounded tanh, 0 where masked. q [rows x D], kt: K^T of the head in kv tiles.
+// the rounded tanh, 0 where masked. q [rows x D], kt: K^T of the head in kv tiles. q.k is
+// multiplied out for keys [0, keys) only: causality hides every key from `keys` on from every
+// row of t (causal_key_end), and masked_fill replaces a hidden score whatever it was.
 void unfused_scores(const HeadContext& x, const ScoreTile& t, const float* q, const float* kt,
-                    float* s, float* gf);
+                    float* s, float* gf, int64_t keys);
+
+// Keys [0, n) that causality leaves visible to some row of t (Sk without causality).
+int64_t causal_key_end(const AttnParams& p, const ScoreTile& t);
+
+// Whether P of rows t is exactly 0 on every key from n on: a matmul by P may then stop at key
+// n, the later terms being zeros where the other operand is finite.
+bool zero_from(const ScoreTile& t, const float* p, int64_t n);
 
 // Row softmax in fp32 from rounded scores, output rounded: p = round(exp(s - m) / l); m, l per
 // row. A row of -inf gives p = 0 (l = 0) under MaskFill::safe, NaN otherwise.

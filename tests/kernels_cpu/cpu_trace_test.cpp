@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "cpu_test_util.h"
@@ -105,6 +106,42 @@ TEST(TraceOnOff, outputs_bit_identical_gqa_causal_mask_bias_softcap_nan_fused_un
       const CpuAttnResult on = run_cpu_traced(t, mode, &trace);
       EXPECT_TRUE(trace.forward.valid && trace.backward.valid);
       expect_outputs_identical(off, on);
+    }
+  }
+}
+
+// An untraced causal unfused run stops its products at the keys a row block can see (P is 0
+// beyond, every input finite); the traced run multiplies every key out: the same bits, for
+// top-left and bottom-right alignment (rows that see no key too), every fill, and dropout.
+TEST(TraceOnOff, untraced_unfused_causal_run_that_skips_hidden_keys_is_bit_identical) {
+  CaseConfig c;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.d = 32;
+  c.causal = true;
+  c.bias = true;
+  for (const auto& [sq, sk, align] : {std::tuple{200, 230, CausalAlign::top_left},
+                                      std::tuple{230, 150, CausalAlign::bottom_right}}) {
+    c.sq = sq;
+    c.sk = sk;
+    c.align = align;
+    for (MaskFill fill : {MaskFill::safe, MaskFill::neg_inf, MaskFill::neg_1e9}) {
+      c.fill = fill;
+      for (Precision p : {Precision::f32, Precision::bf16, Precision::f16}) {
+        c.precision = p;
+        for (bool dropout : {false, true}) {
+          c.dropout = dropout;
+          c.dropout_p = dropout ? 0.2 : 0.0;
+          const TestCase t = make_case(c);
+          CpuTrace trace;
+          const CpuAttnResult off = run_cpu(t, Mode::unfused);
+          const CpuAttnResult on = run_cpu_traced(t, Mode::unfused, &trace);
+          SCOPED_TRACE(std::to_string(sq) + "x" + std::to_string(sk) + " fill " +
+                       std::to_string(static_cast<int>(fill)) + " " + precision_name(p) +
+                       (dropout ? " dropout" : ""));
+          expect_outputs_identical(off, on);
+        }
+      }
     }
   }
 }
