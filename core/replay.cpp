@@ -50,14 +50,14 @@ bool is_fused_backend(const std::string& backend) {
 }
 
 int64_t stored_roundings(const Replay& r, const std::string& name, int64_t seqlen_q,
-                         int64_t seqlen_k) {
+                         int64_t seqlen_k, int64_t group) {
   if (!r.gradients_accumulate_stored) return 1;
   const auto blocks = [](int64_t n, int64_t block) {
     return std::max<int64_t>(1, (n + block - 1) / block);
   };
   if (name == "dq") return blocks(seqlen_k, 512);
   if (name == "dk" || name == "dv") {
-    return blocks(seqlen_q, seqlen_q >= 768 ? 256 : seqlen_q >= 192 ? 64 : 32);
+    return group * blocks(seqlen_q, seqlen_q >= 768 ? 256 : seqlen_q >= 192 ? 64 : 32);
   }
   return 1;
 }

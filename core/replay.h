@@ -58,9 +58,10 @@ Replay replay_of(const CaseConfig& config, bool keep_mask);
 // How many times the recorded kernel rounded recorded tensor `name` ("o", "lse", "dq", "dk",
 // "dv") to the stored precision: once, or under gradients_accumulate_stored once per block it
 // added, as PyTorch's CPU flash backward blocks them: dQ per 512 keys, dK and dV per 32, 64 or
-// 256 query rows (Sq < 192, < 768, longer).
+// 256 query rows (Sq < 192, < 768, longer) of each of the `group` query heads that share the
+// kv head.
 int64_t stored_roundings(const Replay& r, const std::string& name, int64_t seqlen_q,
-                         int64_t seqlen_k);
+                         int64_t seqlen_k, int64_t group);
 
 // What rows that attend to no key give under `fill`: "fully masked rows give O = 0" (safe),
 // "... give NaN" (-inf), "... attend uniformly" (a finite fill).

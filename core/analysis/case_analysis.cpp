@@ -179,7 +179,8 @@ std::vector<RecordedComparison> compare_recordings(const CaseData& data, const R
     }
     c.gradient = name[0] == 'd';
     c.stored = stored_precision(t->dtype);
-    c.roundings = stored_roundings(replay, name, r.in->params.seqlen_q, r.in->params.seqlen_k);
+    const AttnParams& p = r.in->params;
+    c.roundings = stored_roundings(replay, name, p.seqlen_q, p.seqlen_k, p.group_size());
     out.push_back(compare_recorded(c));
     if (auto base = lse_base_convention(out.back(), c)) conventions.push_back(*base);
   }

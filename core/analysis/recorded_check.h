@@ -110,7 +110,7 @@ struct RecordedComparisonInputs {
   // The precision the recording is stored in (nullopt: fp64 or wider): no element is judged
   // against an allowance below `roundings` of its ulps at the element's magnitude, the
   // rounding the recording cannot avoid (once, or once per block where the recorded kernel
-  // accumulates in the stored precision: Replay::stored_accumulation).
+  // accumulates in the stored precision: stored_roundings).
   std::optional<Precision> stored;
   int64_t roundings = 1;
 };

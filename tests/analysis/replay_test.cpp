@@ -45,18 +45,18 @@ TEST(Replay, cpu_flash_low_precision_gradients_are_rounded_once_per_block) {
   c.run = sdpa("sdpa_flash");
   const Replay r = replay_of(c, false);
   EXPECT_TRUE(r.gradients_accumulate_stored);
-  EXPECT_EQ(stored_roundings(r, "dk", 4096, 4096), 16);  // 256 query rows per block
-  EXPECT_EQ(stored_roundings(r, "dv", 700, 700), 11);    // 64 rows
-  EXPECT_EQ(stored_roundings(r, "dv", 100, 100), 4);     // 32 rows
-  EXPECT_EQ(stored_roundings(r, "dq", 4096, 4096), 8);   // 512 keys per block
-  EXPECT_EQ(stored_roundings(r, "o", 4096, 4096), 1);
+  EXPECT_EQ(stored_roundings(r, "dk", 4096, 4096, 1), 16);  // 256 query rows per block
+  EXPECT_EQ(stored_roundings(r, "dv", 700, 700, 4), 44);    // 64 rows, 4 heads per kv head
+  EXPECT_EQ(stored_roundings(r, "dv", 100, 100, 1), 4);     // 32 rows
+  EXPECT_EQ(stored_roundings(r, "dq", 4096, 4096, 4), 8);   // 512 keys per block
+  EXPECT_EQ(stored_roundings(r, "o", 4096, 4096, 4), 1);
   c.dtype = "float32";
-  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096), 1);
+  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096, 4), 1);
   c.dtype = "bfloat16";
   c.run.device = "cuda:0";
-  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096), 1);
+  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096, 4), 1);
   c.run = sdpa("sdpa_math");
-  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096), 1);
+  EXPECT_EQ(stored_roundings(replay_of(c, false), "dk", 4096, 4096, 4), 1);
 }
 
 TEST(Replay, sdpa_math_upcasts_low_precision_on_cpu_and_runs_eager_on_a_gpu) {

@@ -18,8 +18,8 @@ TEST(TorchLayer, cpu_flash_bf16_gradients_pass_the_recorded_check_with_their_blo
   ASSERT_TRUE(layer.ok()) << layer.error().describe();
   const Replay replay = replay_of(layer->data.info.config, false);
   ASSERT_TRUE(replay.gradients_accumulate_stored) << replay.text;
-  EXPECT_EQ(stored_roundings(replay, "dv", 1024, 1024), 4);  // blocks of 256 query rows
-  EXPECT_EQ(stored_roundings(replay, "dq", 1024, 1024), 2);  // blocks of 512 keys
+  EXPECT_EQ(stored_roundings(replay, "dv", 1024, 1024, 4), 16);  // 4 heads x 4 blocks of 256 rows
+  EXPECT_EQ(stored_roundings(replay, "dq", 1024, 1024, 4), 2);   // blocks of 512 keys
   AnalysisSettings settings;
   settings.threads = 2;
   settings.precision_check = false;
