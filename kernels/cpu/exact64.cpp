@@ -21,7 +21,7 @@ using VD = hn::Vec<DD>;
 
 // Register blocks: AVX-512 has 32 vector registers, the other sets 16.
 #if HWY_TARGET <= HWY_AVX3
-constexpr int kDotRows = 2, kGemmChunks = 4;
+constexpr int kDotRows = 3, kGemmChunks = 4;
 #else
 constexpr int kDotRows = 1, kGemmChunks = 2;
 #endif
