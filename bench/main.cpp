@@ -5,6 +5,7 @@
 // instead (scan_scale_bench.h). Exit codes: 0 ran, 1 the scan-scale layer failed, 2 bad usage.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -31,7 +32,7 @@ constexpr const char* kUsage =
     "usage: attnscope-bench [--json] [--grid default|full] [--reps N] [--warmup N] "
     "[--threads N] [--heads N] [--seqlen N] [--head-dim N] [--causal] [--no-heatmap]\n"
     "       [--no-gpu | --gpu-only] [--gpu-quick]\n"
-    "       attnscope-bench --scan-scale [--seqlen N] [--reps N] [--threads N]\n"
+    "       attnscope-bench --scan-scale [--seqlen N] [--heads N] [--reps N] [--threads N]\n"
     "  default grid: S=2048, D=64, B*H=8, causal off, fp32 and bf16 (--seqlen / --head-dim\n"
     "                change S / D there, --causal makes it causal)\n"
     "  full grid:    S in {512,1024,2048,4096} x D in {64,128} x causal off/on x fp32/bf16\n"
@@ -41,7 +42,8 @@ constexpr const char* kUsage =
     "                D=64); --gpu-only skips the CPU points and the heatmap\n"
     "  --scan-scale: a real-size layer (B=1, H=32, Hkv=8, S (default 4096), D=128, bf16,\n"
     "                causal) recorded with LibTorch: its fwd+bwd, `scan` of it and the window's\n"
-    "                first heatmap, with peak memory and the targets met or missed\n";
+    "                first heatmap, with peak memory and the targets met or missed; --heads H\n"
+    "                makes it H heads and H/4 kv heads (the window then is not measured)\n";
 
 struct Options {
   bool json = false;
@@ -50,7 +52,8 @@ struct Options {
   bool heatmap = true;
   bool gpu = true, cpu = true, gpu_quick = false;
   bool scan_scale = false;
-  bool reps_given = false;  // --reps (the scan-scale layer's steps default to 3)
+  bool reps_given = false;   // --reps (the scan-scale layer's steps default to 3)
+  bool heads_given = false;  // --heads (the scan-scale layer has 32 by default)
   int heads = 8;
   int seqlen = 0, head_dim = 64;  // of the default grid (S 2048) or the scan-scale layer (4096)
   BenchSettings settings;
@@ -93,6 +96,7 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
                 a == "--head-dim") &&
                has_value) {
       o.reps_given = o.reps_given || a == "--reps";
+      o.heads_given = o.heads_given || a == "--heads";
       int& target = a == "--reps"      ? o.settings.reps
                     : a == "--threads" ? o.settings.threads
                     : a == "--heads"   ? o.heads
@@ -187,7 +191,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.scan_scale) {
-    return run_scan_scale(std::cout, options.seqlen, options.settings.threads,
+    attnscope::LayerShape shape;
+    shape.seqlen = options.seqlen;
+    if (options.heads_given) {
+      shape.heads = options.heads;
+      shape.kv_heads = std::max(1, options.heads / 4);
+    }
+    return run_scan_scale(std::cout, shape, options.settings.threads,
                           options.reps_given ? options.settings.reps : 3);
   }
   BenchReport report;

@@ -113,10 +113,9 @@ void target(std::ostream& out, const char* what, double value, double limit, con
 
 }  // namespace
 
-int run_scan_scale(std::ostream& out, int64_t seqlen, int threads, int reps) {
+int run_scan_scale(std::ostream& out, const LayerShape& shape, int threads, int reps) {
   const bool resets = reset_peak();
-  LayerShape shape;
-  shape.seqlen = seqlen;
+  const int64_t seqlen = shape.seqlen;
   std::fprintf(stderr, "attnscope-bench: recording the layer with LibTorch (S=%lld)\n",
                static_cast<long long>(seqlen));
   Result<RecordedLayer> layer = record_torch_layer(shape, threads, reps);
@@ -147,17 +146,23 @@ int run_scan_scale(std::ostream& out, int64_t seqlen, int threads, int reps) {
   std::fprintf(stderr, "attnscope-bench: the fp64 reference alone\n");
   const ReferenceFigures reference = reference_figures(layer->data, threads);
 
-  std::fprintf(stderr, "attnscope-bench: the window (attnscope --bench-open, offscreen)\n");
-  const WindowFigures window = window_figures(seqlen);
+  const LayerShape window_shape;
+  const bool window_shaped =
+      shape.heads == window_shape.heads && shape.kv_heads == window_shape.kv_heads;
+  if (window_shaped) {
+    std::fprintf(stderr, "attnscope-bench: the window (attnscope --bench-open, offscreen)\n");
+  }
+  const WindowFigures window = window_shaped ? window_figures(seqlen) : WindowFigures{};
 
   const double ratio = scan_s / layer->step_seconds;
   char text[512];
   std::snprintf(text, sizeof text,
-                "attnscope-bench --scan-scale: B=1 H=32 Hkv=8 S=%lld D=128 bf16 causal (%s, torch "
-                "%s), %s threads\n"
+                "attnscope-bench --scan-scale: B=1 H=%lld Hkv=%lld S=%lld D=128 bf16 causal (%s, "
+                "torch %s), %s threads\n"
                 "  the user's step (LibTorch fwd+bwd)  %7.2f s (median of %d)  peak %.2f GB\n"
                 "  scan, default options              %7.2f s = %.2fx the step  peak %.2f GB  "
                 "(%d errors, %d warnings; %s)\n",
+                static_cast<long long>(shape.heads), static_cast<long long>(shape.kv_heads),
                 static_cast<long long>(seqlen), layer->data.info.config.run.backend.c_str(),
                 layer->data.info.config.run.torch_version.c_str(),
                 threads > 0 ? std::to_string(threads).c_str() : "all", layer->step_seconds, reps,
@@ -174,7 +179,8 @@ int run_scan_scale(std::ostream& out, int64_t seqlen, int threads, int reps) {
                   window.first_heatmap_s, window.peak_gb);
     out << text;
   } else {
-    out << "  window: not measured (attnscope not found next to attnscope-bench)\n";
+    out << (window_shaped ? "  window: not measured (attnscope not found next to attnscope-bench)\n"
+                          : "  window: not measured for this shape\n");
   }
   if (!resets) out << "  (peaks since the start: /proc/self/clear_refs refused a reset)\n";
   out << "targets:\n";

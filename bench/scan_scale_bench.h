@@ -5,13 +5,16 @@
 // step, the peak resident memory of each phase and the targets met or missed.
 #pragma once
 
-#include <cstdint>
 #include <iosfwd>
+
+#include "core/torch_layer.h"
 
 namespace attnscope::bench {
 
-// Prints the report to `out`; `threads`: kernel and LibTorch threads (0: all cores); `reps`:
-// timed LibTorch steps (median). Returns 0, or 1 when the layer could not be recorded.
-int run_scan_scale(std::ostream& out, int64_t seqlen, int threads, int reps);
+// Prints the report to `out` for the layer `shape` (the window's figures only for the default
+// 32 / 8 heads, the shape `attnscope --bench-open` opens); `threads`: kernel and LibTorch
+// threads (0: all cores); `reps`: timed LibTorch steps (median). Returns 0, or 1 when the layer
+// could not be recorded.
+int run_scan_scale(std::ostream& out, const LayerShape& shape, int threads, int reps);
 
 }  // namespace attnscope::bench
