@@ -267,13 +267,14 @@ void backward_group(const CaseInputs& in, int64_t b, int64_t g, const RowStats& 
   const std::vector<double> ones(at(Dv), 1.0);
   const int64_t do_ld = in.has_dout ? Dv : 0;  // rows of dO, or one row of ones
   const int64_t T = kKeyTile, R = kRowBlock;
-  w.s.resize(at(R * T));            // q_i . k_j of a block and tile
-  w.dp.resize(at(R * T));           // dO_i . v_j
-  w.g.resize(at(R * T));            // g [row, key]
-  w.gt.resize(at(T * R));           // g [key, row]
-  w.wt.resize(at(T * R));           // p z [key, row]
-  std::vector<double> d(at(R));     // d_i = dO_i . o_i of a block
-  std::vector<int64_t> end(at(R));  // keys [t0, end) of a row may add something
+  w.s.resize(at(R * T));              // q_i . k_j of a block and tile
+  w.dp.resize(at(R * T));             // dO_i . v_j
+  w.g.resize(at(R * T));              // g [row, key]
+  w.gt.resize(at(T * R));             // g [key, row]
+  w.wt.resize(at(T * R));             // p z [key, row]
+  std::vector<double> d(at(R));       // d_i = dO_i . o_i of a block
+  std::vector<int64_t> reach(at(R));  // keys [0, reach) of a row may add something
+  std::vector<int64_t> end(at(R));    // keys [t0, end) of a row in the tile may add something
   for (int64_t x = 0; x < G; ++x) {
     const int64_t h = g * G + x, bh = b * p.heads + h;
     const double* q = in.q.data() + bh * Sq * D;
@@ -301,15 +302,14 @@ void backward_group(const CaseInputs& in, int64_t b, int64_t g, const RowStats& 
       int64_t last = 0;
       for (int64_t row = 0; row < rows; ++row) {
         const int64_t i = i0 + row;
-        last = std::max(last, skip && p_of(i, fill) == 0 ? visible_key_end(p, i + 1) : Sk);
+        reach[at(row)] = skip && p_of(i, fill) == 0 ? visible_key_end(p, i + 1) : Sk;
+        last = std::max(last, reach[at(row)]);
       }
       for (int64_t t0 = 0; t0 < last; t0 += T) {
         const int64_t t1 = std::min(t0 + T, Sk), nt = t1 - t0;
         int64_t lo = rows, hi = 0;
         for (int64_t row = 0; row < rows; ++row) {
-          const int64_t i = i0 + row;
-          const int64_t scored = std::clamp(visible_key_end(p, i + 1), t0, t1);
-          end[at(row)] = skip && p_of(i, fill) == 0 ? scored : t1;
+          end[at(row)] = std::clamp(reach[at(row)], t0, t1);
           if (end[at(row)] > t0) {
             lo = std::min(lo, row);
             hi = row + 1;

@@ -160,12 +160,11 @@ void unfused_backward(const AttnParams& prm, const PreparedInputs& in, int threa
         });
         if (rec != nullptr) rec->rows_ready(bh, i0, t.rows, w.m.data(), w.l.data(), nullptr);
         const float* pd = x.dropout ? w.pd.data() : w.p.data();
-        // Untraced, every product stops at key `end`: the hidden keys' P (and so dS and g) are
-        // zeros there, every factor they meet is finite, and a sum started at +0 is left as it
-        // was by zero terms; their dP is set to 0 (it only meets P = 0).
+        // Untraced, every product stops at key `end`: the hidden keys' P (and so the dropped P,
+        // dS and g) are zeros there, every factor they meet is finite, and a sum started at +0
+        // is left as it was by zero terms; their dP is set to 0 (it only meets P = 0).
         const bool trim = rec == nullptr && pooled == nullptr && n > 0 && n < Sk &&
-                          zero_from(t, w.p.data(), n) && zero_from(t, pd, n) &&
-                          known_finite(in.q_max, row, t.rows) &&
+                          zero_from(t, w.p.data(), n) && known_finite(in.q_max, row, t.rows) &&
                           known_finite(in.dout_max, row, t.rows) &&
                           known_finite(in.k_max, bkv * Sk + n, Sk - n) &&
                           known_finite(in.v_max, bkv * Sk + n, Sk - n);
