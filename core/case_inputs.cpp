@@ -23,6 +23,14 @@ std::optional<BroadcastStrides> broadcast_strides(const std::vector<int64_t>& sh
   return BroadcastStrides{stride[0], stride[1], stride[2], stride[3]};
 }
 
+// q, k, v, dO of `data` in fp64 (InputValues::fp64).
+void read_input_values(const CaseData& data, CaseInputs& in) {
+  in.q = data.q().to_double();
+  in.k = data.k().to_double();
+  in.v = data.v().to_double();
+  if (const HostTensor* dout = data.find("do")) in.dout = dout->to_double();
+}
+
 }  // namespace
 
 std::optional<Precision> precision_from_dtype(const std::string& dtype) {
@@ -48,13 +56,6 @@ Result<double> resolve_scale(const CaseData& data, const RunChoice& settings) {
                       "set a scale > 0 (default 1/sqrt(D))");
   }
   return scale;
-}
-
-void read_input_values(const CaseData& data, CaseInputs& in) {
-  in.q = data.q().to_double();
-  in.k = data.k().to_double();
-  in.v = data.v().to_double();
-  if (const HostTensor* dout = data.find("do")) in.dout = dout->to_double();
 }
 
 Result<CaseInputs> make_case_inputs(const CaseData& data, const RunChoice& settings,

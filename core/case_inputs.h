@@ -53,9 +53,6 @@ inline int fill_key(const std::optional<MaskFill>& fill) {
   return fill ? static_cast<int>(*fill) : -1;
 }
 
-// Converts q, k, v, dO of `data` into `in` in fp64 (what InputValues::none left out).
-void read_input_values(const CaseData& data, CaseInputs& in);
-
 // The softmax scale a run uses: the choice's, else the case's attribute, else 1/sqrt(D). Fails
 // (invalid_argument) when it is not a positive finite number.
 Result<double> resolve_scale(const CaseData& data, const RunChoice& choice);

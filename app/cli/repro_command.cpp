@@ -285,12 +285,11 @@ int run_repro(const CommandArgs& args) {
   }
   ShrinkTarget shrink_target{target->kind, target->tensor, target->batch, target->head,
                              target->rows};
-  // The shrink reads the whole case's findings and replay only: free its runs and fp64
-  // reference (hundreds of MB for a real-size layer) before the candidates' analyses.
+  // The shrink reads the whole case's findings and replay only: free its runs (hundreds of MB
+  // for a real-size layer) before the candidates' analyses.
   analysis->runs.clear();
   analysis->clips.clear();
   analysis->recorded.clear();
-  analysis->reference.reset();
   std::cerr << "repro: shrinking " << dims_text(data.info.dims) << " while it shows "
             << finding_kind_name(target->kind) << " " << target->tensor << " (budget "
             << options.budget.count() << " s)\n";

@@ -24,6 +24,12 @@ std::string cause_text(Provenance p) {
 
 }  // namespace
 
+std::vector<double> read_values(const HostTensor& t, int64_t first, int64_t n) {
+  std::vector<double> x(at(n));
+  t.read_double(first, n, x.data());
+  return x;
+}
+
 std::string AnalysisContext::precision_text() const {
   return precision_name(precision());
 }

@@ -10,9 +10,26 @@
 #include "core/analysis/case_analysis.h"
 #include "core/analysis/finding_text.h"
 #include "core/analysis/mask_analysis.h"
+#include "core/analysis/recorded_check.h"
+#include "core/analysis/reference64.h"
 #include "core/kernel_registry.h"
 
 namespace attnscope {
+
+// precision_loss's view of one tensor (O, dQ, dK, dV): each run's heads against fp64.
+struct LossStats {
+  const char* name = "O";
+  int64_t heads = 0;  // per batch: query heads, or kv heads (dK, dV)
+  double floor = 0;   // added to a head's max |fp64| (recorded_findings.cpp)
+  std::vector<std::vector<PairStats>> run_heads;  // [run][b * heads + h]; fully masked: default
+};
+
+// What the findings passes read of an fp64 reference, gathered group by group while it
+// streams (stream_reference64), so that the reference is never held whole.
+struct ReferenceDigest {
+  std::vector<LossStats> loss;     // precision_loss: O, and dQ, dK, dV with the gradients
+  std::vector<HeadHit> zero_rows;  // recorded_zero_rows: open rows of recorded o exactly 0
+};
 
 struct AnalysisContext {
   const CaseData& data;
@@ -20,17 +37,20 @@ struct AnalysisContext {
   const AnalysisSettings& settings;
   const std::vector<ModeRun>& runs;
   const MaskInfo& masks;
-  const Reference64* reference = nullptr;  // null when not computed
+  const ReferenceDigest* reference = nullptr;  // null when not computed
   const std::vector<RecordedComparison>& recorded;
   const std::vector<ClipReport>& clips;
   const Replay& replay;  // what the recorded run did
   // The fp64 reference and the kernel run of the replay (the analysis' own under recorded
   // settings); null when the case holds no recorded output.
-  const Reference64* recorded_reference = nullptr;
+  const ReferenceDigest* recorded_reference = nullptr;
   const ModeRun* recorded_run = nullptr;
   bool what_if = false;  // the runs are a what-if, not the replay of the recorded run
 
   Precision precision() const { return in.params.precision; }
+  // The case's dO, or null (dO = 1). The passes read q, k, v, dO from `data` (in's fp64 arrays
+  // are empty), a head or a row at a time: read_values.
+  const HostTensor* dout() const { return data.find("do"); }
   std::string precision_text() const;  // "fp16"
   // "unfused fp16" for one run; "fused and unfused fp16" for several.
   std::string runs_text(const std::vector<const ModeRun*>& runs) const;
@@ -41,6 +61,9 @@ struct AnalysisContext {
     return head_label == "kv head" ? in.params.group_size() : 1;
   }
 };
+
+// Elements [first, first + n) of a loaded tensor as fp64.
+std::vector<double> read_values(const HostTensor& t, int64_t first, int64_t n);
 
 // Non-finite elements of one head of a run's tensor viewed as [outer, rows, dim].
 struct NonfiniteHead {
@@ -99,5 +122,14 @@ void add_gradient_findings(const AnalysisContext& cx, std::vector<Finding>& out)
 void add_recorded_findings(const AnalysisContext& cx, std::vector<Finding>& out);
 // precision_loss: a finite low-precision run far from fp64.
 void add_precision_findings(const AnalysisContext& cx, std::vector<Finding>& out);
+
+// A digest whose loss tensors are set up (their floors read from the inputs) for `gradients`,
+// before the first group.
+ReferenceDigest start_digest(const AnalysisContext& cx, bool gradients);
+// precision_loss's pair stats of every run's heads of group g.
+void digest_precision(const AnalysisContext& cx, const GroupReference& g, ReferenceDigest& d);
+// recorded_zero_rows' hits in the query heads of group g (the case holds a recorded o and the
+// replay is exact).
+void digest_zero_rows(const AnalysisContext& cx, const GroupReference& g, ReferenceDigest& d);
 
 }  // namespace attnscope

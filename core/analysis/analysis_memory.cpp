@@ -26,8 +26,7 @@ int64_t analysis_bytes(const CaseDims& d, int64_t extra_elements, int64_t runs, 
   const int64_t ev = saturating_product({d.batch, d.kv_heads, d.seqlen_k, d.head_dim_v});
   const int64_t rows = saturating_product({d.batch, d.heads, d.seqlen_q});
   const int64_t tensors = add({eq, eo, ek, ev});
-  const int64_t inputs =
-      add({saturating_product({8, tensors}), saturating_product({8, extra_elements})});
+  const int64_t inputs = saturating_product({8, extra_elements});
   const int64_t run = add({saturating_product({4, tensors}), saturating_product({32, rows})});
   const int64_t reference = saturating_product({8, add({tensors, saturating_product({3, rows})})});
   const int64_t head =

@@ -11,6 +11,7 @@
 #include "core/analysis/clip_report.h"
 #include "core/analysis/packed_findings.h"
 #include "core/analysis/recorded_conventions.h"
+#include "core/analysis/recorded_feed.h"
 #include "core/analysis/reference64.h"
 #include "core/analysis/run_inference.h"
 #include "core/memory_budget.h"
@@ -20,8 +21,6 @@
 
 namespace attnscope {
 namespace {
-
-constexpr const char* kRecordedNames[] = {"o", "lse", "dq", "dk", "dv"};
 
 void round_in_place(Precision p, std::vector<float>& x) {
   for (float& v : x) v = round_to(p, v);
@@ -43,6 +42,9 @@ ModeRun run_mode(const AttnParams& params, const KernelInputs& in, Mode mode, bo
   options.cancelled = cancelled;
   if (trace) options.trace = &r.trace;
   r.out = cpu_attention(kernel, options, in.view());
+  // An analysis runs each kernel once: the blocks its call left in the buffer pool (a quarter
+  // GB for a real-size layer) are freed before the next run or the fp64 reference.
+  cpu::buffer_pool_clear();
   if (r.upcast) {
     for (std::vector<float>* x : {&r.out.o, &r.out.dq, &r.out.dk, &r.out.dv}) {
       round_in_place(params.precision, *x);
@@ -89,35 +91,11 @@ RunStats run_stats(const AttnParams& params, const ModeRun& r) {
   return s;
 }
 
-const std::vector<double>* recorded_output(const Reference64& ref, const std::string& name) {
-  if (name == "o") return &ref.o;
-  if (name == "lse") return &ref.lse;
-  if (!ref.has_gradients) return nullptr;
-  return name == "dq" ? &ref.dq : name == "dk" ? &ref.dk : &ref.dv;
-}
-
-const std::vector<float>& run_output(const ModeRun& r, const std::string& name) {
-  if (name == "o") return r.out.o;
-  if (name == "lse") return r.out.lse;
-  return name == "dq" ? r.out.dq : name == "dk" ? r.out.dk : r.out.dv;
-}
-
-TensorGeometry geometry_of(const AttnParams& p, const std::string& name) {
-  const bool kv = name == "dk" || name == "dv";
-  const int64_t heads = kv ? p.kv_heads : p.heads;
-  const int64_t rows = kv ? p.seqlen_k : p.seqlen_q;
-  const int64_t cols = name == "lse"                   ? 1
-                       : (name == "o" || name == "dv") ? p.head_dim_v
-                                                       : p.head_dim;
-  return {p.batch * heads, rows, cols, heads};
-}
-
 // What the recorded-output check compares against: the replay of the recorded run (its
 // inputs, fp64 reference and the runs at the recorded precision), whatever the what-if.
 struct RecordedReplay {
   const CaseInputs* in = nullptr;
   const KernelInputs* kin = nullptr;
-  const Reference64* reference = nullptr;
   const ModeRun* run = nullptr;       // the replay's own kernel (its first mode)
   const ModeRun* baseline = nullptr;  // unfused at the recorded precision (accuracy rule)
   std::vector<ModeRun> extra;         // runs made here because the analysis did not have them
@@ -146,46 +124,6 @@ void find_or_run(RecordedReplay& r, const Replay& replay, const std::vector<Mode
     r.extra.push_back(run_mode(r.in->params, *r.kin, Mode::unfused, false, threads, false));
     r.baseline = &r.extra.back();
   }
-}
-
-// Recorded tensors vs the fp64 replay, with the accuracy rule's baseline (unfused at the
-// recorded precision) and the replay's kernel compared per head too. o and the gradients are
-// left out when the run's dropout cannot be replayed.
-std::vector<RecordedComparison> compare_recordings(const CaseData& data, const RecordedReplay& r,
-                                                   const Replay& replay,
-                                                   std::vector<Finding>& conventions) {
-  std::vector<RecordedComparison> out;
-  for (const char* name : kRecordedNames) {
-    const HostTensor* t = data.find(name);
-    const std::vector<double>* reference = recorded_output(*r.reference, name);
-    if (t == nullptr || reference == nullptr) continue;
-    if (replay.score_mod_unavailable) continue;
-    if (replay.dropout == DropoutReplay::unavailable && std::string(name) != "lse") continue;
-    RecordedComparisonInputs c;
-    c.tensor = name;
-    c.geometry = geometry_of(r.in->params, name);
-    c.recorded = [t](int64_t first, int64_t n, double* out) { t->read_double(first, n, out); };
-    c.reference = reference;
-    c.baseline = values_of(run_output(*r.baseline, name));
-    c.same_precision = values_of(run_output(*r.run, name));
-    std::vector<double> summed;  // the gradient of a broadcast input: the batch's sum
-    if (const int64_t batch = data.info.dims.batch; data.info.dims.batch_summed(name)) {
-      summed.resize(reference->size() / static_cast<size_t>(batch));
-      batch_sum_of(*reference, batch)(0, static_cast<int64_t>(summed.size()), summed.data());
-      c.reference = &summed;
-      c.baseline = batch_sum_of(run_output(*r.baseline, name), batch);
-      c.same_precision = batch_sum_of(run_output(*r.run, name), batch);
-      c.geometry.outer /= batch;
-    }
-    c.gradient = name[0] == 'd';
-    c.stored = stored_precision(t->dtype);
-    const AttnParams& p = r.in->params;
-    c.roundings = stored_roundings(replay, name, p.seqlen_q, p.seqlen_k, p.group_size());
-    out.push_back(compare_recorded(c));
-    if (auto base = lse_base_convention(out.back(), c)) conventions.push_back(*base);
-  }
-  if (auto layout = lse_layout_finding(data.info)) conventions.push_back(*layout);
-  return out;
 }
 
 const RecordedComparison* comparison_of(const std::vector<RecordedComparison>& list,
@@ -232,7 +170,7 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const bool recorded = settings.recorded_check &&
                         std::any_of(std::begin(kRecordedNames), std::end(kRecordedNames),
                                     [&](const char* n) { return data.find(n) != nullptr; });
-  // The fp64 values come after the kernel runs, once their fp32 inputs are freed.
+  // No fp64 copy of q, k, v, dO: the reference and the findings read them from `data`.
   Result<CaseInputs> made = make_case_inputs(data, settings.run, InputValues::none);
   if (!made) return made.error();
   CaseInputs& in = *made;
@@ -282,9 +220,6 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const bool within_budget =
       p.batch * p.heads * p.seqlen_q * p.seqlen_k <= settings.reference_gradient_budget;
   const bool recorded_gradients = recorded && has_recorded_gradients(data);
-  const auto reference_of = [&](const CaseInputs& inputs, bool gradients) {
-    return compute_reference64(inputs, gradients, settings.threads, settings.cancelled);
-  };
   // Every kernel run first (the replay's and the hypothesis test's too), so that the fp32
   // inputs and the kernels' pooled buffers are freed before the fp64 references and the
   // comparisons.
@@ -295,31 +230,55 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   hypothesis.modes = run.modes;
   hypothesis.upcast = run.upcast;
   if (recorded) {
-    rr = RecordedReplay{&in, &*kin, nullptr, nullptr, nullptr, {}};
+    rr = RecordedReplay{&in, &*kin, nullptr, nullptr, {}};
     if (run.runs_differ()) {
       Result<CaseInputs> as_recorded = make_case_inputs(data, RunChoice{}, InputValues::none);
       if (!as_recorded) return as_recorded.error();
       replay_in.emplace(std::move(*as_recorded));
-      rr = RecordedReplay{&*replay_in, &*kin, nullptr, nullptr, nullptr, {}};
+      rr = RecordedReplay{&*replay_in, &*kin, nullptr, nullptr, {}};
     }
     find_or_run(rr, replay, run.runs_differ() ? nullptr : &a.runs, settings.threads);
     if (run.runs_differ()) {
-      wr = RecordedReplay{&in, &*kin, nullptr, nullptr, nullptr, {}};
+      wr = RecordedReplay{&in, &*kin, nullptr, nullptr, {}};
       find_or_run(wr, hypothesis, &a.runs, settings.threads);
     }
     rr.kin = wr.kin = nullptr;
   }
   kin.reset();
-  cpu::buffer_pool_clear();
   if (stop()) return a;
-  read_input_values(data, in);
-  if (replay_in) read_input_values(data, *replay_in);
 
+  // The fp64 references stream group by group into the recorded comparisons (RecordedFeed) and
+  // what the findings read of them (ReferenceDigest): neither is held whole. The analysis' own
+  // (under the run choice) feeds precision_loss and, replaying the recorded run, the recorded
+  // check; a what-if's feeds its hypothesis test, and the replay's then streams on its own.
+  const AnalysisContext streaming{data,   in,      settings,   a.runs,
+                                  masks,  nullptr, a.recorded, a.clips,
+                                  replay, nullptr, rr.run,     run.runs_differ()};
+  std::optional<ReferenceDigest> digest, replay_digest;
+  std::optional<RecordedFeed> feed, hypothesis_feed;
+  std::vector<Finding> conventions;  // recorded_convention findings of the comparisons
   if (settings.precision_check || recorded) {
     const bool replays = !run.runs_differ();
-    a.reference = reference_of(
-        in, (settings.precision_check && within_budget) || (replays && recorded_gradients));
-    if (settings.precision_check && !a.reference->has_gradients && !within_budget) {
+    const bool gradients =
+        (settings.precision_check && within_budget) || (replays && recorded_gradients);
+    digest = start_digest(streaming, gradients);
+    if (recorded && replays) {
+      feed.emplace(data, rr.in->params, *rr.run, *rr.baseline, replay, gradients);
+    } else if (recorded) {
+      hypothesis_feed.emplace(data, wr.in->params, *wr.run, *wr.baseline, hypothesis, gradients);
+    }
+    stream_reference64(
+        reference_inputs(data, in.params), gradients, settings.threads,
+        [&](const GroupReference& g) {
+          digest_precision(streaming, g, *digest);
+          if (feed) {
+            feed->add(g);
+            digest_zero_rows(streaming, g, *digest);
+          }
+          if (hypothesis_feed) hypothesis_feed->add(g);
+        },
+        settings.cancelled);
+    if (settings.precision_check && !gradients && !within_budget) {
       a.reference_note = "precision_loss of dq, dk, dv not judged: " +
                          std::to_string(p.batch * p.heads * p.seqlen_q * p.seqlen_k) +
                          " scores (B*H*Sq*Sk) are more than the " +
@@ -329,23 +288,27 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     }
   }
   if (stop()) return a;
-  std::vector<Finding> conventions;  // recorded_convention findings of the comparisons
-  std::optional<Reference64> replay_reference;
   if (recorded) {
-    rr.reference = &*a.reference;
     if (run.runs_differ()) {
-      replay_reference = reference_of(*replay_in, recorded_gradients);
-      rr.reference = &*replay_reference;
+      replay_digest.emplace();
+      feed.emplace(data, rr.in->params, *rr.run, *rr.baseline, replay, recorded_gradients);
+      stream_reference64(
+          reference_inputs(data, replay_in->params), recorded_gradients, settings.threads,
+          [&](const GroupReference& g) {
+            feed->add(g);
+            digest_zero_rows(streaming, g, *replay_digest);
+          },
+          settings.cancelled);
+      if (stop()) return a;
     }
-    a.recorded = compare_recordings(data, rr, replay, conventions);
+    a.recorded = feed->finish(conventions);
     if (data.info.config.run.inferred.any()) {  // judged under what the recording showed
       conventions.push_back(inferred_run_finding(data, data.info.config.run.inferred));
     }
     if (run.runs_differ()) {
-      wr.reference = &*a.reference;
       std::vector<Finding> unused;
       a.what_if_explains.emplace();
-      for (const RecordedComparison& c : compare_recordings(data, wr, hypothesis, unused)) {
+      for (const RecordedComparison& c : hypothesis_feed->finish(unused)) {
         // Reproduced: within the rule on some finite value (both all NaN proves nothing).
         if (c.within_rule && c.finite_pairs > 0) a.what_if_explains->push_back(c.tensor);
       }
@@ -371,7 +334,10 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
         // Judged again under it, this analysis' runs and references freed first; should the
         // recording still break the rule there, the case is judged as it was, without inferring.
         a = CaseAnalysis{};
-        replay_reference.reset();
+        feed.reset();
+        hypothesis_feed.reset();
+        digest.reset();
+        replay_digest.reset();
         rr = wr = RecordedReplay{};
         replay_in.reset();
         in = CaseInputs{};
@@ -404,9 +370,16 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
     }
   }
 
-  const Reference64* reference = a.reference ? &*a.reference : nullptr;
-  const AnalysisContext cx{data,       in,      settings, a.runs,       masks,  reference,
-                           a.recorded, a.clips, replay,   rr.reference, rr.run, run.runs_differ()};
+  const ReferenceDigest* reference = digest ? &*digest : nullptr;
+  const ReferenceDigest* recorded_reference = !recorded       ? nullptr
+                                              : replay_digest ? &*replay_digest
+                                                              : reference;
+  const AnalysisContext cx{data,       in,
+                           settings,   a.runs,
+                           masks,      reference,
+                           a.recorded, a.clips,
+                           replay,     recorded_reference,
+                           rr.run,     run.runs_differ()};
   add_input_findings(cx, a.findings);
   a.stats.max_abs_qk = add_score_findings(cx, a.findings);
   add_forward_findings(cx, a.findings);

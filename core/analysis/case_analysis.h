@@ -88,13 +88,6 @@ struct RunStats {
   GradientNorms norms;
 };
 
-// fp64 recomputation (forward streamed by rows; gradients only within the budget).
-struct Reference64 {
-  std::vector<double> o, lse;  // [B, H, Sq, Dv], [B, H, Sq]
-  bool has_gradients = false;
-  std::vector<double> dq, dk, dv;  // [B, H, Sq, D], [B, Hk, Sk, D], [B, Hk, Sk, Dv]
-};
-
 struct CaseStats {
   std::vector<RunStats> runs;
   int64_t fully_masked_rows = 0;     // (b, h, i) with no visible key
@@ -114,8 +107,7 @@ struct CaseAnalysis {
   std::string judged_under;
   std::vector<ModeRun> runs;
   std::vector<ClipReport> clips;  // one per run when clip_norm is set
-  // o, lse, dq, dk, dv present in the case (gradients only when the fp64 backward fits:
-  // kv group * Sq * Sk <= 2^24 entries), each against the replay of the recorded run; o and
+  // o, lse, dq, dk, dv present in the case, each against the replay of the recorded run; o and
   // the gradients are left out when the run's dropout cannot be replayed.
   std::vector<RecordedComparison> recorded;
   // Under a what-if that changes the runs, with recorded outputs: those the what-if reproduces
@@ -123,7 +115,6 @@ struct CaseAnalysis {
   // both: a recording and a replay that are NaN everywhere reproduce nothing), a hypothesis test
   // ("the recording matches scale 1"); nullopt when no what-if was tested.
   std::optional<std::vector<std::string>> what_if_explains;
-  std::optional<Reference64> reference;
   // Why precision_loss left the gradients out (reference_gradient_budget), else empty.
   std::string reference_note;
   std::vector<Finding> findings;  // sorted (errors first)

@@ -52,14 +52,14 @@ double total_norm(const ModeRun& r) {
 }
 
 // ||dO|| per (b, h) and its median (dO = 1 without a recorded dO: no upstream spike).
-std::vector<double> dout_head_norms(const CaseInputs& in) {
-  const AttnParams& p = in.params;
+std::vector<double> dout_head_norms(const AnalysisContext& cx) {
+  const AttnParams& p = cx.in.params;
   const int64_t n = p.seqlen_q * p.head_dim_v;
   std::vector<double> norms(at(p.batch * p.heads), std::sqrt(static_cast<double>(n)));
-  if (!in.has_dout) return norms;
+  if (cx.dout() == nullptr) return norms;
   for (int64_t bh = 0; bh < p.batch * p.heads; ++bh) {
     double sq = 0;
-    for (int64_t e = bh * n; e < (bh + 1) * n; ++e) sq += in.dout[at(e)] * in.dout[at(e)];
+    for (double x : read_values(*cx.dout(), bh * n, n)) sq += x * x;
     norms[at(bh)] = std::sqrt(sq);
   }
   return norms;
@@ -73,7 +73,7 @@ struct Spike {
 
 void gradient_explosion(const AnalysisContext& cx, std::vector<Finding>& out) {
   const AttnParams& p = cx.in.params;
-  const std::vector<double> dout_norms = dout_head_norms(cx.in);
+  const std::vector<double> dout_norms = dout_head_norms(cx);
   const double dout_median = median(dout_norms);
   const bool same_heads = p.heads == p.kv_heads;
   // (is_kv, b * heads + index) -> the spikes of the first run showing it, and the runs.
@@ -128,7 +128,7 @@ void gradient_explosion(const AnalysisContext& cx, std::vector<Finding>& out) {
                 (key.first ? "kv head " : "head ") + std::to_string(f.head) + " (" +
                 cx.runs_text(runs) + ")";
     bool upstream = false;
-    if (!key.first && cx.in.has_dout && dout_median > 0) {
+    if (!key.first && cx.dout() != nullptr && dout_median > 0) {
       const double up = dout_norms[at(key.second)] / dout_median;
       upstream = up >= 0.1 * ratio;
       f.message += "; upstream ||dO|| of this head is " + num(up) + " x the median";

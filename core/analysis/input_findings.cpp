@@ -23,7 +23,7 @@ bool bad_in(Precision p, double x) {
 
 struct InputTensor {
   const char* name;
-  const std::vector<double>* data;
+  const HostTensor& data;  // [B, heads, rows, dim]
   int64_t heads, rows, dim;
   const char* head_label;
   const char* rows_label;
@@ -34,7 +34,8 @@ void nonfinite_tensor(const AnalysisContext& cx, const InputTensor& t, std::vect
   for (int64_t outer = 0; outer < cx.in.params.batch * t.heads; ++outer) {
     int64_t nan = 0, inf = 0, cast = 0;
     IndexRange rows;
-    const double* x = t.data->data() + outer * t.rows * t.dim;
+    const std::vector<double> head = read_values(t.data, outer * t.rows * t.dim, t.rows * t.dim);
+    const double* x = head.data();
     for (int64_t r = 0; r < t.rows; ++r) {
       bool row_bad = false;
       for (int64_t c = 0; c < t.dim; ++c) {
@@ -113,19 +114,25 @@ bool row_nonfinite(const std::vector<float>& x, int64_t row, int64_t dim) {
 void masked_nan_leak(const AnalysisContext& cx, std::vector<Finding>& out) {
   const AttnParams& p = cx.in.params;
   const int64_t Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim, Dv = p.head_dim_v;
+  // Row `row` of x [*, dim], or of the loaded tensor x (read alone).
   const auto bad_row = [&](const std::vector<double>& x, int64_t row, int64_t dim) {
     for (int64_t c = 0; c < dim; ++c) {
       if (bad_in(cx.precision(), x[at(row * dim + c)])) return true;
     }
     return false;
   };
+  const auto bad_stored_row = [&](const HostTensor& x, int64_t row, int64_t dim) {
+    return bad_row(read_values(x, row * dim, dim), 0, dim);
+  };
   std::vector<HeadHit> hits;
   std::vector<std::vector<const ModeRun*>> hit_runs;
   for (int64_t bkv = 0; bkv < p.batch * p.kv_heads; ++bkv) {
     std::vector<int64_t> bad_keys;
     bool bad_k = false, bad_v = false;
+    const std::vector<double> k = read_values(cx.data.k(), bkv * Sk * D, Sk * D);
+    const std::vector<double> v = read_values(cx.data.v(), bkv * Sk * Dv, Sk * Dv);
     for (int64_t j = 0; j < Sk; ++j) {
-      const bool k_j = bad_row(cx.in.k, bkv * Sk + j, D), v_j = bad_row(cx.in.v, bkv * Sk + j, Dv);
+      const bool k_j = bad_row(k, j, D), v_j = bad_row(v, j, Dv);
       if (k_j || v_j) bad_keys.push_back(j);
       bad_k = bad_k || k_j;
       bad_v = bad_v || v_j;
@@ -141,10 +148,10 @@ void masked_nan_leak(const AnalysisContext& cx, std::vector<Finding>& out) {
         const int64_t row = (b * p.heads + h) * Sq + i;
         bool masked_bad = false, visible_bad = false;
         for (int64_t j : bad_keys) (hidden(p, b, h, i, j) ? masked_bad : visible_bad) = true;
-        if (!masked_bad || visible_bad || bad_row(cx.in.q, row, D)) continue;
+        if (!masked_bad || visible_bad || bad_stored_row(cx.data.q(), row, D)) continue;
         // The forward shows the leak whatever dO holds (a real NaN step has NaN in dO
         // everywhere); dQ counts only where dO is finite.
-        const bool dout_ok = !cx.in.has_dout || !bad_row(cx.in.dout, row, Dv);
+        const bool dout_ok = cx.dout() == nullptr || !bad_stored_row(*cx.dout(), row, Dv);
         bool leaked = false;
         for (const ModeRun& r : cx.runs) {
           if (!row_nonfinite(r.out.o, row, Dv) && !(dout_ok && row_nonfinite(r.out.dq, row, D))) {
@@ -245,11 +252,11 @@ void mask_fill_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
 void add_input_findings(const AnalysisContext& cx, std::vector<Finding>& out) {
   const AttnParams& p = cx.in.params;
   const int64_t H = p.heads, Hk = p.kv_heads, Sq = p.seqlen_q, Sk = p.seqlen_k;
-  nonfinite_tensor(cx, {"q", &cx.in.q, H, Sq, p.head_dim, "head", "rows"}, out);
-  nonfinite_tensor(cx, {"k", &cx.in.k, Hk, Sk, p.head_dim, "kv head", "keys"}, out);
-  nonfinite_tensor(cx, {"v", &cx.in.v, Hk, Sk, p.head_dim_v, "kv head", "keys"}, out);
-  if (cx.in.has_dout) {
-    nonfinite_tensor(cx, {"dO", &cx.in.dout, H, Sq, p.head_dim_v, "head", "rows"}, out);
+  nonfinite_tensor(cx, {"q", cx.data.q(), H, Sq, p.head_dim, "head", "rows"}, out);
+  nonfinite_tensor(cx, {"k", cx.data.k(), Hk, Sk, p.head_dim, "kv head", "keys"}, out);
+  nonfinite_tensor(cx, {"v", cx.data.v(), Hk, Sk, p.head_dim_v, "kv head", "keys"}, out);
+  if (const HostTensor* dout = cx.dout()) {
+    nonfinite_tensor(cx, {"dO", *dout, H, Sq, p.head_dim_v, "head", "rows"}, out);
   }
   nonfinite_bias(cx, out);
   masked_nan_leak(cx, out);

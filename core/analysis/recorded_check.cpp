@@ -7,14 +7,6 @@
 namespace attnscope {
 namespace {
 
-double max_abs_finite(const std::vector<double>& a) {
-  double worst = 0;
-  for (double x : a) {
-    if (std::isfinite(x)) worst = std::fmax(worst, std::fabs(x));
-  }
-  return worst;
-}
-
 // Both NaN, or both the same infinity.
 bool same_class(double a, double b) {
   return std::isnan(a) ? std::isnan(b) : a == b;
@@ -43,85 +35,101 @@ double storage_ulp(Precision p, double x) {
 }
 
 RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
-  const std::vector<double>& ref = *in.reference;
-  const TensorGeometry& g = in.geometry;
-  const int64_t per_outer = g.rows * g.cols;
-  // One head of the recording (or of the baseline, the same-precision run) at a time.
-  std::vector<double> rec(static_cast<size_t>(per_outer));
-  RecordedComparison out;
-  out.tensor = in.tensor;
-  const double factor = in.gradient ? 3.0 : 2.0;
-  for (int64_t o = 0; o < g.outer; ++o) {
-    const int64_t base = o * per_outer;
-    in.baseline(base, per_outer, rec.data());
-    for (int64_t e = 0; e < per_outer; ++e) {
-      const double r = ref[static_cast<size_t>(base + e)];
-      if (std::isfinite(rec[static_cast<size_t>(e)]) && std::isfinite(r)) {
-        out.baseline_error =
-            std::fmax(out.baseline_error, std::fabs(rec[static_cast<size_t>(e)] - r));
-      }
+  RecordedComparer comparer(in);
+  const int64_t per_outer = in.geometry.rows * in.geometry.cols;
+  for (int64_t o = 0; o < in.geometry.outer; ++o) {
+    comparer.add(o, in.reference->data() + o * per_outer);
+  }
+  return comparer.finish();
+}
+
+RecordedComparer::RecordedComparer(RecordedComparisonInputs in) : in_(std::move(in)) {
+  const TensorGeometry& g = in_.geometry;
+  rec_.resize(static_cast<size_t>(g.rows * g.cols));
+  if (in_.same_precision) same_.resize(rec_.size());
+  out_.tensor = in_.tensor;
+  out_.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
+}
+
+void RecordedComparer::add(int64_t o, const double* r) {
+  const TensorGeometry& g = in_.geometry;
+  const int64_t per_outer = g.rows * g.cols, base = o * per_outer;
+  // The accuracy rule's baseline (unfused at the recorded precision) against fp64.
+  in_.baseline(base, per_outer, rec_.data());
+  for (int64_t e = 0; e < per_outer; ++e) {
+    if (!std::isfinite(r[e])) continue;
+    max_abs_reference_ = std::fmax(max_abs_reference_, std::fabs(r[e]));
+    if (std::isfinite(rec_[static_cast<size_t>(e)])) {
+      out_.baseline_error =
+          std::fmax(out_.baseline_error, std::fabs(rec_[static_cast<size_t>(e)] - r[e]));
     }
   }
-  out.threshold = factor * out.baseline_error + accuracy_floor(max_abs_finite(ref));
-  out.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
+  in_.recorded(base, per_outer, rec_.data());
+  if (in_.same_precision) in_.same_precision(base, per_outer, same_.data());
+  const PairStats s = compare_values(rec_.data(), r, per_outer);
+  HeadComparison head;
+  head.batch = o / g.heads;
+  head.head = o % g.heads;
+  head.cosine = s.cosine;
+  head.norm_ratio = s.norm_ratio;
+  head.max_error = s.max_error;
+  head.recorded_only = s.nonfinite_a_only;
+  head.reference_only = s.nonfinite_ref_only;
+  head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
+  std::vector<double>& excess = row_excess_.emplace_back(static_cast<size_t>(g.rows), 0.0);
+  for (int64_t e = 0; e < per_outer; ++e) {
+    const double x = rec_[static_cast<size_t>(e)];
+    const bool finite = std::isfinite(x) && std::isfinite(r[e]);
+    out_.finite_pairs += finite;
+    if (!std::isfinite(x) && std::isfinite(r[e]) && !same_.empty() &&
+        same_class(x, same_[static_cast<size_t>(e)])) {
+      ++head.replay_nonfinite;  // the recorded kernel's own overflow, reproduced
+      continue;
+    }
+    const double err = finite ? std::fabs(x - r[e]) : 0.0;
+    // The element breaks the rule when err > max(threshold, the stored ulps): its error counts
+    // here once above the ulps, and finish() compares the row's largest with the threshold.
+    const double ulps =
+        in_.stored ? static_cast<double>(in_.roundings) * storage_ulp(*in_.stored, r[e]) : 0.0;
+    double& row = excess[static_cast<size_t>(e / g.cols)];
+    if (std::isfinite(x) != std::isfinite(r[e])) {
+      row = INFINITY;
+    } else if (err > ulps) {
+      row = std::fmax(row, err);
+    }
+    double& column = head.column_max_error[static_cast<size_t>(e % g.cols)];
+    column = std::fmax(column, err);
+  }
+  head.recorded_only -= head.replay_nonfinite;
+  head.nonfinite_mismatch = head.recorded_only + head.reference_only;
+  for (size_t c = 0; c < head.column_max_error.size(); ++c) {
+    out_.column_max_error[c] = std::fmax(out_.column_max_error[c], head.column_max_error[c]);
+  }
+  if (in_.same_precision) {
+    const PairStats sp = compare_values(rec_.data(), same_.data(), per_outer);
+    head.same_precision_cosine = sp.cosine;
+    head.same_precision_max_error = sp.max_error;
+  }
+  out_.max_error = std::fmax(out_.max_error, head.max_error);
+  out_.heads.push_back(head);
+}
 
-  std::vector<double> same;  // one head of the replay's own kernel, when given
-  if (in.same_precision) same.resize(static_cast<size_t>(per_outer));
-  for (int64_t o = 0; o < g.outer; ++o) {
-    const int64_t base = o * per_outer;
-    const double* r = ref.data() + base;
-    in.recorded(base, per_outer, rec.data());
-    if (in.same_precision) in.same_precision(base, per_outer, same.data());
-    const PairStats s = compare_values(rec.data(), r, per_outer);
-    HeadComparison head;
-    head.batch = o / g.heads;
-    head.head = o % g.heads;
-    head.cosine = s.cosine;
-    head.norm_ratio = s.norm_ratio;
-    head.max_error = s.max_error;
-    head.recorded_only = s.nonfinite_a_only;
-    head.reference_only = s.nonfinite_ref_only;
-    head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
-    bool beyond = false;  // an element beyond max(threshold, one stored ulp)
-    for (int64_t e = 0; e < per_outer; ++e) {
-      const double x = rec[static_cast<size_t>(e)];
-      const bool finite = std::isfinite(x) && std::isfinite(r[e]);
-      out.finite_pairs += finite;
-      if (!std::isfinite(x) && std::isfinite(r[e]) && !same.empty() &&
-          same_class(x, same[static_cast<size_t>(e)])) {
-        ++head.replay_nonfinite;  // the recorded kernel's own overflow, reproduced
-        continue;
-      }
-      const double err = finite ? std::fabs(x - r[e]) : 0.0;
-      const double allowed = in.stored
-                                 ? std::fmax(out.threshold, static_cast<double>(in.roundings) *
-                                                                storage_ulp(*in.stored, r[e]))
-                                 : out.threshold;
-      if (std::isfinite(x) != std::isfinite(r[e]) || err > allowed) {
-        const int64_t row = e / g.cols;
-        if (head.bad_row_first < 0) head.bad_row_first = row;
-        head.bad_row_last = row;
-        beyond = beyond || err > allowed;
-      }
-      double& column = head.column_max_error[static_cast<size_t>(e % g.cols)];
-      column = std::fmax(column, err);
-    }
-    head.recorded_only -= head.replay_nonfinite;
-    head.nonfinite_mismatch = head.recorded_only + head.reference_only;
-    for (size_t c = 0; c < head.column_max_error.size(); ++c) {
-      out.column_max_error[c] = std::fmax(out.column_max_error[c], head.column_max_error[c]);
-    }
-    if (in.same_precision) {
-      const PairStats sp = compare_values(rec.data(), same.data(), per_outer);
-      head.same_precision_cosine = sp.cosine;
-      head.same_precision_max_error = sp.max_error;
+RecordedComparison RecordedComparer::finish() {
+  const double factor = in_.gradient ? 3.0 : 2.0;
+  out_.threshold = factor * out_.baseline_error + accuracy_floor(max_abs_reference_);
+  for (size_t o = 0; o < out_.heads.size(); ++o) {
+    HeadComparison& head = out_.heads[o];
+    bool beyond = false;  // an element beyond max(threshold, its stored ulps)
+    for (size_t row = 0; row < row_excess_[o].size(); ++row) {
+      if (!(row_excess_[o][row] > out_.threshold)) continue;
+      if (head.bad_row_first < 0) head.bad_row_first = static_cast<int64_t>(row);
+      head.bad_row_last = static_cast<int64_t>(row);
+      beyond = beyond || std::isfinite(row_excess_[o][row]);
     }
     head.within_rule = head.nonfinite_mismatch == 0 && !beyond;
-    out.within_rule = out.within_rule && head.within_rule;
-    out.max_error = std::fmax(out.max_error, head.max_error);
-    out.heads.push_back(head);
+    out_.within_rule = out_.within_rule && head.within_rule;
   }
-  return out;
+  return std::move(out_);
 }
 
 }  // namespace attnscope

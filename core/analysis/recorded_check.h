@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"     // DType
+#include "core/host_tensor.h"  // DType
+#include "core/value_reader.h"
 #include "kernels/attn_params.h"  // Precision
 
 namespace attnscope {
@@ -66,35 +66,6 @@ struct TensorGeometry {
   int64_t outer = 1, rows = 1, cols = 1;
   int64_t heads = 1;  // per batch, to name (b, h) from an outer index
 };
-
-// A flat tensor's values read a range at a time: fills out[0, n) with elements
-// [first, first + n) as fp64. Lets the comparison hold one head of each tensor at a time, not
-// fp64 copies of whole tensors.
-using ValueReader = std::function<void(int64_t first, int64_t n, double* out)>;
-
-// The reader of a vector the caller keeps alive.
-template <typename T>
-ValueReader values_of(const std::vector<T>& x) {
-  return [&x](int64_t first, int64_t n, double* out) {
-    for (int64_t e = 0; e < n; ++e) out[e] = static_cast<double>(x[static_cast<size_t>(first + e)]);
-  };
-}
-
-// The reader of a vector [batch, rest...] summed over its batch, as [1, rest...]: the gradient
-// of an input torch broadcast over the batch (CaseDims::batch_summed).
-template <typename T>
-ValueReader batch_sum_of(const std::vector<T>& x, int64_t batch) {
-  const int64_t per_batch = static_cast<int64_t>(x.size()) / batch;
-  return [&x, batch, per_batch](int64_t first, int64_t n, double* out) {
-    for (int64_t e = 0; e < n; ++e) {
-      double sum = 0;
-      for (int64_t b = 0; b < batch; ++b) {
-        sum += static_cast<double>(x[static_cast<size_t>(b * per_batch + first + e)]);
-      }
-      out[e] = sum;
-    }
-  };
-}
 
 // The computations a recorded tensor is judged against, flat in canonical layout.
 struct RecordedComparisonInputs {
@@ -157,5 +128,26 @@ std::optional<Precision> stored_precision(DType t);
 double storage_ulp(Precision p, double x);
 
 RecordedComparison compare_recorded(const RecordedComparisonInputs& in);
+
+// compare_recorded fed its fp64 reference one outer index (head) at a time, in increasing order
+// (in.reference is not read): the comparison with a streamed reference (stream_reference64).
+// Besides one head of the recording, the baseline and the same-precision run, it holds per row
+// of each head the largest error beyond its elements' stored-ulp allowance, so that the rule's
+// threshold (which needs every head's baseline error) is applied in finish().
+class RecordedComparer {
+ public:
+  explicit RecordedComparer(RecordedComparisonInputs in);
+  void add(int64_t outer, const double* reference);  // reference [rows, cols] of that head
+  RecordedComparison finish();
+
+ private:
+  RecordedComparisonInputs in_;
+  RecordedComparison out_;
+  double max_abs_reference_ = 0;
+  std::vector<double> rec_, same_;
+  // [outer][row]: the row's largest error above its allowance's stored-ulp part (0 when none;
+  // +inf for a non-finite mismatch), compared with the threshold in finish().
+  std::vector<std::vector<double>> row_excess_;
+};
 
 }  // namespace attnscope

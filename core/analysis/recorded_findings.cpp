@@ -119,32 +119,11 @@ void recorded_mismatch(const AnalysisContext& cx, std::vector<Finding>& out) {
   }
 }
 
-// Rows of the recorded o that are exactly zero where the fp64 output is not.
+// Rows of the recorded o that are exactly zero where the fp64 output is not (the hits gathered
+// by digest_zero_rows).
 void recorded_zero_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
-  const HostTensor* o = cx.data.find("o");
-  if (o == nullptr || cx.recorded_reference == nullptr || !cx.replay.exact()) {
-    return;
-  }
-  const AttnParams& p = cx.in.params;
-  const int64_t Dv = p.head_dim_v;
-  std::vector<HeadHit> hits;
-  for (int64_t bh = 0; bh < p.batch * p.heads; ++bh) {
-    HeadHit hit{bh / p.heads, bh % p.heads, {}, {}, 0, ""};
-    for (int64_t i = 0; i < p.seqlen_q; ++i) {
-      const int64_t row = bh * p.seqlen_q + i;
-      bool rec_zero = true, ref_nonzero = false;
-      for (int64_t c = 0; c < Dv; ++c) {
-        rec_zero = rec_zero && o->at(row * Dv + c) == 0;
-        const double r = cx.recorded_reference->o[at(row * Dv + c)];
-        ref_nonzero = ref_nonzero || (std::isfinite(r) && r != 0);
-      }
-      if (!rec_zero || !ref_nonzero || cx.masks.row_mask[at(row)] != RowMask::open) continue;
-      hit.rows = hit.rows.merged({i, i});
-      ++hit.count;
-    }
-    if (hit.count > 0) hits.push_back(hit);
-  }
-  for (const HitGroup& g : group_hits(hits)) {
+  if (cx.recorded_reference == nullptr) return;
+  for (const HitGroup& g : group_hits(cx.recorded_reference->zero_rows)) {
     Finding f = located(FindingKind::silent_zero_row, Severity::error, "o", g);
     f.message = "recorded o is exactly 0 in " + rows_count_text(g) + " of " + where_text(g) +
                 " that see keys; the fp64 recomputation is non-zero there";
@@ -225,31 +204,50 @@ double unit_roundoff(Precision p) {
   return std::ldexp(1.0, p == Precision::f16 ? -11 : p == Precision::bf16 ? -8 : -24);
 }
 
-double max_abs(const std::vector<double>& x) {
+// Over the finite values of a loaded tensor, read `dim` values (one row) at a time.
+double max_abs(const HostTensor& x, int64_t dim) {
   double m = 0;
-  for (double v : x) {
-    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  std::vector<double> row(at(dim));
+  for (int64_t r = 0; r + dim <= x.numel(); r += dim) {
+    x.read_double(r, dim, row.data());
+    for (double v : row) {
+      if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+    }
   }
   return m;
 }
 
-double max_row_norm(const std::vector<double>& x, int64_t dim) {
+// The largest finite L2 norm of a row of `dim` values.
+double max_row_norm(const HostTensor& x, int64_t dim) {
   double m = 0;
-  for (size_t r = 0; r + static_cast<size_t>(dim) <= x.size(); r += static_cast<size_t>(dim)) {
+  std::vector<double> row(at(dim));
+  for (int64_t r = 0; r + dim <= x.numel(); r += dim) {
+    x.read_double(r, dim, row.data());
     double sq = 0;
-    for (int64_t c = 0; c < dim; ++c)
-      sq += x[r + static_cast<size_t>(c)] * x[r + static_cast<size_t>(c)];
+    for (double v : row) sq += v * v;
     if (std::isfinite(sq)) m = std::max(m, std::sqrt(sq));
   }
   return m;
 }
 
+// The tensors precision_loss judges, in ReferenceDigest::loss order: a run's values and a
+// group's reference (kv: the group's kv head, [Sk, cols]; else its G query heads, [Sq, cols]).
 struct LossTensor {
   const char* name;
   const std::vector<float>& (*run)(const ModeRun&);
-  const std::vector<double>* ref;
-  int64_t heads, per_head;
-  double floor;
+  const double* GroupReference::*reference;
+  bool kv;
+  bool v_cols;  // cols = Dv, else D
+};
+constexpr LossTensor kLossTensors[] = {
+    {"O", [](const ModeRun& r) -> const std::vector<float>& { return r.out.o; }, &GroupReference::o,
+     false, true},
+    {"dQ", [](const ModeRun& r) -> const std::vector<float>& { return r.out.dq; },
+     &GroupReference::dq, false, false},
+    {"dK", [](const ModeRun& r) -> const std::vector<float>& { return r.out.dk; },
+     &GroupReference::dk, true, false},
+    {"dV", [](const ModeRun& r) -> const std::vector<float>& { return r.out.dv; },
+     &GroupReference::dv, true, true},
 };
 
 // Query head bh, or (kv) any query head reading kv head bh, holds a fully masked row: its
@@ -268,37 +266,16 @@ bool has_masked_rows(const AnalysisContext& cx, int64_t bh, bool kv) {
   return false;
 }
 
-std::vector<LossTensor> loss_tensors(const AnalysisContext& cx) {
-  const AttnParams& p = cx.in.params;
-  const double u = unit_roundoff(cx.precision());
-  const double dout_max = cx.in.has_dout ? max_abs(cx.in.dout) : 1.0;
-  const double dout_norm = cx.in.has_dout ? max_row_norm(cx.in.dout, p.head_dim_v)
-                                          : std::sqrt(static_cast<double>(p.head_dim_v));
-  const double dp = p.scale * dout_norm * max_row_norm(cx.in.v, p.head_dim_v);
-  std::vector<LossTensor> t = {
-      {"O", [](const ModeRun& r) -> const std::vector<float>& { return r.out.o; }, &cx.reference->o,
-       p.heads, p.seqlen_q* p.head_dim_v, u* max_abs(cx.in.v)}};
-  if (!cx.reference->has_gradients) return t;
-  t.push_back({"dQ", [](const ModeRun& r) -> const std::vector<float>& { return r.out.dq; },
-               &cx.reference->dq, p.heads, p.seqlen_q* p.head_dim, u* dp* max_abs(cx.in.k)});
-  t.push_back({"dK", [](const ModeRun& r) -> const std::vector<float>& { return r.out.dk; },
-               &cx.reference->dk, p.kv_heads, p.seqlen_k* p.head_dim, u* dp* max_abs(cx.in.q)});
-  t.push_back({"dV", [](const ModeRun& r) -> const std::vector<float>& { return r.out.dv; },
-               &cx.reference->dv, p.kv_heads, p.seqlen_k* p.head_dim_v, u* dout_max});
-  return t;
-}
-
 void precision_loss(const AnalysisContext& cx, std::vector<Finding>& out) {
-  if (cx.reference == nullptr || cx.precision() == Precision::f64) return;
-  for (const LossTensor& t : loss_tensors(cx)) {
-    for (const ModeRun& r : cx.runs) {
+  if (cx.reference == nullptr) return;
+  for (const LossStats& t : cx.reference->loss) {
+    for (size_t run = 0; run < cx.runs.size(); ++run) {
+      const ModeRun& r = cx.runs[run];
       PairStats worst;
       double worst_e = 0;
       int64_t worst_outer = -1, failing = 0;
       for (int64_t o = 0; o < cx.in.params.batch * t.heads; ++o) {
-        if (has_masked_rows(cx, o, t.heads != cx.in.params.heads)) continue;
-        const PairStats s = compare_values(t.run(r).data() + o * t.per_head,
-                                           t.ref->data() + o * t.per_head, t.per_head);
+        const PairStats& s = t.run_heads[run][at(o)];
         const double e = s.max_error / (s.max_abs_ref + t.floor);
         if (s.nonfinite > 0 || s.nonfinite_mismatch > 0 || !(e > kLossWarning)) continue;
         ++failing;
@@ -341,6 +318,74 @@ void add_recorded_findings(const AnalysisContext& cx, std::vector<Finding>& out)
 
 void add_precision_findings(const AnalysisContext& cx, std::vector<Finding>& out) {
   precision_loss(cx, out);
+}
+
+ReferenceDigest start_digest(const AnalysisContext& cx, bool gradients) {
+  ReferenceDigest d;
+  if (cx.precision() == Precision::f64) return d;
+  const AttnParams& p = cx.in.params;
+  const double u = unit_roundoff(cx.precision());
+  const HostTensor* dout = cx.dout();
+  const double dout_max = dout != nullptr ? max_abs(*dout, p.head_dim_v) : 1.0;
+  const double dout_norm = dout != nullptr ? max_row_norm(*dout, p.head_dim_v)
+                                           : std::sqrt(static_cast<double>(p.head_dim_v));
+  const double dp = p.scale * dout_norm * max_row_norm(cx.data.v(), p.head_dim_v);
+  const double floors[] = {u * max_abs(cx.data.v(), p.head_dim_v),
+                           u * dp * max_abs(cx.data.k(), p.head_dim),
+                           u * dp * max_abs(cx.data.q(), p.head_dim), u * dout_max};
+  for (size_t t = 0; t < (gradients ? 4 : 1); ++t) {
+    const int64_t heads = kLossTensors[t].kv ? p.kv_heads : p.heads;
+    d.loss.push_back({kLossTensors[t].name, heads, floors[t],
+                      std::vector<std::vector<PairStats>>(
+                          cx.runs.size(), std::vector<PairStats>(at(p.batch * heads)))});
+  }
+  return d;
+}
+
+void digest_precision(const AnalysisContext& cx, const GroupReference& g, ReferenceDigest& d) {
+  const AttnParams& p = cx.in.params;
+  const int64_t G = p.group_size(), bkv = g.b * p.kv_heads + g.g;
+  for (size_t t = 0; t < d.loss.size(); ++t) {
+    const LossTensor& tensor = kLossTensors[t];
+    const int64_t per_head =
+        (tensor.v_cols ? p.head_dim_v : p.head_dim) * (tensor.kv ? p.seqlen_k : p.seqlen_q);
+    const int64_t heads = tensor.kv ? 1 : G, first = tensor.kv ? bkv : bkv * G;
+    for (int64_t x = 0; x < heads; ++x) {
+      const int64_t o = first + x;
+      if (has_masked_rows(cx, o, tensor.kv)) continue;
+      const double* reference = g.*tensor.reference + x * per_head;
+      for (size_t run = 0; run < cx.runs.size(); ++run) {
+        d.loss[t].run_heads[run][at(o)] =
+            compare_values(tensor.run(cx.runs[run]).data() + o * per_head, reference, per_head);
+      }
+    }
+  }
+}
+
+void digest_zero_rows(const AnalysisContext& cx, const GroupReference& g, ReferenceDigest& d) {
+  const HostTensor* o = cx.data.find("o");
+  if (o == nullptr || !cx.replay.exact()) return;
+  const AttnParams& p = cx.in.params;
+  const int64_t Dv = p.head_dim_v, G = p.group_size();
+  std::vector<double> rec(at(Dv));
+  for (int64_t x = 0; x < G; ++x) {
+    const int64_t bh = (g.b * p.kv_heads + g.g) * G + x;
+    HeadHit hit{bh / p.heads, bh % p.heads, {}, {}, 0, ""};
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      const int64_t row = bh * p.seqlen_q + i;
+      const double* reference = g.o + (x * p.seqlen_q + i) * Dv;
+      o->read_double(row * Dv, Dv, rec.data());
+      bool rec_zero = true, ref_nonzero = false;
+      for (int64_t c = 0; c < Dv; ++c) {
+        rec_zero = rec_zero && rec[at(c)] == 0;
+        ref_nonzero = ref_nonzero || (std::isfinite(reference[c]) && reference[c] != 0);
+      }
+      if (!rec_zero || !ref_nonzero || cx.masks.row_mask[at(row)] != RowMask::open) continue;
+      hit.rows = hit.rows.merged({i, i});
+      ++hit.count;
+    }
+    if (hit.count > 0) d.zero_rows.push_back(hit);
+  }
 }
 
 }  // namespace attnscope

@@ -42,11 +42,14 @@ struct HeadScan {
   int64_t row_count = 0;
 };
 
-HeadScan scan_head(const CaseInputs& in, int64_t b, int64_t h, double limit) {
-  const AttnParams& p = in.params;
-  const int64_t D = p.head_dim, Sk = p.seqlen_k;
-  const double* q = in.q.data() + (b * p.heads + h) * p.seqlen_q * D;
-  const double* k = in.k.data() + (b * p.kv_heads + p.kv_head_of(h)) * Sk * D;
+HeadScan scan_head(const AnalysisContext& cx, int64_t b, int64_t h, double limit) {
+  const AttnParams& p = cx.in.params;
+  const int64_t D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
+  const std::vector<double> q_head = read_values(cx.data.q(), (b * p.heads + h) * Sq * D, Sq * D);
+  const std::vector<double> k_head =
+      read_values(cx.data.k(), (b * p.kv_heads + p.kv_head_of(h)) * Sk * D, Sk * D);
+  const double* q = q_head.data();
+  const double* k = k_head.data();
   HeadScan scan;
   for (int64_t i = 0; i < p.seqlen_q; ++i) {
     double row_qk = 0, row_s = 0;
@@ -100,7 +103,7 @@ std::optional<double> add_score_findings(const AnalysisContext& cx, std::vector<
       if (n > 0) broke_rows.push_back(n);
     }
     if (!risk && broke.empty()) continue;
-    const HeadScan scan = scan_head(cx.in, b, h, limit);
+    const HeadScan scan = scan_head(cx, b, h, limit);
     max_qk = std::max(max_qk.value_or(0.0), scan.max_qk);
     rows = rows.merged(scan.rows);
     if (!rows.valid()) continue;

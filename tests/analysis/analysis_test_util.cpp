@@ -51,6 +51,12 @@ CaseData make_case(const CaseSpec& s) {
   return c;
 }
 
+Reference64 replay_reference(const CaseData& c) {
+  Result<CaseInputs> in = make_case_inputs(c, RunChoice{});
+  EXPECT_TRUE(in.ok()) << (in.ok() ? "" : in.error().describe());
+  return in.ok() ? compute_reference64(*in, /*gradients=*/true, /*threads=*/1) : Reference64{};
+}
+
 CaseAnalysis analyze(const CaseData& c, const AnalysisSettings& settings) {
   Result<CaseAnalysis> a = analyze_case(c, settings);
   EXPECT_TRUE(a.ok()) << (a.ok() ? "" : a.error().describe());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/analysis/case_analysis.h"
+#include "core/analysis/reference64.h"
 
 namespace attnscope::testing {
 
@@ -29,6 +30,10 @@ void put(CaseData& c, const std::string& name, DType dtype, std::vector<int64_t>
 // The values of a tensor as fp64 (for edits followed by put()).
 std::vector<double> values(const CaseData& c, const std::string& name);
 DType stored_dtype(const CaseData& c);
+
+// The fp64 reference (with gradients) of the replay of the recorded run: what the recorded
+// check compares a recording with.
+Reference64 replay_reference(const CaseData& c);
 
 // analyze_case that must succeed.
 CaseAnalysis analyze(const CaseData& c, const AnalysisSettings& settings = {});

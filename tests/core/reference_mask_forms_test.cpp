@@ -242,6 +242,34 @@ class MaskForm : public ::testing::TestWithParam<Form> {
   static Outputs reference64(const CaseInputs& in) {
     return of(compute_reference64(in, /*gradients=*/true, /*threads=*/2));
   }
+  // stream_reference64 in rounds of one group per worker (2), its groups put back in place;
+  // every group handed over once, in (b, g) order.
+  static Outputs streamed_by_group(const CaseInputs& in) {
+    const AttnParams& p = in.params;
+    const int64_t G = p.group_size(), Sq = p.seqlen_q, Sk = p.seqlen_k;
+    const int64_t D = p.head_dim, Dv = p.head_dim_v;
+    Reference64 r;
+    r.o.resize(static_cast<size_t>(p.batch * p.heads * Sq * Dv));
+    r.lse.resize(static_cast<size_t>(p.batch * p.heads * Sq));
+    r.dq.resize(static_cast<size_t>(p.batch * p.heads * Sq * D));
+    r.dk.resize(static_cast<size_t>(p.batch * p.kv_heads * Sk * D));
+    r.dv.resize(static_cast<size_t>(p.batch * p.kv_heads * Sk * Dv));
+    int64_t next = 0;  // the (b, g) expected next
+    stream_reference64(
+        reference_inputs(in), /*gradients=*/true, /*threads=*/2,
+        [&](const GroupReference& g) {
+          const int64_t bkv = g.b * p.kv_heads + g.g;
+          EXPECT_EQ(bkv, next++);
+          std::copy_n(g.o, G * Sq * Dv, r.o.begin() + bkv * G * Sq * Dv);
+          std::copy_n(g.lse, G * Sq, r.lse.begin() + bkv * G * Sq);
+          std::copy_n(g.dq, G * Sq * D, r.dq.begin() + bkv * G * Sq * D);
+          std::copy_n(g.dk, Sk * D, r.dk.begin() + bkv * Sk * D);
+          std::copy_n(g.dv, Sk * Dv, r.dv.begin() + bkv * Sk * Dv);
+        },
+        {}, /*round_bytes=*/1);
+    EXPECT_EQ(next, p.batch * p.kv_heads);
+    return of(r);
+  }
   static Outputs eager(const CaseInputs& in) {
     return of(torch_reference_attention(in.params, in.q.data(), in.k.data(), in.v.data(),
                                         in.dout.data()));
@@ -339,6 +367,9 @@ TEST_P(MaskForm, reference64_is_the_naive_reference_bit_for_bit) {
       const Outputs naive = reference(in);
       const Outputs streamed = of(compute_reference64(in, /*gradients=*/true, /*threads=*/2));
       const Outputs forward = of(compute_reference64(in, /*gradients=*/false, /*threads=*/2));
+      const Outputs grouped = streamed_by_group(in);
+      // More workers than (batch, kv group) pairs: they share each group's backward.
+      const Outputs shared = of(compute_reference64(in, /*gradients=*/true, /*threads=*/8));
       expect_bit_identical(streamed.o, naive.o, "o, " + how);
       expect_bit_identical(streamed.lse, naive.lse, "lse, " + how);
       expect_bit_identical(forward.o, naive.o, "o of the forward alone, " + how);
@@ -346,6 +377,15 @@ TEST_P(MaskForm, reference64_is_the_naive_reference_bit_for_bit) {
       expect_bit_identical(streamed.dq, naive.dq, "dq, " + how);
       expect_bit_identical(streamed.dk, naive.dk, "dk, " + how);
       expect_bit_identical(streamed.dv, naive.dv, "dv, " + how);
+      expect_bit_identical(grouped.o, naive.o, "o streamed by group, " + how);
+      expect_bit_identical(grouped.lse, naive.lse, "lse streamed by group, " + how);
+      expect_bit_identical(grouped.dq, naive.dq, "dq streamed by group, " + how);
+      expect_bit_identical(grouped.dk, naive.dk, "dk streamed by group, " + how);
+      expect_bit_identical(grouped.dv, naive.dv, "dv streamed by group, " + how);
+      expect_bit_identical(shared.o, naive.o, "o, workers sharing a group, " + how);
+      expect_bit_identical(shared.dq, naive.dq, "dq, workers sharing a group, " + how);
+      expect_bit_identical(shared.dk, naive.dk, "dk, workers sharing a group, " + how);
+      expect_bit_identical(shared.dv, naive.dv, "dv, workers sharing a group, " + how);
     }
   }
 }

@@ -16,8 +16,8 @@ using testing::make_case;
 using testing::spec;
 
 // B=1, H=Hk=2, Sq=Sk=16, D=Dv=8: E_q = E_o = E_k = E_v = 256, 32 rows.
-//   inputs 8 * 1024 + runs 2 * (4 * 1024 + 32 * 32) + fp64 8 * (1024 + 3 * 32) = 27392
-constexpr int64_t kAnalysisBytes = 27392;
+//   runs 2 * (4 * 1024 + 32 * 32) + fp64 8 * (1024 + 3 * 32) = 19200
+constexpr int64_t kAnalysisBytes = 19200;
 
 class AnalysisBudget : public ::testing::Test {
  protected:
@@ -40,7 +40,7 @@ TEST_F(AnalysisBudget, analysis_beyond_the_budget_is_refused_with_sizes) {
   EXPECT_EQ(a.error().code, ErrorCode::too_large);
   EXPECT_EQ(a.error().message.rfind("/crafted: analysing the case needs ", 0), 0u)
       << a.error().message;
-  EXPECT_NE(a.error().message.find("(27392 bytes), more than the memory budget of "),
+  EXPECT_NE(a.error().message.find("(19200 bytes), more than the memory budget of "),
             std::string::npos)
       << a.error().message;
   EXPECT_NE(a.error().message.find("(from the test)"), std::string::npos);

@@ -4,9 +4,11 @@
 // predicate that never fires changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/analysis/case_analysis.h"
+#include "core/analysis/reference64.h"
 #include "core/analysis/scale_sweep.h"
 #include "tests/analysis/analysis_test_util.h"
 
@@ -29,7 +31,6 @@ TEST(AnalysisCancel, analyze_case_cancelled_before_the_first_run_does_nothing) {
   EXPECT_TRUE(a.interrupted);
   EXPECT_TRUE(a.runs.empty());
   EXPECT_TRUE(a.findings.empty());
-  EXPECT_FALSE(a.reference.has_value());
   EXPECT_EQ(polls.load(), 1);
 }
 
@@ -56,7 +57,6 @@ TEST(AnalysisCancel, analyze_case_cancelled_inside_the_first_kernel_run_keeps_no
   const CaseAnalysis a = analyze(c, s);
   EXPECT_TRUE(a.interrupted);
   EXPECT_TRUE(a.runs.empty());
-  EXPECT_FALSE(a.reference.has_value());
   EXPECT_TRUE(a.stats.runs.empty());
 }
 
@@ -75,7 +75,6 @@ TEST(AnalysisCancel, analyze_case_cancelled_inside_the_second_kernel_run_keeps_t
   EXPECT_TRUE(a.interrupted);
   ASSERT_EQ(a.runs.size(), 1u);
   EXPECT_EQ(a.runs[0].mode, Mode::fused);
-  EXPECT_FALSE(a.reference.has_value());
   EXPECT_TRUE(a.stats.runs.empty());
 }
 
@@ -99,37 +98,42 @@ TEST(AnalysisCancel, analyze_case_with_a_silent_predicate_is_unchanged) {
     EXPECT_EQ(polled.runs[r].out.o, plain.runs[r].out.o);
     EXPECT_EQ(polled.runs[r].out.dq, plain.runs[r].out.dq);
   }
-  ASSERT_TRUE(polled.reference.has_value());
-  EXPECT_EQ(polled.reference->o, plain.reference->o);
-  EXPECT_EQ(polled.reference->dq, plain.reference->dq);
+  ASSERT_EQ(polled.recorded.size(), plain.recorded.size());
   EXPECT_EQ(polled.clips.size(), plain.clips.size());
 }
 
-TEST(AnalysisCancel, reference64_skips_the_groups_after_a_cancel) {
+// Once the predicate fires, the streamed fp64 reference hands over no further (batch, kv group)
+// and the analysis stops with nothing judged; the groups handed over before are the whole
+// reference's.
+TEST(AnalysisCancel, the_streamed_reference_hands_over_no_group_after_a_cancel) {
   const CaseData c = make_case(spec(4, 4));
+  Result<CaseInputs> in = make_case_inputs(c, RunChoice{});
+  ASSERT_TRUE(in.ok());
+  const Reference64 whole = compute_reference64(*in, /*gradients=*/true, /*threads=*/1);
+  const size_t per_head = static_cast<size_t>(16 * 8);  // Sq * Dv
+  std::atomic<bool> fired{false};
+  std::vector<int64_t> handed;
+  stream_reference64(
+      reference_inputs(*in), /*gradients=*/true, /*threads=*/1,
+      [&](const GroupReference& g) {
+        handed.push_back(g.g);
+        EXPECT_TRUE(std::equal(g.o, g.o + per_head, whole.o.begin() + g.g * per_head)) << g.g;
+        if (handed.size() == 2) fired = true;
+      },
+      [&] { return fired.load(); }, /*round_bytes=*/1);
+  EXPECT_EQ(handed, (std::vector<int64_t>{0, 1}));
+
   AnalysisSettings s;
   s.run.modes = {Mode::fused};
-  s.threads = 1;  // kv groups in order on one worker
-  // Polls: 1 before the run, the kernels' own, 1 after the runs, then one per kv group (4).
-  const int before_groups = silent_polls(c, s) - 2;
+  s.threads = 1;
+  // Polls: 1 before the run, the kernels' own, 1 after the runs, then the reference's.
+  const int before_reference = silent_polls(c, s) - 2;
   std::atomic<int> polls{0};
-  s.cancelled = [&] { return ++polls > before_groups + 2; };  // groups 0, 1 run; 2, 3 skipped
+  s.cancelled = [&] { return ++polls > before_reference + 2; };
   const CaseAnalysis a = analyze(c, s);
   EXPECT_TRUE(a.interrupted);
-  ASSERT_TRUE(a.reference.has_value());
-  const size_t per_head = static_cast<size_t>(16 * 8);  // Sq * Dv
-  const std::vector<double>& o = a.reference->o;
-  auto any_nonzero = [&](size_t head) {
-    for (size_t e = head * per_head; e < (head + 1) * per_head; ++e) {
-      if (o[e] != 0.0) return true;
-    }
-    return false;
-  };
-  EXPECT_TRUE(any_nonzero(0));
-  EXPECT_TRUE(any_nonzero(1));
-  EXPECT_FALSE(any_nonzero(2));
-  EXPECT_FALSE(any_nonzero(3));
   EXPECT_TRUE(a.findings.empty());
+  EXPECT_TRUE(a.stats.runs.empty());
 }
 
 // The sweep's check runs before every run and, inside a run, before every kernel tile: wherever

@@ -1,0 +1,112 @@
+// RecordedFeed (see recorded_feed.h): per tensor a RecordedComparer fed head by head, or the
+// reference gathered whole (lse; a gradient summed over the batch) and compared at the end.
+#include "core/analysis/recorded_feed.h"
+
+#include "core/analysis/recorded_conventions.h"
+#include "core/replay.h"
+
+namespace attnscope {
+namespace {
+
+const std::vector<float>& run_output(const ModeRun& r, const std::string& name) {
+  if (name == "o") return r.out.o;
+  if (name == "lse") return r.out.lse;
+  return name == "dq" ? r.out.dq : name == "dk" ? r.out.dk : r.out.dv;
+}
+
+TensorGeometry geometry_of(const AttnParams& p, const std::string& name) {
+  const bool kv = name == "dk" || name == "dv";
+  const int64_t heads = kv ? p.kv_heads : p.heads;
+  const int64_t rows = kv ? p.seqlen_k : p.seqlen_q;
+  const int64_t cols = name == "lse"                   ? 1
+                       : (name == "o" || name == "dv") ? p.head_dim_v
+                                                       : p.head_dim;
+  return {p.batch * heads, rows, cols, heads};
+}
+
+}  // namespace
+
+RecordedFeed::RecordedFeed(const CaseData& data, const AttnParams& params, const ModeRun& run,
+                           const ModeRun& baseline, const Replay& replay, bool gradients)
+    : data_(data), p_(params) {
+  for (const char* name : kRecordedNames) {
+    const HostTensor* t = data.find(name);
+    const std::string n = name;
+    if (t == nullptr || (n[0] == 'd' && !gradients)) continue;
+    if (replay.score_mod_unavailable) continue;
+    if (replay.dropout == DropoutReplay::unavailable && n != "lse") continue;
+    Tensor& x = tensors_.emplace_back();
+    RecordedComparisonInputs& c = x.inputs;
+    c.tensor = n;
+    c.geometry = geometry_of(p_, n);
+    c.recorded = values_of(*t);
+    c.baseline = values_of(run_output(baseline, n));
+    c.same_precision = values_of(run_output(run, n));
+    const int64_t batch = data.info.dims.batch;
+    x.summed = data.info.dims.batch_summed(n);
+    if (x.summed) {
+      c.baseline = batch_sum_of(run_output(baseline, n), batch);
+      c.same_precision = batch_sum_of(run_output(run, n), batch);
+      c.geometry.outer /= batch;
+    }
+    c.gradient = n[0] == 'd';
+    c.stored = stored_precision(t->dtype);
+    c.roundings = stored_roundings(replay, n, p_.seqlen_q, p_.seqlen_k, p_.group_size());
+    if (x.summed || n == "lse") {
+      x.whole.assign(static_cast<size_t>(c.geometry.outer * c.geometry.rows * c.geometry.cols),
+                     0.0);
+    } else {
+      x.comparer.emplace(c);
+    }
+  }
+}
+
+void RecordedFeed::add(const GroupReference& g) {
+  const int64_t G = p_.group_size(), bkv = g.b * p_.kv_heads + g.g;
+  for (Tensor& x : tensors_) {
+    const std::string& n = x.inputs.tensor;
+    const bool kv = n == "dk" || n == "dv";
+    const double* reference = n == "o"     ? g.o
+                              : n == "lse" ? g.lse
+                              : n == "dq"  ? g.dq
+                              : n == "dk"  ? g.dk
+                                           : g.dv;
+    const TensorGeometry& geo = x.inputs.geometry;
+    const int64_t per_head = geo.rows * geo.cols;
+    const int64_t heads = kv ? 1 : G, first = kv ? bkv : bkv * G;
+    for (int64_t h = 0; h < heads; ++h) {
+      const double* values = reference + h * per_head;
+      if (x.comparer) {
+        x.comparer->add(first + h, values);
+        continue;
+      }
+      // Summed over the batch: head first + h of batch b is head (first + h) % heads_per_batch.
+      const int64_t outer = x.summed ? (first + h) % (kv ? p_.kv_heads : p_.heads) : first + h;
+      double* into = x.whole.data() + outer * per_head;
+      for (int64_t e = 0; e < per_head; ++e) {
+        if (x.summed) {
+          into[e] += values[e];
+        } else {
+          into[e] = values[e];
+        }
+      }
+    }
+  }
+}
+
+std::vector<RecordedComparison> RecordedFeed::finish(std::vector<Finding>& conventions) {
+  std::vector<RecordedComparison> out;
+  for (Tensor& x : tensors_) {
+    if (x.comparer) {
+      out.push_back(x.comparer->finish());
+      continue;
+    }
+    x.inputs.reference = &x.whole;
+    out.push_back(compare_recorded(x.inputs));
+    if (auto base = lse_base_convention(out.back(), x.inputs)) conventions.push_back(*base);
+  }
+  if (auto layout = lse_layout_finding(data_.info)) conventions.push_back(*layout);
+  return out;
+}
+
+}  // namespace attnscope
