@@ -473,7 +473,8 @@ int64_t group_bytes(const AttnParams& p, bool gradients) {
 }
 
 // The reference of the (batch, kv group) pairs [bkv0, bkv1): its forward over their query
-// heads (work items of rows), then their backward (one pair per worker).
+// heads (work items of rows), then their backward: a pair per worker, or with fewer pairs than
+// workers, the workers sharing each pair (GroupBackward::keys, then rows).
 Reference64 reference_round(const ReferenceInputs& in, int64_t bkv0, int64_t bkv1, bool gradients,
                             const std::function<bool()>& stop, std::vector<Scratch>& scratch) {
   const AttnParams& p = in.params;
