@@ -112,8 +112,34 @@ std::vector<double> HostTensor::to_double() const {
   return out;
 }
 
+namespace {
+
+// n stored values of type Stored from p, widened by `widen`: one dtype dispatch per range.
+template <typename Stored, typename Widen>
+void widen_range(const uint8_t* p, int64_t n, double* out, Widen widen) {
+  for (int64_t i = 0; i < n; ++i) {
+    Stored x;
+    std::memcpy(&x, p + static_cast<size_t>(i) * sizeof(Stored), sizeof(Stored));
+    out[i] = widen(x);
+  }
+}
+
+}  // namespace
+
 void HostTensor::read_double(int64_t first, int64_t n, double* out) const {
-  for (int64_t i = 0; i < n; ++i) out[i] = at(first + i);
+  const uint8_t* p = bytes.data() + static_cast<size_t>(first) * dtype_size(dtype);
+  switch (dtype) {
+    case DType::f16:
+      return widen_range<uint16_t>(p, n, out, [](uint16_t h) { return half_bits_to_float(h); });
+    case DType::bf16:
+      return widen_range<uint16_t>(p, n, out, [](uint16_t h) { return bf16_bits_to_float(h); });
+    case DType::f32:
+      return widen_range<float>(p, n, out, [](float x) { return x; });
+    case DType::f64:
+      return widen_range<double>(p, n, out, [](double x) { return x; });
+    default:
+      for (int64_t i = 0; i < n; ++i) out[i] = at(first + i);
+  }
 }
 
 std::vector<float> HostTensor::to_float() const {
