@@ -1,7 +1,8 @@
 // fp64 recomputation of a case for the recorded-output check and precision_loss, bit-identical
 // to the naive reference (kernels/reference) and streamed: the forward in blocks of query rows
 // (their scores take at most 64 MiB over all workers), the backward one (batch, kv group) per
-// worker, key tile by key tile, holding nothing of size [Sq, Sk].
+// worker (or all workers sharing one), key tile by key tile, holding nothing of size [Sq, Sk];
+// whole (compute_reference64) or handed over group by group (stream_reference64).
 #pragma once
 
 #include <cstdint>
