@@ -14,6 +14,15 @@ const std::vector<float>& run_output(const ModeRun& r, const std::string& name) 
   return name == "dq" ? r.out.dq : name == "dk" ? r.out.dk : r.out.dv;
 }
 
+// Where a group holds the reference of recorded tensor `name`.
+const double* GroupReference::*group_member(const std::string& name) {
+  if (name == "o") return &GroupReference::o;
+  if (name == "lse") return &GroupReference::lse;
+  return name == "dq"   ? &GroupReference::dq
+         : name == "dk" ? &GroupReference::dk
+                        : &GroupReference::dv;
+}
+
 TensorGeometry geometry_of(const AttnParams& p, const std::string& name) {
   const bool kv = name == "dk" || name == "dv";
   const int64_t heads = kv ? p.kv_heads : p.heads;
@@ -39,6 +48,8 @@ RecordedFeed::RecordedFeed(const CaseData& data, const AttnParams& params, const
     RecordedComparisonInputs& c = x.inputs;
     c.tensor = n;
     c.geometry = geometry_of(p_, n);
+    x.reference = group_member(n);
+    x.kv = n == "dk" || n == "dv";
     c.recorded = values_of(*t);
     c.baseline = values_of(run_output(baseline, n));
     c.same_precision = values_of(run_output(run, n));
@@ -64,24 +75,17 @@ RecordedFeed::RecordedFeed(const CaseData& data, const AttnParams& params, const
 void RecordedFeed::add(const GroupReference& g) {
   const int64_t G = p_.group_size(), bkv = g.b * p_.kv_heads + g.g;
   for (Tensor& x : tensors_) {
-    const std::string& n = x.inputs.tensor;
-    const bool kv = n == "dk" || n == "dv";
-    const double* reference = n == "o"     ? g.o
-                              : n == "lse" ? g.lse
-                              : n == "dq"  ? g.dq
-                              : n == "dk"  ? g.dk
-                                           : g.dv;
     const TensorGeometry& geo = x.inputs.geometry;
     const int64_t per_head = geo.rows * geo.cols;
-    const int64_t heads = kv ? 1 : G, first = kv ? bkv : bkv * G;
+    const int64_t heads = x.kv ? 1 : G, first = x.kv ? bkv : bkv * G;
     for (int64_t h = 0; h < heads; ++h) {
-      const double* values = reference + h * per_head;
+      const double* values = g.*x.reference + h * per_head;
       if (x.comparer) {
         x.comparer->add(first + h, values);
         continue;
       }
       // Summed over the batch: head first + h of batch b is head (first + h) % heads_per_batch.
-      const int64_t outer = x.summed ? (first + h) % (kv ? p_.kv_heads : p_.heads) : first + h;
+      const int64_t outer = x.summed ? (first + h) % (x.kv ? p_.kv_heads : p_.heads) : first + h;
       double* into = x.whole.data() + outer * per_head;
       for (int64_t e = 0; e < per_head; ++e) {
         if (x.summed) {

@@ -38,6 +38,8 @@ class RecordedFeed {
  private:
   struct Tensor {
     RecordedComparisonInputs inputs;
+    const double* GroupReference::*reference = nullptr;  // its values in a group
+    bool kv = false;                                     // one kv head a group, else G heads
     bool summed = false;
     std::optional<RecordedComparer> comparer;  // compared head by head
     std::vector<double> whole;                 // else its reference, gathered
