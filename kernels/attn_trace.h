@@ -4,6 +4,7 @@
 // stay bit-identical); the CUDA kernels write the same TileStats (kernels/cuda CudaTrace).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -39,12 +40,13 @@ struct TileStats {
 
 // What the forward records. Shapes: see CpuTrace.
 struct ForwardTrace {
-  bool valid = false;                      // set once a traced forward finished
-  std::vector<float> m, l, lse;            // [B, H, Sq] copies of the forward outputs
-  std::vector<float> o_max_abs;            // [B, H, Sq] max |O_i| over finite entries
-  std::vector<TileStats> tiles;            // [B, H, n_q, n_kv]
-  std::vector<Provenance> o_provenance;    // [B, H, Sq, Dv]
-  std::vector<Provenance> lse_provenance;  // [B, H, Sq]
+  bool valid = false;            // set once a traced forward finished
+  std::vector<float> m, l, lse;  // [B, H, Sq] copies of the forward outputs
+  std::vector<float> o_max_abs;  // [B, H, Sq] max |O_i| over finite entries
+  std::vector<TileStats> tiles;  // [B, H, n_q, n_kv]
+  // Provenance codes (read with provenance_at): empty when every element is finite.
+  std::vector<Provenance> o_provenance;    // [B, H, Sq, Dv] or empty
+  std::vector<Provenance> lse_provenance;  // [B, H, Sq] or empty
 };
 
 // What the backward records. Shapes: see CpuTrace.
@@ -56,10 +58,16 @@ struct BackwardTrace {
   std::vector<double> dq_head_norm;                // [B, H]  ||dQ[b, h]||_2
   std::vector<double> dk_head_norm, dv_head_norm;  // [B, Hk]
   std::vector<TileStats> tiles;                    // [B, H, n_q, n_kv]
-  std::vector<Provenance> dq_provenance;           // [B, H, Sq, D]
-  std::vector<Provenance> dk_provenance;           // [B, Hk, Sk, D]
-  std::vector<Provenance> dv_provenance;           // [B, Hk, Sk, Dv]
+  // Provenance codes (read with provenance_at): empty when every element is finite.
+  std::vector<Provenance> dq_provenance;  // [B, H, Sq, D] or empty
+  std::vector<Provenance> dk_provenance;  // [B, Hk, Sk, D] or empty
+  std::vector<Provenance> dv_provenance;  // [B, Hk, Sk, Dv] or empty
 };
+
+// The code of element i of a tensor whose provenance codes are `codes` (empty: all finite).
+inline Provenance provenance_at(const std::vector<Provenance>& codes, int64_t i) {
+  return codes.empty() ? Provenance::finite : codes[static_cast<size_t>(i)];
+}
 
 // Everything the instrumentation records. Shapes use B, H, Hk, Sq, Sk, D, Dv of AttnParams and
 // n_q = ceil(Sq / tile_rows), n_kv = ceil(Sk / tile_cols). A traced forward resets and fills

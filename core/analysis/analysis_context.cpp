@@ -89,8 +89,7 @@ std::vector<NonfiniteHead> nonfinite_heads(const std::vector<float>& x,
         if (std::isfinite(x[at(base + c)])) continue;
         bad = true;
         ++head.count;
-        Provenance p =
-            at(base + c) < provenance.size() ? provenance[at(base + c)] : Provenance::finite;
+        Provenance p = provenance_at(provenance, base + c);
         if (mask != RowMask::open) {
           p = mask == RowMask::hard ? Provenance::fully_masked_row : Provenance::mask_fill;
         }

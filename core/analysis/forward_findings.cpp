@@ -121,8 +121,9 @@ void fully_masked_rows(const AnalysisContext& cx, std::vector<Finding>& out) {
 void exp_overflow(const AnalysisContext& cx, std::vector<Finding>& out) {
   const AttnParams& p = cx.in.params;
   const RunRowHits overflowed = row_hits(cx, [&](const ModeRun& r, int64_t row) {
-    return r.trace.forward.lse_provenance[at(row)] == Provenance::exp_overflow ||
-           r.trace.forward.o_provenance[at(row * p.head_dim_v)] == Provenance::exp_overflow;
+    return provenance_at(r.trace.forward.lse_provenance, row) == Provenance::exp_overflow ||
+           provenance_at(r.trace.forward.o_provenance, row * p.head_dim_v) ==
+               Provenance::exp_overflow;
   });
   for (const HitGroup& g : group_hits(overflowed.hits)) {
     Finding f = located(FindingKind::exp_overflow, Severity::error, "P", g);

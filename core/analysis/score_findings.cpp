@@ -30,8 +30,8 @@ double head_max_abs_s(const ModeRun& r, int64_t b, int64_t h) {
 // Row i of (b, h) got its non-finite O / LSE from an overflowed score (and it sees keys).
 bool overflow_row(const AnalysisContext& cx, const ModeRun& r, int64_t row) {
   return cx.masks.row_mask[at(row)] == RowMask::open &&
-         (r.trace.forward.lse_provenance[at(row)] == Provenance::score_overflow ||
-          r.trace.forward.o_provenance[at(row * cx.in.params.head_dim_v)] ==
+         (provenance_at(r.trace.forward.lse_provenance, row) == Provenance::score_overflow ||
+          provenance_at(r.trace.forward.o_provenance, row * cx.in.params.head_dim_v) ==
               Provenance::score_overflow);
 }
 

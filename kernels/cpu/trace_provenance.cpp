@@ -18,7 +18,8 @@ size_t count(int64_t n) {
 
 // One gradient tensor x [heads * rows_per_head x dim] of finish_backward: its row norms, the
 // norm of each head (its rows' squares summed in row order), and a code for every non-finite
-// entry of row i of head `head`: code(head, i).
+// entry of row i of head `head`: code(head, i). The codes are made only when some entry is not
+// finite (prov stays empty otherwise): norms() first, then codes() of the heads it flagged.
 struct GradNorms {
   const float* x;
   int64_t heads, rows_per_head, dim;
@@ -27,31 +28,37 @@ struct GradNorms {
   std::vector<Provenance>& prov;
   std::function<Provenance(int64_t head, int64_t i)> code;
 
-  // Sizes the outputs; head() writes every entry (prov keeps its storage across runs).
-  void size() const {
+  void size(std::vector<uint8_t>& head_bad) const {
     row_norm.resize(count(heads * rows_per_head));
     head_norm.resize(count(heads));
-    prov.resize(count(heads * rows_per_head * dim));
+    head_bad.assign(count(heads), 0);
   }
 
-  void head(int64_t h) const {
+  // Row and head norms of head h; head_bad[h] = 1 when a row of it is not finite.
+  void norms(int64_t h, std::vector<uint8_t>& head_bad) const {
     const int64_t row0 = h * rows_per_head;
-    std::fill(prov.begin() + row0 * dim, prov.begin() + (row0 + rows_per_head) * dim,
-              Provenance::finite);
     double total = 0;
     for (int64_t i = 0; i < rows_per_head; ++i) {
-      const int64_t row = row0 + i;
-      const float* x_r = x + row * dim;
-      const double sq = sum_squares(x_r, dim);
-      row_norm[count(row)] = static_cast<float>(std::sqrt(sq));
+      const double sq = sum_squares(x + (row0 + i) * dim, dim);
+      row_norm[count(row0 + i)] = static_cast<float>(std::sqrt(sq));
       total += sq;
-      if (std::isfinite(sq)) continue;  // a NaN or inf entry makes the sum of squares one
+      // A NaN or inf entry makes the sum of squares one.
+      if (!std::isfinite(sq)) head_bad[count(h)] = 1;
+    }
+    head_norm[count(h)] = std::sqrt(total);
+  }
+
+  // The codes of head h's non-finite entries (prov sized and set to finite before).
+  void codes(int64_t h) const {
+    for (int64_t i = 0; i < rows_per_head; ++i) {
+      const int64_t row = h * rows_per_head + i;
+      if (std::isfinite(row_norm[count(row)])) continue;
       const Provenance c = code(h, i);
+      const float* x_r = x + row * dim;
       for (int64_t e = 0; e < dim; ++e) {
         if (!std::isfinite(x_r[e])) prov[count(row * dim + e)] = c;
       }
     }
-    head_norm[count(h)] = std::sqrt(total);
   }
 };
 
@@ -82,19 +89,36 @@ void TraceRecorder::finish_forward(const CpuForwardOutputs& out) {
   f.l.assign(out.l, out.l + rows);
   f.lse.assign(out.lse, out.lse + rows);
   f.o_max_abs.resize(count(rows));
-  f.o_provenance.assign(count(rows * Dv), Provenance::finite);
-  f.lse_provenance.assign(count(rows), Provenance::finite);
+  f.o_provenance.clear();
+  f.lse_provenance.clear();
+  // Each row's largest magnitude in one pass per head: its max |O_i| unless not finite; then,
+  // only when some O or LSE entry is not finite, the codes of the heads that hold one.
+  std::vector<uint8_t> head_bad(count(prm_.batch * prm_.heads), 0);
   const int64_t o_bytes = rows * Dv * int64_t{sizeof(float)};
-  parallel_for(prm_.batch * prm_.heads, streaming_threads(threads_, o_bytes), [&](int64_t bh, int) {
-    // Each row's largest magnitude in one pass over the head: its max |O_i| unless not finite.
+  const int threads = streaming_threads(threads_, o_bytes);
+  parallel_for(prm_.batch * prm_.heads, threads, [&](int64_t bh, int) {
     float* o_max_abs = f.o_max_abs.data() + bh * Sq;
     row_maxima(Precision::f32, out.o + bh * Sq * Dv, Sq, Dv, o_max_abs);
     for (int64_t i = 0; i < Sq; ++i) {
       const int64_t row = bh * Sq + i;
-      const float* o_r = out.o + row * Dv;
       const bool o_bad = !magnitude_finite(o_max_abs[i]);
       float max = 0;
-      if (o_bad) finite_max(o_r, Dv, &o_max_abs[i], &max);
+      if (o_bad) finite_max(out.o + row * Dv, Dv, &o_max_abs[i], &max);
+      if (o_bad || !std::isfinite(out.lse[row])) head_bad[count(bh)] = 1;
+    }
+  });
+  if (std::none_of(head_bad.begin(), head_bad.end(), [](uint8_t b) { return b != 0; })) {
+    f.valid = true;
+    return;
+  }
+  f.o_provenance.assign(count(rows * Dv), Provenance::finite);
+  f.lse_provenance.assign(count(rows), Provenance::finite);
+  parallel_for(prm_.batch * prm_.heads, threads, [&](int64_t bh, int) {
+    if (head_bad[count(bh)] == 0) return;
+    for (int64_t i = 0; i < Sq; ++i) {
+      const int64_t row = bh * Sq + i;
+      const float* o_r = out.o + row * Dv;
+      const bool o_bad = std::any_of(o_r, o_r + Dv, [](float v) { return !std::isfinite(v); });
       const bool lse_bad = !std::isfinite(out.lse[row]);
       if (!o_bad && !lse_bad) continue;
       const Provenance cause = row_cause(bh, i, false);
@@ -135,12 +159,29 @@ void TraceRecorder::finish_backward(const CpuBackwardOutputs& out) {
       {out.dq, BH, Sq, D, bw.dq_row_norm, bw.dq_head_norm, bw.dq_provenance, dq_code},
       {out.dk, BHk, Sk, D, bw.dk_row_norm, bw.dk_head_norm, bw.dk_provenance, kv_code},
       {out.dv, BHk, Sk, Dv, bw.dv_row_norm, bw.dv_head_norm, bw.dv_provenance, kv_code}};
-  for (const GradNorms& g : grads) g.size();
-  // One item per head of each tensor, in one parallel pass (dQ's heads first).
+  std::vector<uint8_t> head_bad[3];
+  for (int g = 0; g < 3; ++g) grads[g].size(head_bad[g]);
+  // One item per head of each tensor, in one parallel pass (dQ's heads first); then the codes
+  // of the heads holding a non-finite entry, in tensors that have one.
   const int64_t entries = BH * Sq * D + BHk * Sk * (D + Dv);
-  parallel_for(BH + 2 * BHk, entries < kParallelNormEntries ? 1 : threads_, [&](int64_t item, int) {
-    const int64_t g = item < BH ? 0 : 1 + (item - BH) / BHk;
-    grads[g].head(g == 0 ? item : (item - BH) % BHk);
+  const int threads = entries < kParallelNormEntries ? 1 : threads_;
+  const auto tensor_of = [&](int64_t item) { return item < BH ? 0 : 1 + (item - BH) / BHk; };
+  const auto head_of = [&](int64_t item) { return item < BH ? item : (item - BH) % BHk; };
+  parallel_for(BH + 2 * BHk, threads, [&](int64_t item, int) {
+    const int64_t g = tensor_of(item);
+    grads[g].norms(head_of(item), head_bad[g]);
+  });
+  for (int g = 0; g < 3; ++g) {
+    const bool any =
+        std::any_of(head_bad[g].begin(), head_bad[g].end(), [](uint8_t b) { return b != 0; });
+    grads[g].prov.clear();
+    if (any)
+      grads[g].prov.assign(count(grads[g].heads * grads[g].rows_per_head * grads[g].dim),
+                           Provenance::finite);
+  }
+  parallel_for(BH + 2 * BHk, threads, [&](int64_t item, int) {
+    const int64_t g = tensor_of(item), h = head_of(item);
+    if (head_bad[g][count(h)] != 0) grads[g].codes(h);
   });
   bw.valid = true;
 }
