@@ -2,7 +2,8 @@
 // of kv tiles): a chunk owns dK_j and dV_j of its tiles outright (summed over the query heads
 // of the group) and adds dQ into its own fp32 partial; the partials are then summed in chunk
 // order. The chunking depends only on the shape, so results are bit-identical for any number
-// of threads.
+// of threads. The groups run in waves, which bound what is held per query head (bf16 pairs of
+// Q and dO, the extra dQ partials) to one wave's heads.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -49,51 +50,61 @@ class FusedBackward {
         cancel_(cancel),
         x0_(make_head_context(prm, Mode::fused, 0, 0)) {}
 
+  // The (batch, kv head) groups go in waves of wave_groups(): the bf16 pairs of Q and dO and
+  // the extra dQ partials are held for one wave's query heads, not for the whole tensor.
   void run() {
     preprocess();
     kv_clean_ = finite_kv_tiles(prm_, in_);
     const int64_t dq_elements = prm_.batch * prm_.heads * prm_.seqlen_q * prm_.head_dim;
     chunks_ = kv_chunks(prm_.batch * prm_.kv_heads, n_kv_, dq_elements);
     if (rec_ != nullptr) rec_->dq_partials(chunks_);
-    // Chunk 0 accumulates straight into out.dq; chunks 1.. into dq_extra_.
+    // Chunk 0 accumulates straight into out.dq; chunks 1.. into the wave's dq_extra_.
     std::fill(out_.dq, out_.dq + dq_elements, 0.0f);
-    dq_extra_.resize(count((chunks_ - 1) * dq_elements));
-    std::fill(dq_extra_.begin(), dq_extra_.end(), 0.0f);
     std::vector<BackwardScratch> scratch(count(threads_),
                                          {prm_.head_dim, prm_.head_dim_v, paired_});
-    parallel_for(prm_.batch * prm_.kv_heads * chunks_, threads_, [&](int64_t item, int worker) {
-      const int64_t bkv = item / chunks_, chunk = item % chunks_;
-      float* dq_acc = chunk == 0 ? out_.dq : dq_extra_.data() + (chunk - 1) * dq_elements;
-      for (int64_t jt = chunk; jt < n_kv_; jt += chunks_) {
-        kv_tile(bkv, jt, dq_acc, scratch[count(worker)], worker);
-      }
-    });
-    reduce_dq(dq_elements);
+    const int64_t groups = prm_.batch * prm_.kv_heads, per_wave = wave_groups();
+    for (int64_t g0 = 0; g0 < groups; g0 += per_wave) {
+      wave_ = Wave{g0, std::min(groups, g0 + per_wave)};
+      pair_wave();
+      const int64_t G = prm_.group_size();
+      const int64_t partial = (wave_.g1 - g0) * G * prm_.seqlen_q * prm_.head_dim;
+      dq_extra_.resize(count((chunks_ - 1) * partial));
+      std::fill(dq_extra_.begin(), dq_extra_.end(), 0.0f);
+      parallel_for((wave_.g1 - g0) * chunks_, threads_, [&](int64_t item, int worker) {
+        const int64_t bkv = g0 + item / chunks_, chunk = item % chunks_;
+        // dQ rows of the wave's query heads, indexed from the wave's first row.
+        float* dq_acc = chunk == 0 ? out_.dq + wave_row0() * prm_.head_dim
+                                   : dq_extra_.data() + (chunk - 1) * partial;
+        for (int64_t jt = chunk; jt < n_kv_; jt += chunks_) {
+          kv_tile(bkv, jt, dq_acc, scratch[count(worker)], worker);
+        }
+      });
+      reduce_dq(partial);
+    }
   }
 
  private:
-  // D = rowsum(dO * O) per q tile, whether the tile is clean (q_tile_clean), and with
-  // bf16_dot the pairs of Q and dO every kv tile's matmuls read.
+  // Groups [g0, g1) of (batch, kv head): query heads [g0 * G, g1 * G) of the flat B * H.
+  struct Wave {
+    int64_t g0 = 0, g1 = 0;
+  };
+
+  // Groups per wave: enough for two work items per worker (the chunks of one group differ by a
+  // kv tile's share of causal work, so one item each would leave a worker idle at every wave's
+  // end).
+  int64_t wave_groups() const { return tile_count(2 * int64_t{threads_}, chunks_); }
+  // The first row of the wave in [B * H * Sq].
+  int64_t wave_row0() const { return wave_.g0 * prm_.group_size() * prm_.seqlen_q; }
+
+  // D = rowsum(dO * O) per q tile and whether the tile is clean (q_tile_clean).
   void preprocess() {
-    const int64_t Sq = prm_.seqlen_q, D = prm_.head_dim, Dv = prm_.head_dim_v;
+    const int64_t Sq = prm_.seqlen_q, Dv = prm_.head_dim_v;
     const int64_t q_tiles = prm_.batch * prm_.heads * n_q_;
     q_clean_.assign(count(q_tiles), 0);
-    if (paired_) {
-      q_rows_.resize(count(q_tiles * kTileRows * q_row_words_));
-      do_rows_.resize(count(q_tiles * kTileRows * do_row_words_));
-      q_cols_.resize(count(q_tiles * q_cols_block_));
-      do_cols_.resize(count(q_tiles * do_cols_block_));
-    }
     parallel_for(q_tiles, threads_, [&](int64_t item, int) {
       cancel_.check();
       const int64_t i0 = (item % n_q_) * kTileRows, rows = std::min(kTileRows, Sq - i0);
       const int64_t row = (item / n_q_) * Sq + i0;
-      if (paired_) {
-        pair_rows(rows, D, in_.q + row * D, D, q_rows_.data() + row * q_row_words_);
-        pair_rows(rows, Dv, in_.dout + row * Dv, Dv, do_rows_.data() + row * do_row_words_);
-        pair_columns(rows, D, in_.q + row * D, D, q_cols_.data() + item * q_cols_block_);
-        pair_columns(rows, Dv, in_.dout + row * Dv, Dv, do_cols_.data() + item * do_cols_block_);
-      }
       backward_preprocess(x0_, rows, fwd_.o + row * Dv, in_.dout + row * Dv, out_.d + row);
       const bool inputs_finite =
           rows_finite(in_.q_max, row, rows) && rows_finite(in_.dout_max, row, rows);
@@ -102,6 +113,28 @@ class FusedBackward {
       if (rec_ != nullptr) {
         rec_->rows_ready(item / n_q_, i0, rows, fwd_.m + row, fwd_.l + row, out_.d + row);
       }
+    });
+  }
+
+  // With bf16_dot, the pairs of Q and dO of the wave's query heads that every kv tile's
+  // matmuls read.
+  void pair_wave() {
+    if (!paired_) return;
+    const int64_t Sq = prm_.seqlen_q, D = prm_.head_dim, Dv = prm_.head_dim_v;
+    const int64_t G = prm_.group_size(), tile0 = wave_.g0 * G * n_q_;
+    const int64_t q_tiles = (wave_.g1 - wave_.g0) * G * n_q_;
+    q_rows_.resize(count(q_tiles * kTileRows * q_row_words_));
+    do_rows_.resize(count(q_tiles * kTileRows * do_row_words_));
+    q_cols_.resize(count(q_tiles * q_cols_block_));
+    do_cols_.resize(count(q_tiles * do_cols_block_));
+    parallel_for(q_tiles, threads_, [&](int64_t item, int) {
+      cancel_.check();
+      const int64_t i0 = ((tile0 + item) % n_q_) * kTileRows, rows = std::min(kTileRows, Sq - i0);
+      const int64_t row = ((tile0 + item) / n_q_) * Sq + i0, at = row - wave_row0();
+      pair_rows(rows, D, in_.q + row * D, D, q_rows_.data() + at * q_row_words_);
+      pair_rows(rows, Dv, in_.dout + row * Dv, Dv, do_rows_.data() + at * do_row_words_);
+      pair_columns(rows, D, in_.q + row * D, D, q_cols_.data() + item * q_cols_block_);
+      pair_columns(rows, Dv, in_.dout + row * Dv, Dv, do_cols_.data() + item * do_cols_block_);
     });
   }
 
@@ -146,13 +179,14 @@ class FusedBackward {
         const bool skip = backward_skips(x, t, kv_clean, q_clean_[count(bh * n_q_ + qt)]);
         if (skip && rec_ != nullptr) rec_->skipped_tile(x, t);
         if (skip && !pool) continue;
-        const int64_t item = bh * n_q_ + qt;
-        const auto pairs = [&](const Buffer<uint32_t>& v, int64_t at) {
-          return paired_ ? v.data() + at : nullptr;
+        // The tile's place among the wave's q tiles and rows (pairs, dQ accumulators).
+        const int64_t item = bh * n_q_ + qt - wave_.g0 * G * n_q_, at = row - wave_row0();
+        const auto pairs = [&](const Buffer<uint32_t>& v, int64_t offset) {
+          return paired_ ? v.data() + offset : nullptr;
         };
-        const Bf16Pairs s_pairs{pairs(q_rows_, row * q_row_words_), q_row_words_, 1,
+        const Bf16Pairs s_pairs{pairs(q_rows_, at * q_row_words_), q_row_words_, 1,
                                 pairs(w.kt_pairs, 0), kTileCols};
-        const Bf16Pairs dp_pairs{pairs(do_rows_, row * do_row_words_), do_row_words_, 1,
+        const Bf16Pairs dp_pairs{pairs(do_rows_, at * do_row_words_), do_row_words_, 1,
                                  pairs(w.vt_pairs, 0), kTileCols};
         BlockMax s_max;  // of S against m, for the trace
         fused_backward_intermediates(x, t, q_tile, paired_ ? nullptr : w.kt.data(), do_tile,
@@ -163,7 +197,7 @@ class FusedBackward {
         if (skip) continue;
         accumulate_dv(x, t, tb.p.data(), tb.p_lo.data(), do_tile, dv,
                       {nullptr, 0, 0, pairs(do_cols_, item * do_cols_block_), paired_ld(Dv)});
-        accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + row * D,
+        accumulate_dq(x, t, tb.ds.data(), k_tile, dq_acc + at * D,
                       {nullptr, 0, 0, pairs(w.k_pairs, 0), paired_ld(D)});
         accumulate_dk(x, t, tb.ds.data(), q_tile, dk,
                       {nullptr, 0, 0, pairs(q_cols_, item * q_cols_block_), paired_ld(D)});
@@ -171,7 +205,7 @@ class FusedBackward {
           rec_->backward_tile(
               x, t,
               {tb.s.data(), tb.p.data(), tb.dp.data(), tb.ds.data(), fwd_.m + row, fwd_.l + row,
-               dq_acc + row * D, dk, dv, tb.ds_max_abs, jt % chunks_, &s_max});
+               dq_acc + at * D, dk, dv, tb.ds_max_abs, jt % chunks_, &s_max});
         }
       }
     }
@@ -179,16 +213,18 @@ class FusedBackward {
     backward_postprocess_dv(x0_, dv, cols * Dv, dv);
   }
 
-  // dQ = round(partial_0 + partial_1 + ...), summed in chunk order, per q tile.
-  void reduce_dq(int64_t dq_elements) {
-    const int64_t D = prm_.head_dim, Sq = prm_.seqlen_q;
-    parallel_for(prm_.batch * prm_.heads * n_q_, threads_, [&](int64_t item, int) {
-      const int64_t i0 = (item % n_q_) * kTileRows;
-      const int64_t begin = ((item / n_q_) * Sq + i0) * D;
+  // dQ = round(partial_0 + partial_1 + ...), summed in chunk order, per q tile of the wave;
+  // `partial` elements per extra partial.
+  void reduce_dq(int64_t partial) {
+    const int64_t D = prm_.head_dim, Sq = prm_.seqlen_q, G = prm_.group_size();
+    const int64_t tile0 = wave_.g0 * G * n_q_;
+    parallel_for((wave_.g1 - wave_.g0) * G * n_q_, threads_, [&](int64_t item, int) {
+      const int64_t i0 = ((tile0 + item) % n_q_) * kTileRows;
+      const int64_t at = (((tile0 + item) / n_q_) * Sq + i0 - wave_row0()) * D;
       const int64_t n = std::min(kTileRows, Sq - i0) * D;
-      float* acc = out_.dq + begin;
+      float* acc = out_.dq + wave_row0() * D + at;
       for (int64_t c = 1; c < chunks_; ++c) {
-        const float* part = dq_extra_.data() + (c - 1) * dq_elements + begin;
+        const float* part = dq_extra_.data() + (c - 1) * partial + at;
         for (int64_t e = 0; e < n; ++e) acc[e] += part[e];
       }
       backward_postprocess(x0_, acc, n, acc);
@@ -209,23 +245,25 @@ class FusedBackward {
   const int64_t n_q_ = tile_count(prm_.seqlen_q, kTileRows);
   const int64_t n_kv_ = tile_count(prm_.seqlen_k, kTileCols);
   int64_t chunks_ = 1;
+  Wave wave_;
   std::vector<uint8_t> q_clean_, kv_clean_;  // [B * H][n_q], [B * Hk][n_kv]
-  Buffer<float> dq_extra_;                   // [chunks - 1][B, H, Sq, D]
-  // bf16_dot: Q and dO paired once (gemm_bf16.h) as A of S and dP (pair_rows, row by row) and as
-  // B of dK and dV (pair_columns, q tile by q tile); empty otherwise.
+  Buffer<float> dq_extra_;                   // [chunks - 1][the wave's rows, D]
+  // bf16_dot: Q and dO of the wave's query heads paired (gemm_bf16.h) as A of S and dP
+  // (pair_rows, row by row) and as B of dK and dV (pair_columns, q tile by q tile); empty
+  // otherwise.
   const bool paired_ = x0_.bf16_dot;
   const int64_t q_row_words_ = (prm_.head_dim + 1) / 2, do_row_words_ = (prm_.head_dim_v + 1) / 2;
   const int64_t q_cols_block_ = kTileRows / 2 * paired_ld(prm_.head_dim);
   const int64_t do_cols_block_ = kTileRows / 2 * paired_ld(prm_.head_dim_v);
-  Buffer<uint32_t> q_rows_, do_rows_;  // [B * H * Sq][q_row_words_ / do_row_words_]
-  Buffer<uint32_t> q_cols_, do_cols_;  // [B * H * n_q][q_cols_block_ / do_cols_block_]
+  Buffer<uint32_t> q_rows_, do_rows_;  // [the wave's rows][q_row_words_ / do_row_words_]
+  Buffer<uint32_t> q_cols_, do_cols_;  // [the wave's q tiles][q_cols_block_ / do_cols_block_]
 };
 
 }  // namespace
 
 // Enough items for up to 16 workers, at most the number of kv tiles, and at most 512 MiB of
-// extra dQ partials. Chunk c holds kv tiles c, c + chunks, ... (round robin, which balances
-// causal masking).
+// extra dQ partials for the whole tensor (a wave holds a share of that). Chunk c holds kv tiles c,
+// c + chunks, ... (round robin, which balances causal masking).
 int64_t kv_chunks(int64_t kv_groups, int64_t n_kv, int64_t dq_elements) {
   constexpr int64_t kTargetItems = 16;
   constexpr int64_t kPartialBudget = int64_t{512} << 20;
