@@ -57,8 +57,18 @@ TEST(Determinism, fused_gqa_causal_mask_bias_softcap_bf16_threads_1_2_3_bit_iden
   expect_thread_count_independent(gqa_everything(Precision::bf16), Mode::fused);
 }
 
+// One group of two query heads: the unfused backward's three schedules (1 thread: whole groups;
+// 2: the group's heads in parallel, summed in head order; 3: each q tile split by rows / keys).
 TEST(Determinism, unfused_gqa_causal_mask_bias_softcap_f16_threads_1_2_3_bit_identical) {
   expect_thread_count_independent(gqa_everything(Precision::f16), Mode::unfused);
+}
+
+// One group of four query heads on 2 and 3 workers: heads in parallel, whose dK_h, dV_h are
+// summed in head order (in fp32, where three terms or more round differently in another order).
+TEST(Determinism, unfused_one_group_of_four_heads_f32_threads_1_2_3_bit_identical) {
+  CaseConfig c = gqa_everything(Precision::f32);
+  c.heads = 4;
+  expect_thread_count_independent(c, Mode::unfused);
 }
 
 // One head, dropout: the unfused backward splits each q tile's stages over the workers by
