@@ -96,12 +96,15 @@ RunStats run_stats(const AttnParams& params, const ModeRun& r) {
 struct RecordedReplay {
   const CaseInputs* in = nullptr;
   const KernelInputs* kin = nullptr;
-  const ModeRun* run = nullptr;       // the replay's own kernel (its first mode)
-  const ModeRun* baseline = nullptr;  // unfused at the recorded precision (accuracy rule)
-  std::vector<ModeRun> extra;         // runs made here because the analysis did not have them
+  const ModeRun* run = nullptr;  // the replay's own kernel (its first mode)
+  // Unfused at the recorded precision (accuracy rule) when an analysis run is that; else null,
+  // and the recorded feed runs it group by group as the reference streams.
+  const ModeRun* baseline = nullptr;
+  std::vector<ModeRun> extra;  // the run made here because the analysis did not have it
 };
 
-// Points r.run / r.baseline at analysis runs with the recorded semantics, or runs them.
+// Points r.run at an analysis run with the recorded semantics, or runs it; r.baseline at an
+// analysis run that is the baseline, if any.
 void find_or_run(RecordedReplay& r, const Replay& replay, const std::vector<ModeRun>* runs,
                  int threads) {
   const Mode mode = replay.modes.front();
@@ -113,17 +116,12 @@ void find_or_run(RecordedReplay& r, const Replay& replay, const std::vector<Mode
     }
     return nullptr;
   };
-  r.extra.reserve(2);
   r.run = pick(mode, upcast);
   if (r.run == nullptr) {
     r.extra.push_back(run_mode(r.in->params, *r.kin, mode, upcast, threads, false));
     r.run = &r.extra.back();
   }
   r.baseline = mode == Mode::unfused && !upcast ? r.run : pick(Mode::unfused, false);
-  if (r.baseline == nullptr) {
-    r.extra.push_back(run_mode(r.in->params, *r.kin, Mode::unfused, false, threads, false));
-    r.baseline = &r.extra.back();
-  }
 }
 
 const RecordedComparison* comparison_of(const std::vector<RecordedComparison>& list,
@@ -220,9 +218,10 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   const bool within_budget =
       p.batch * p.heads * p.seqlen_q * p.seqlen_k <= settings.reference_gradient_budget;
   const bool recorded_gradients = recorded && has_recorded_gradients(data);
-  // Every kernel run first (the replay's and the hypothesis test's too), so that the fp32
+  // Every whole kernel run first (the replay's and the hypothesis test's too), so that the fp32
   // inputs and the kernels' pooled buffers are freed before the fp64 references and the
-  // comparisons.
+  // comparisons; the accuracy rule's baseline, unless an analysis run is it, runs group by
+  // group in the recorded feed as the reference streams (its outputs held for one group).
   std::optional<CaseInputs> replay_in;  // a what-if keeps the recorded-output check on the replay
   RecordedReplay rr, wr;
   // The hypothesis test: the recorded-output check against the what-if's runs and reference.
@@ -263,9 +262,10 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
         (settings.precision_check && within_budget) || (replays && recorded_gradients);
     digest = start_digest(streaming, gradients);
     if (recorded && replays) {
-      feed.emplace(data, rr.in->params, *rr.run, *rr.baseline, replay, gradients);
+      feed.emplace(data, rr.in->params, *rr.run, rr.baseline, replay, gradients, settings.threads);
     } else if (recorded) {
-      hypothesis_feed.emplace(data, wr.in->params, *wr.run, *wr.baseline, hypothesis, gradients);
+      hypothesis_feed.emplace(data, wr.in->params, *wr.run, wr.baseline, hypothesis, gradients,
+                              settings.threads);
     }
     stream_reference64(
         reference_inputs(data, in.params), gradients, settings.threads,
@@ -291,7 +291,8 @@ Result<CaseAnalysis> analyze_case(const CaseData& data, const AnalysisSettings& 
   if (recorded) {
     if (run.runs_differ()) {
       replay_digest.emplace();
-      feed.emplace(data, rr.in->params, *rr.run, *rr.baseline, replay, recorded_gradients);
+      feed.emplace(data, rr.in->params, *rr.run, rr.baseline, replay, recorded_gradients,
+                   settings.threads);
       stream_reference64(
           reference_inputs(data, replay_in->params), recorded_gradients, settings.threads,
           [&](const GroupReference& g) {

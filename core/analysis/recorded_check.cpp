@@ -36,37 +36,40 @@ double storage_ulp(Precision p, double x) {
 
 RecordedComparison compare_recorded(const RecordedComparisonInputs& in) {
   RecordedComparer comparer(in);
+  HeadScratch scratch;
   const int64_t per_outer = in.geometry.rows * in.geometry.cols;
   for (int64_t o = 0; o < in.geometry.outer; ++o) {
-    comparer.add(o, in.reference->data() + o * per_outer);
+    comparer.add(o, in.reference->data() + o * per_outer, scratch);
   }
   return comparer.finish();
 }
 
 RecordedComparer::RecordedComparer(RecordedComparisonInputs in) : in_(std::move(in)) {
   const TensorGeometry& g = in_.geometry;
-  rec_.resize(static_cast<size_t>(g.rows * g.cols));
-  if (in_.same_precision) same_.resize(rec_.size());
   out_.tensor = in_.tensor;
   out_.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
 }
 
-void RecordedComparer::add(int64_t o, const double* r) {
+void RecordedComparer::add(int64_t o, const double* r, HeadScratch& scratch) {
   const TensorGeometry& g = in_.geometry;
   const int64_t per_outer = g.rows * g.cols, base = o * per_outer;
+  std::vector<double>& rec = scratch.recorded;
+  std::vector<double>& same = scratch.same;
+  rec.resize(static_cast<size_t>(per_outer));
+  same.resize(in_.same_precision ? rec.size() : 0);
   // The accuracy rule's baseline (unfused at the recorded precision) against fp64.
-  in_.baseline(base, per_outer, rec_.data());
+  in_.baseline(base, per_outer, rec.data());
   for (int64_t e = 0; e < per_outer; ++e) {
     if (!std::isfinite(r[e])) continue;
     max_abs_reference_ = std::fmax(max_abs_reference_, std::fabs(r[e]));
-    if (std::isfinite(rec_[static_cast<size_t>(e)])) {
+    if (std::isfinite(rec[static_cast<size_t>(e)])) {
       out_.baseline_error =
-          std::fmax(out_.baseline_error, std::fabs(rec_[static_cast<size_t>(e)] - r[e]));
+          std::fmax(out_.baseline_error, std::fabs(rec[static_cast<size_t>(e)] - r[e]));
     }
   }
-  in_.recorded(base, per_outer, rec_.data());
-  if (in_.same_precision) in_.same_precision(base, per_outer, same_.data());
-  const PairStats s = compare_values(rec_.data(), r, per_outer);
+  in_.recorded(base, per_outer, rec.data());
+  if (in_.same_precision) in_.same_precision(base, per_outer, same.data());
+  const PairStats s = compare_values(rec.data(), r, per_outer);
   HeadComparison head;
   head.batch = o / g.heads;
   head.head = o % g.heads;
@@ -78,11 +81,11 @@ void RecordedComparer::add(int64_t o, const double* r) {
   head.column_max_error.assign(static_cast<size_t>(g.cols), 0.0);
   std::vector<double>& excess = row_excess_.emplace_back(static_cast<size_t>(g.rows), 0.0);
   for (int64_t e = 0; e < per_outer; ++e) {
-    const double x = rec_[static_cast<size_t>(e)];
+    const double x = rec[static_cast<size_t>(e)];
     const bool finite = std::isfinite(x) && std::isfinite(r[e]);
     out_.finite_pairs += finite;
-    if (!std::isfinite(x) && std::isfinite(r[e]) && !same_.empty() &&
-        same_class(x, same_[static_cast<size_t>(e)])) {
+    if (!std::isfinite(x) && std::isfinite(r[e]) && !same.empty() &&
+        same_class(x, same[static_cast<size_t>(e)])) {
       ++head.replay_nonfinite;  // the recorded kernel's own overflow, reproduced
       continue;
     }
@@ -106,7 +109,7 @@ void RecordedComparer::add(int64_t o, const double* r) {
     out_.column_max_error[c] = std::fmax(out_.column_max_error[c], head.column_max_error[c]);
   }
   if (in_.same_precision) {
-    const PairStats sp = compare_values(rec_.data(), same_.data(), per_outer);
+    const PairStats sp = compare_values(rec.data(), same.data(), per_outer);
     head.same_precision_cosine = sp.cosine;
     head.same_precision_max_error = sp.max_error;
   }

@@ -134,17 +134,23 @@ RecordedComparison compare_recorded(const RecordedComparisonInputs& in);
 // Besides one head of the recording, the baseline and the same-precision run, it holds per row
 // of each head the largest error beyond its elements' stored-ulp allowance, so that the rule's
 // threshold (which needs every head's baseline error) is applied in finish().
+// One head of a recording and of a same-precision run in fp64: what RecordedComparer::add reads
+// them into, shared by the comparers of one feed (one head at a time).
+struct HeadScratch {
+  std::vector<double> recorded, same;
+};
+
 class RecordedComparer {
  public:
   explicit RecordedComparer(RecordedComparisonInputs in);
-  void add(int64_t outer, const double* reference);  // reference [rows, cols] of that head
+  // reference [rows, cols] of that head.
+  void add(int64_t outer, const double* reference, HeadScratch& scratch);
   RecordedComparison finish();
 
  private:
   RecordedComparisonInputs in_;
   RecordedComparison out_;
   double max_abs_reference_ = 0;
-  std::vector<double> rec_, same_;
   // [outer][row]: the row's largest error above its allowance's stored-ulp part (0 when none;
   // +inf for a non-finite mismatch), compared with the threshold in finish().
   std::vector<std::vector<double>> row_excess_;

@@ -2,6 +2,8 @@
 // reference gathered whole (lse; a gradient summed over the batch) and compared at the end.
 #include "core/analysis/recorded_feed.h"
 
+#include <algorithm>
+
 #include "core/analysis/recorded_conventions.h"
 #include "core/replay.h"
 
@@ -36,14 +38,23 @@ TensorGeometry geometry_of(const AttnParams& p, const std::string& name) {
 }  // namespace
 
 RecordedFeed::RecordedFeed(const CaseData& data, const AttnParams& params, const ModeRun& run,
-                           const ModeRun& baseline, const Replay& replay, bool gradients)
+                           const ModeRun* baseline, const Replay& replay, bool gradients,
+                           int threads)
     : data_(data), p_(params) {
+  std::vector<std::string> compared;
   for (const char* name : kRecordedNames) {
-    const HostTensor* t = data.find(name);
     const std::string n = name;
-    if (t == nullptr || (n[0] == 'd' && !gradients)) continue;
+    if (data.find(n) == nullptr || (n[0] == 'd' && !gradients)) continue;
     if (replay.score_mod_unavailable) continue;
     if (replay.dropout == DropoutReplay::unavailable && n != "lse") continue;
+    compared.push_back(n);
+  }
+  // The baseline's backward runs only for a gradient that is compared.
+  const bool any_gradient = std::any_of(compared.begin(), compared.end(),
+                                        [](const std::string& n) { return n[0] == 'd'; });
+  if (baseline == nullptr) group_baseline_.emplace(data, params, any_gradient, threads);
+  for (const std::string& n : compared) {
+    const HostTensor* t = data.find(n);
     Tensor& x = tensors_.emplace_back();
     RecordedComparisonInputs& c = x.inputs;
     c.tensor = n;
@@ -51,15 +62,17 @@ RecordedFeed::RecordedFeed(const CaseData& data, const AttnParams& params, const
     x.reference = group_member(n);
     x.kv = n == "dk" || n == "dv";
     c.recorded = values_of(*t);
-    c.baseline = values_of(run_output(baseline, n));
-    c.same_precision = values_of(run_output(run, n));
     const int64_t batch = data.info.dims.batch;
     x.summed = data.info.dims.batch_summed(n);
-    if (x.summed) {
-      c.baseline = batch_sum_of(run_output(baseline, n), batch);
-      c.same_precision = batch_sum_of(run_output(run, n), batch);
-      c.geometry.outer /= batch;
+    c.same_precision =
+        x.summed ? batch_sum_of(run_output(run, n), batch) : values_of(run_output(run, n));
+    if (group_baseline_) {
+      c.baseline = group_baseline_->reader(n);
+    } else {
+      c.baseline = x.summed ? batch_sum_of(run_output(*baseline, n), batch)
+                            : values_of(run_output(*baseline, n));
     }
+    if (x.summed) c.geometry.outer /= batch;
     c.gradient = n[0] == 'd';
     c.stored = stored_precision(t->dtype);
     c.roundings = stored_roundings(replay, n, p_.seqlen_q, p_.seqlen_k, p_.group_size());
@@ -73,7 +86,9 @@ RecordedFeed::RecordedFeed(const CaseData& data, const AttnParams& params, const
 }
 
 void RecordedFeed::add(const GroupReference& g) {
-  const int64_t G = p_.group_size(), bkv = g.b * p_.kv_heads + g.g;
+  const int64_t bkv = g.b * p_.kv_heads + g.g;
+  if (group_baseline_ && !tensors_.empty()) group_baseline_->run(bkv, bkv + 1);
+  const int64_t G = p_.group_size();
   for (Tensor& x : tensors_) {
     const TensorGeometry& geo = x.inputs.geometry;
     const int64_t per_head = geo.rows * geo.cols;
@@ -81,7 +96,7 @@ void RecordedFeed::add(const GroupReference& g) {
     for (int64_t h = 0; h < heads; ++h) {
       const double* values = g.*x.reference + h * per_head;
       if (x.comparer) {
-        x.comparer->add(first + h, values);
+        x.comparer->add(first + h, values, scratch_);
         continue;
       }
       // Summed over the batch: head first + h of batch b is head (first + h) % heads_per_batch.

@@ -8,6 +8,7 @@
 
 #include "core/analysis/case_analysis.h"
 #include "core/analysis/finding.h"
+#include "core/analysis/group_baseline.h"
 #include "core/analysis/recorded_check.h"
 #include "core/analysis/reference64.h"
 #include "core/replay.h"
@@ -24,11 +25,12 @@ constexpr const char* kRecordedNames[] = {"o", "lse", "dq", "dk", "dv"};
 // sum, in batch order) are gathered whole and compared in finish(). o and the gradients are left
 // out when the run's dropout cannot be replayed; the gradients when the reference has none.
 // `run` is the replay's own kernel (its first mode) and `baseline` unfused at the recorded
-// precision, both under `params` and kept alive by the caller, as is `data`.
+// precision, both under `params` and kept alive by the caller, as is `data`; a null baseline
+// is run here group by group as the reference comes (GroupBaseline), the same values.
 class RecordedFeed {
  public:
   RecordedFeed(const CaseData& data, const AttnParams& params, const ModeRun& run,
-               const ModeRun& baseline, const Replay& replay, bool gradients);
+               const ModeRun* baseline, const Replay& replay, bool gradients, int threads);
   // The reference of one (batch, kv group), in stream_reference64's order.
   void add(const GroupReference& g);
   // The comparisons in kRecordedNames order; the lse convention and layout findings go to
@@ -46,7 +48,9 @@ class RecordedFeed {
   };
   const CaseData& data_;
   const AttnParams& p_;
+  std::optional<GroupBaseline> group_baseline_;  // when the caller has no whole baseline
   std::vector<Tensor> tensors_;
+  HeadScratch scratch_;  // the comparers' head, one tensor at a time
 };
 
 }  // namespace attnscope

@@ -1,7 +1,7 @@
 // Pins RecordedFeed, the recorded-output check fed by the streamed fp64 reference: in rounds of
 // one (batch, kv group) per worker it judges exactly as the analysis (one round) and as
-// compare_recorded over the whole reference, and a kv-broadcast batch's dk / dv are judged
-// against the batch's sum.
+// compare_recorded over the whole reference, with the baseline given whole or run by the feed
+// group by group, and a kv-broadcast batch's dk / dv are judged against the batch's sum.
 #include <gtest/gtest.h>
 
 #include "analysis_test_util.h"
@@ -65,13 +65,16 @@ TEST(RecordedFeed, rounds_of_one_group_judge_as_the_whole_reference) {
   const Replay replay = replay_of(c.info.config, false);
   Result<CaseInputs> in = make_case_inputs(c, RunChoice{}, InputValues::none);
   ASSERT_TRUE(in.ok());
-  RecordedFeed feed(c, in->params, *fused, *unfused, replay, /*gradients=*/true);
+  RecordedFeed feed(c, in->params, *fused, unfused, replay, /*gradients=*/true, /*threads=*/1);
+  // No whole baseline: the feed runs it group by group (GroupBaseline), the same values.
+  RecordedFeed by_group(c, in->params, *fused, nullptr, replay, /*gradients=*/true, /*threads=*/2);
   int groups = 0;
   stream_reference64(
       reference_inputs(c, in->params), /*gradients=*/true, /*threads=*/1,
       [&](const GroupReference& g) {
         ++groups;
         feed.add(g);
+        by_group.add(g);
       },
       {}, /*round_bytes=*/1);
   EXPECT_EQ(groups, 4);  // B * Hk, one round each
@@ -79,6 +82,9 @@ TEST(RecordedFeed, rounds_of_one_group_judge_as_the_whole_reference) {
   const std::vector<RecordedComparison> streamed = feed.finish(conventions);
   ASSERT_EQ(streamed.size(), 5u);
   for (size_t t = 0; t < streamed.size(); ++t) expect_same(streamed[t], a.recorded[t]);
+  const std::vector<RecordedComparison> grouped = by_group.finish(conventions);
+  ASSERT_EQ(grouped.size(), 5u);
+  for (size_t t = 0; t < grouped.size(); ++t) expect_same(grouped[t], streamed[t]);
 
   // o head by head is compare_recorded over the whole reference.
   RecordedComparisonInputs o;
