@@ -114,21 +114,21 @@ std::vector<double> HostTensor::to_double() const {
 
 namespace {
 
-// n stored values of type Stored from p, widened by `widen`: one dtype dispatch per range.
-template <typename Stored, typename Widen>
-void widen_range(const uint8_t* p, int64_t n, double* out, Widen widen) {
+// n stored values of type Stored from p, converted by `widen`: one dtype dispatch per range.
+template <typename Stored, typename Out, typename Widen>
+void widen_range(const uint8_t* p, int64_t n, Out* out, Widen widen) {
   for (int64_t i = 0; i < n; ++i) {
     Stored x;
     std::memcpy(&x, p + static_cast<size_t>(i) * sizeof(Stored), sizeof(Stored));
-    out[i] = widen(x);
+    out[i] = static_cast<Out>(widen(x));
   }
 }
 
-}  // namespace
-
-void HostTensor::read_double(int64_t first, int64_t n, double* out) const {
-  const uint8_t* p = bytes.data() + static_cast<size_t>(first) * dtype_size(dtype);
-  switch (dtype) {
+// Elements [first, first + n) of t into out, as fp64 or fp32 (rounded from the fp64 value).
+template <typename Out>
+void read_range(const HostTensor& t, int64_t first, int64_t n, Out* out) {
+  const uint8_t* p = t.bytes.data() + static_cast<size_t>(first) * dtype_size(t.dtype);
+  switch (t.dtype) {
     case DType::f16:
       return widen_range<uint16_t>(p, n, out, [](uint16_t h) { return half_bits_to_float(h); });
     case DType::bf16:
@@ -138,13 +138,23 @@ void HostTensor::read_double(int64_t first, int64_t n, double* out) const {
     case DType::f64:
       return widen_range<double>(p, n, out, [](double x) { return x; });
     default:
-      for (int64_t i = 0; i < n; ++i) out[i] = at(first + i);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(t.at(first + i));
   }
+}
+
+}  // namespace
+
+void HostTensor::read_double(int64_t first, int64_t n, double* out) const {
+  read_range(*this, first, n, out);
+}
+
+void HostTensor::read_float(int64_t first, int64_t n, float* out) const {
+  read_range(*this, first, n, out);
 }
 
 std::vector<float> HostTensor::to_float() const {
   std::vector<float> out(static_cast<size_t>(numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(at(static_cast<int64_t>(i)));
+  read_float(0, numel(), out.data());
   return out;
 }
 

@@ -28,6 +28,8 @@ struct HostTensor {
   std::vector<double> to_double() const;
   // Elements [first, first + n) as fp64 into out[0, n) (a slice without a whole-tensor copy).
   void read_double(int64_t first, int64_t n, double* out) const;
+  // The same as fp32 (each fp64 value rounded to nearest; exact for f16, bf16, f32).
+  void read_float(int64_t first, int64_t n, float* out) const;
   std::vector<float> to_float() const;
   std::vector<uint8_t> to_mask() const;  // nonzero -> 1
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/buffer.h"
 
@@ -15,17 +16,10 @@ size_t at(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-// Elements [first, first + n) of `t` as fp32 (as HostTensor::to_float converts them), through
-// an fp64 block of kBlock elements.
+// Elements [first, first + n) of `t` as fp32.
 std::vector<float> read_float(const HostTensor& t, int64_t first, int64_t n) {
-  constexpr int64_t kBlock = 4096;
   std::vector<float> out(at(n));
-  double block[kBlock];
-  for (int64_t e0 = 0; e0 < n; e0 += kBlock) {
-    const int64_t len = std::min(kBlock, n - e0);
-    t.read_double(first + e0, len, block);
-    for (int64_t e = 0; e < len; ++e) out[at(e0 + e)] = static_cast<float>(block[e]);
-  }
+  t.read_float(first, n, out.data());
   return out;
 }
 
